@@ -1,0 +1,177 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/policy"
+)
+
+// batcher is a shard's group commit. Requests that arrive while earlier
+// entries are being committed wait and then go out together as one log
+// entry, so under load one Raft round trip and one disk flush serve many
+// checks, while a lone request still goes out at once.
+type batcher struct {
+	group       string
+	r           *raft.Raft
+	maxBatch    int
+	maxInFlight int
+	timeout     time.Duration
+	// notLeader builds the error for a request this replica cannot serve,
+	// with a hint of the current leader.
+	notLeader func() error
+
+	in     chan *request
+	stop   chan struct{}
+	done   chan struct{}
+	lastTS int64
+}
+
+// request is one caller's checks, answered together.
+type request struct {
+	checks  []fsm.Check
+	results []policy.Result
+	err     error
+	done    chan struct{}
+}
+
+func newBatcher(group string, r *raft.Raft, cfg Config, notLeader func() error) *batcher {
+	b := &batcher{
+		group:       group,
+		r:           r,
+		maxBatch:    cfg.MaxBatch,
+		maxInFlight: cfg.MaxInFlight,
+		timeout:     cfg.CommitTimeout,
+		notLeader:   notLeader,
+		in:          make(chan *request, 1024),
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
+	}
+	go b.loop()
+	return b
+}
+
+// submit evaluates checks in the shard and returns one result per check.
+// A NotLeaderError means nothing was written; ErrUnavailable means the
+// outcome is unknown.
+func (b *batcher) submit(ctx context.Context, checks []fsm.Check) ([]policy.Result, error) {
+	if b.r.State() != raft.Leader {
+		return nil, b.notLeader()
+	}
+	req := &request{checks: checks, done: make(chan struct{})}
+	select {
+	case b.in <- req:
+	case <-b.stop:
+		return nil, b.notLeader()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %w", ErrNoLeader, ctx.Err())
+	}
+	select {
+	case <-req.done:
+		return req.results, req.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%s: %w: %w", b.group, ErrUnavailable, ctx.Err())
+	}
+}
+
+func (b *batcher) loop() {
+	defer close(b.done)
+	var queue []*request
+	inflight := 0
+	committed := make(chan struct{}, b.maxInFlight)
+	for {
+		if len(queue) > 0 && inflight < b.maxInFlight {
+			n, size := 0, 0
+			for n < len(queue) && (n == 0 || size+len(queue[n].checks) <= b.maxBatch) {
+				size += len(queue[n].checks)
+				n++
+			}
+			batch := queue[:n:n]
+			queue = queue[n:]
+			b.apply(batch, committed)
+			inflight++
+			continue
+		}
+		select {
+		case req := <-b.in:
+			queue = append(queue, req)
+		case <-committed:
+			inflight--
+		case <-b.stop:
+			for _, req := range queue {
+				req.err = b.notLeader()
+				close(req.done)
+			}
+			for ; inflight > 0; inflight-- {
+				<-committed
+			}
+			return
+		}
+	}
+}
+
+// apply stamps the batch with the leader's clock, hands it to Raft and
+// answers its requests from another goroutine once it commits. Stamping and
+// enqueueing happen here, in order, so log order and time order agree.
+func (b *batcher) apply(batch []*request, committed chan<- struct{}) {
+	ts := time.Now().UnixNano()
+	if ts <= b.lastTS {
+		ts = b.lastTS + 1
+	}
+	b.lastTS = ts
+	var checks []fsm.Check
+	if len(batch) == 1 {
+		checks = batch[0].checks
+	} else {
+		for _, req := range batch {
+			checks = append(checks, req.checks...)
+		}
+	}
+	f := b.r.Apply(fsm.EncodeAllow(nil, ts, checks), b.timeout)
+	go func() {
+		defer func() { committed <- struct{}{} }()
+		results, err := b.wait(f)
+		for _, req := range batch {
+			if err != nil {
+				req.err = err
+			} else {
+				req.results, results = results[:len(req.checks):len(req.checks)], results[len(req.checks):]
+			}
+			close(req.done)
+		}
+	}()
+}
+
+// wait waits for f and classifies its failure.
+func (b *batcher) wait(f raft.ApplyFuture) ([]policy.Result, error) {
+	if err := f.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+			return nil, b.notLeader() // refused before it reached the log
+		case errors.Is(err, raft.ErrEnqueueTimeout):
+			return nil, fmt.Errorf("%s: %w: raft queue full", b.group, ErrNoLeader)
+		default:
+			return nil, fmt.Errorf("%s: %w: %w", b.group, ErrUnavailable, err)
+		}
+	}
+	switch resp := f.Response().(type) {
+	case []policy.Result:
+		return resp, nil
+	case error:
+		return nil, fmt.Errorf("%s: %w", b.group, resp)
+	default:
+		return nil, fmt.Errorf("%s: unexpected apply response %T", b.group, resp)
+	}
+}
+
+// close stops accepting requests; queued ones are refused as not-leader
+// (nothing of them was written), in-flight ones finish.
+func (b *batcher) close() {
+	close(b.stop)
+	<-b.done
+}

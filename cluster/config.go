@@ -1,0 +1,127 @@
+package cluster
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+)
+
+// Defaults of a Config.
+const (
+	DefaultShards   = 64
+	DefaultReplicas = 3
+	// MaxShards bounds --shards; every shard is a Raft group on R nodes.
+	MaxShards = 1024
+	// MaxReplicas bounds --replicas.
+	MaxReplicas = 7
+	// metaVoters is how many nodes vote in the meta group; the others
+	// follow it as non-voters so every node has the membership locally.
+	metaVoters = 5
+)
+
+// Config is one node's configuration.
+type Config struct {
+	// NodeID names the node; stable across restarts.
+	NodeID string
+	// DataDir holds the node's Raft logs and snapshots.
+	DataDir string
+	// Addresses other nodes and clients use to reach this node.
+	GRPCAddr   string
+	HTTPAddr   string
+	RaftAddr   string
+	GossipAddr string
+	// Region labels the node (placement within regions comes later).
+	Region string
+	// Join lists gRPC addresses of cluster members to join at first start.
+	Join []string
+	// Shards and Replicas apply when this node creates a new cluster.
+	Shards   int
+	Replicas int
+
+	// Fsync makes every Raft write durable before it is acknowledged. Off
+	// only for throwaway clusters.
+	Fsync bool
+	// Raft timing. Lower timeouts fail over faster and cost more
+	// heartbeats: every shard leader heartbeats every follower.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	// DeadAfter is how long gossip must call a node dead before its
+	// replicas are moved to other nodes. A restart or deploy shorter than
+	// this moves nothing.
+	DeadAfter time.Duration
+	// ReconcileInterval is how often leaders compare shard replicas with
+	// the placement.
+	ReconcileInterval time.Duration
+	// GossipInterval scales memberlist's probe and gossip intervals.
+	GossipInterval time.Duration
+	// MaxBatch is the most checks one shard log entry carries.
+	MaxBatch int
+	// MaxInFlight is how many entries a shard leader has uncommitted at
+	// once; more requests wait and join the next entry (group commit).
+	MaxInFlight int
+	// CommitTimeout bounds how long a check waits for its entry to commit.
+	CommitTimeout time.Duration
+
+	Logger *slog.Logger
+}
+
+// WithDefaults fills unset fields.
+func (c Config) WithDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.Shards == 0 {
+		c.Shards = DefaultShards
+	}
+	if c.Replicas == 0 {
+		c.Replicas = DefaultReplicas
+	}
+	def(&c.HeartbeatTimeout, 500*time.Millisecond)
+	def(&c.ElectionTimeout, 500*time.Millisecond)
+	def(&c.LeaderLeaseTimeout, 250*time.Millisecond)
+	def(&c.DeadAfter, 30*time.Second)
+	def(&c.ReconcileInterval, 250*time.Millisecond)
+	def(&c.GossipInterval, 200*time.Millisecond)
+	def(&c.CommitTimeout, 5*time.Second)
+	if c.MaxBatch == 0 {
+		c.MaxBatch = 4096
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 2
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports the first unusable field, by its flag name.
+func (c Config) Validate() error {
+	if c.NodeID == "" {
+		return fmt.Errorf("%w: node-id: required", ErrConfig)
+	}
+	if c.DataDir == "" {
+		return fmt.Errorf("%w: data-dir: required", ErrConfig)
+	}
+	for _, a := range []struct{ flag, addr string }{
+		{"grpc-addr", c.GRPCAddr}, {"raft-addr", c.RaftAddr}, {"gossip-addr", c.GossipAddr},
+	} {
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			return fmt.Errorf("%w: %s: %q is not host:port", ErrConfig, a.flag, a.addr)
+		}
+	}
+	if c.Shards < 1 || c.Shards > MaxShards {
+		return fmt.Errorf("%w: shards: must be between 1 and %d, got %d", ErrConfig, MaxShards, c.Shards)
+	}
+	if c.Replicas < 1 || c.Replicas > MaxReplicas {
+		return fmt.Errorf("%w: replicas: must be between 1 and %d, got %d", ErrConfig, MaxReplicas, c.Replicas)
+	}
+	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
+		return fmt.Errorf("%w: leader lease timeout must not exceed the heartbeat timeout", ErrConfig)
+	}
+	return nil
+}

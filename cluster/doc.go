@@ -1,0 +1,14 @@
+// Package cluster runs a floodgate node: the meta Raft group (membership
+// and shard leadership reports), the shard Raft groups placed on the node,
+// memberlist gossip, and the reconcilers that move replicas toward the
+// placement.
+//
+// Keys hash to shards (hashing.ShardOf); shards are placed on active nodes
+// by rendezvous hashing (hashing.Rendezvous), preferred leader first. Every
+// group of a node shares one Raft TCP port through Mux, and one disk flush
+// through Syncer. A shard leader's batcher gathers concurrent checks into
+// one log entry (group commit) stamped with the leader's clock.
+//
+// The package knows Raft but not gRPC: calls to other nodes go through the
+// Peers interface, which the rpc package implements.
+package cluster

@@ -1,0 +1,48 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors of the cluster. rpc maps them to gRPC codes.
+var (
+	// ErrConfig marks an unusable configuration; the message names the flag.
+	ErrConfig = errors.New("invalid configuration")
+	// ErrNotLeader means this node does not lead the group. Nothing was
+	// written: the request may be retried on the leader (see NotLeaderError).
+	ErrNotLeader = errors.New("not the leader")
+	// ErrNoLeader means the group has no reachable leader now (no quorum,
+	// or an election under way). Nothing was written.
+	ErrNoLeader = errors.New("no leader")
+	// ErrUnavailable means the write was handed to Raft but its outcome is
+	// unknown (leadership lost, commit timed out): it may or may not have
+	// been applied, so it must not be retried.
+	ErrUnavailable = errors.New("outcome unknown")
+	// ErrNotFresh refuses to move a node with its own members or data into
+	// another cluster.
+	ErrNotFresh = errors.New("node is not fresh")
+	// ErrUnknownNode names a node that is not a member.
+	ErrUnknownNode = errors.New("unknown node")
+	// ErrClosed means the node is shutting down.
+	ErrClosed = errors.New("node closed")
+	// ErrNotReady means the node has not joined a cluster yet.
+	ErrNotReady = errors.New("node not part of a cluster yet")
+)
+
+// NotLeaderError is ErrNotLeader with a hint of who leads, when known.
+type NotLeaderError struct {
+	Group      string
+	LeaderID   string
+	LeaderAddr string // the leader's gRPC address
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.LeaderID == "" {
+		return fmt.Sprintf("%s: %v", e.Group, ErrNotLeader)
+	}
+	return fmt.Sprintf("%s: %v (leader is %s at %s)", e.Group, ErrNotLeader, e.LeaderID, e.LeaderAddr)
+}
+
+// Is makes errors.Is(err, ErrNotLeader) hold.
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }

@@ -1,0 +1,170 @@
+package cluster
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Gossip health of a node, as status reports it.
+const (
+	HealthAlive   = "alive"
+	HealthSuspect = "suspect"
+	HealthDead    = "dead"
+	HealthUnknown = "unknown"
+)
+
+// gossipMeta is the metadata every node gossips about itself, so a node
+// can be reached before the meta group knows it.
+type gossipMeta struct {
+	GRPC   string `json:"grpc"`
+	Raft   string `json:"raft"`
+	Region string `json:"region,omitempty"`
+}
+
+// gossip runs memberlist: it finds nodes and notices when they fail.
+type gossip struct {
+	ml    *memberlist.Memberlist
+	self  string
+	meta  []byte
+	log   *slog.Logger
+	start time.Time
+
+	mu sync.Mutex
+	// down records since when each node has been dead or gone.
+	down   map[string]time.Time
+	events chan struct{}
+}
+
+func startGossip(cfg Config) (*gossip, error) {
+	host, portStr, err := net.SplitHostPort(cfg.GossipAddr)
+	if err != nil {
+		return nil, err
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := json.Marshal(gossipMeta{GRPC: cfg.GRPCAddr, Raft: cfg.RaftAddr, Region: cfg.Region})
+	if err != nil {
+		return nil, err
+	}
+	g := &gossip{self: cfg.NodeID, meta: meta, log: cfg.Logger, start: time.Now(), down: map[string]time.Time{}, events: make(chan struct{}, 1)}
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = cfg.NodeID
+	mc.BindAddr, mc.BindPort = host, port
+	mc.AdvertiseAddr, mc.AdvertisePort = host, port
+	gi := cfg.GossipInterval
+	mc.GossipInterval = gi
+	mc.ProbeInterval = 5 * gi
+	mc.ProbeTimeout = 5 * gi / 2
+	mc.SuspicionMult = 4
+	mc.PushPullInterval = 75 * gi
+	mc.Delegate = g
+	mc.Events = g
+	mc.LogOutput = io.Discard
+	if g.ml, err = memberlist.Create(mc); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// join contacts existing members at addrs (gossip addresses).
+func (g *gossip) join(addrs []string) error {
+	if len(addrs) == 0 {
+		return nil
+	}
+	_, err := g.ml.Join(addrs)
+	return err
+}
+
+// health returns a node's gossip health and, when dead, since when.
+func (g *gossip) health(id string) (string, time.Time) {
+	for _, m := range g.ml.Members() {
+		if m.Name != id {
+			continue
+		}
+		switch m.State {
+		case memberlist.StateAlive:
+			return HealthAlive, time.Time{}
+		case memberlist.StateSuspect:
+			return HealthSuspect, time.Time{}
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if since, ok := g.down[id]; ok {
+		return HealthDead, since
+	}
+	// Never seen since this node started: unknown, counted as down since
+	// then, so a node that died while everyone restarted is still noticed.
+	return HealthUnknown, g.start
+}
+
+// alive reports whether the node is reachable by gossip (alive or suspect).
+func (g *gossip) alive(id string) bool {
+	h, _ := g.health(id)
+	return h == HealthAlive || h == HealthSuspect
+}
+
+// notify wakes whoever waits on events, without blocking.
+func (g *gossip) notify() {
+	select {
+	case g.events <- struct{}{}:
+	default:
+	}
+}
+
+// NotifyJoin implements memberlist.EventDelegate.
+func (g *gossip) NotifyJoin(n *memberlist.Node) {
+	g.mu.Lock()
+	delete(g.down, n.Name)
+	g.mu.Unlock()
+	g.notify()
+}
+
+// NotifyLeave implements memberlist.EventDelegate.
+func (g *gossip) NotifyLeave(n *memberlist.Node) {
+	g.mu.Lock()
+	g.down[n.Name] = time.Now()
+	g.mu.Unlock()
+	if n.Name != g.self {
+		g.log.Info("gossip: node down", "node", n.Name)
+	}
+	g.notify()
+}
+
+// NotifyUpdate implements memberlist.EventDelegate.
+func (g *gossip) NotifyUpdate(*memberlist.Node) { g.notify() }
+
+// NodeMeta implements memberlist.Delegate.
+func (g *gossip) NodeMeta(limit int) []byte {
+	if len(g.meta) > limit {
+		return nil
+	}
+	return g.meta
+}
+
+// NotifyMsg implements memberlist.Delegate; floodgate sends no messages.
+func (g *gossip) NotifyMsg([]byte) {}
+
+// GetBroadcasts implements memberlist.Delegate.
+func (g *gossip) GetBroadcasts(int, int) [][]byte { return nil }
+
+// LocalState implements memberlist.Delegate.
+func (g *gossip) LocalState(bool) []byte { return nil }
+
+// MergeRemoteState implements memberlist.Delegate.
+func (g *gossip) MergeRemoteState([]byte, bool) {}
+
+// close leaves the gossip pool politely, then stops.
+func (g *gossip) close() {
+	_ = g.ml.Leave(time.Second)
+	_ = g.ml.Shutdown()
+}

@@ -1,0 +1,188 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// Group is one Raft group on this node: the meta group or one shard. Its
+// log and snapshots live in their own directory; its transport is a stream
+// layer of the node's shared Raft port.
+type Group struct {
+	name     string
+	dir      string
+	openedAt time.Time
+	raft  *raft.Raft
+	store *groupStore
+	trans *raft.NetworkTransport
+}
+
+type groupOptions struct {
+	name   string
+	dir    string
+	nodeID string
+	fsm    raft.FSM
+	mux    *Mux
+	syncer *Syncer // nil when fsync is off
+	cfg    Config
+}
+
+// openGroup opens (or creates) the group's stores and starts its Raft
+// instance. A new group waits to be bootstrapped or added by a leader.
+func openGroup(o groupOptions) (*Group, error) {
+	logger := hclogFor(o.cfg.Logger, o.name)
+	store, err := openGroupStore(o.dir, o.syncer, logger)
+	if err != nil {
+		return nil, err
+	}
+	layer, err := o.mux.Layer(o.name)
+	if err != nil {
+		store.close()
+		return nil, err
+	}
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  layer,
+		MaxPool: 2,
+		Timeout: 10 * time.Second,
+		Logger:  logger,
+	})
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(o.nodeID)
+	rc.Logger = logger
+	rc.HeartbeatTimeout = o.cfg.HeartbeatTimeout
+	rc.ElectionTimeout = o.cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = o.cfg.LeaderLeaseTimeout
+	rc.BatchApplyCh = true
+	// Shard entries carry whole batches: snapshot often enough that the
+	// log a restart replays, and a lagging replica catches up on, stays
+	// small.
+	rc.SnapshotThreshold = 4096
+	rc.SnapshotInterval = 20 * time.Second
+	rc.TrailingLogs = 2048
+	r, err := raft.NewRaft(rc, o.fsm, store.logs, store.state, store.snaps, trans)
+	if err != nil {
+		trans.Close()
+		store.close()
+		return nil, fmt.Errorf("start raft group %s: %w", o.name, err)
+	}
+	return &Group{name: o.name, dir: o.dir, openedAt: time.Now(), raft: r, store: store, trans: trans}, nil
+}
+
+// hasState reports whether the group has ever been bootstrapped or joined.
+func (g *Group) hasState() (bool, error) {
+	return raft.HasExistingState(g.store.logs, g.store.state, g.store.snaps)
+}
+
+// bootstrap makes the group a new cluster of servers.
+func (g *Group) bootstrap(servers []raft.Server) error {
+	err := g.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error()
+	if err == raft.ErrCantBootstrap {
+		return nil // already bootstrapped: a restart after a crash mid-way
+	}
+	return err
+}
+
+// isLeader reports whether this node leads the group.
+func (g *Group) isLeader() bool { return g.raft.State() == raft.Leader }
+
+// leader returns the id of the group's leader as this node knows it.
+func (g *Group) leader() string {
+	_, id := g.raft.LeaderWithID()
+	return string(id)
+}
+
+// configuration returns the latest configuration. (hashicorp/raft v1.7.3
+// does not fill in its log index, so membership changes pass prevIndex 0,
+// "no check"; each group's changes come from one reconciler at a time.)
+func (g *Group) configuration() (raft.Configuration, error) {
+	f := g.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return raft.Configuration{}, err
+	}
+	return f.Configuration(), nil
+}
+
+// waitLeader waits until the group has a leader.
+func (g *Group) waitLeader(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for g.leader() == "" {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("group %s: %w: %w", g.name, ErrNoLeader, ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// close stops the group, handing leadership away first when it leads, so
+// a clean shutdown or a deploy costs the group no election timeout.
+func (g *Group) close(handOff bool) error {
+	if handOff && g.isLeader() {
+		_ = g.raft.LeadershipTransfer().Error()
+	}
+	err := g.raft.Shutdown().Error()
+	if cerr := g.trans.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := g.store.close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// destroy stops the group and deletes its data: the replica has moved away.
+func (g *Group) destroy() error {
+	err := g.close(false)
+	if rerr := os.RemoveAll(g.dir); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// hclogFor returns an hclog.Logger for Raft that writes through slog at
+// warning level: Raft's info lines (elections, heartbeats) are noise at
+// dozens of groups per node.
+func hclogFor(l *slog.Logger, name string) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:        name,
+		Level:       hclog.Warn,
+		Output:      &slogWriter{log: l},
+		DisableTime: true,
+	})
+}
+
+// slogWriter turns hclog's text lines into slog records.
+type slogWriter struct{ log *slog.Logger }
+
+func (w *slogWriter) Write(p []byte) (int, error) {
+	sc := bufio.NewScanner(strings.NewReader(string(p)))
+	for sc.Scan() {
+		line := sc.Text()
+		lvl := slog.LevelWarn
+		switch {
+		case strings.Contains(line, "[ERROR]"):
+			lvl = slog.LevelError
+		case strings.Contains(line, "starting election"), strings.Contains(line, "pre-vote"),
+			strings.Contains(line, "no known peers"), strings.Contains(line, "failed to get previous log"),
+			strings.Contains(line, "sending older logs"):
+			// Elections, and a new replica catching up, are how Raft
+			// works: not worth a warning.
+			lvl = slog.LevelDebug
+		}
+		w.log.Log(context.Background(), lvl, "raft: "+line)
+	}
+	return len(p), nil
+}
+
+var _ io.Writer = (*slogWriter)(nil)

@@ -1,0 +1,314 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/floodgate/floodgate/fsm"
+	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
+)
+
+// bootstrap creates a new cluster with this node as its only member: the
+// meta group and every shard group start with this node as sole voter.
+// Each step is idempotent, so a crash half-way is finished on restart.
+func (n *Node) bootstrap(ctx context.Context) error {
+	me := raft.Server{ID: raft.ServerID(n.cfg.NodeID), Address: raft.ServerAddress(n.cfg.RaftAddr)}
+	meta := n.metaGroup()
+	if err := meta.bootstrap([]raft.Server{me}); err != nil {
+		return fmt.Errorf("bootstrap meta group: %w", err)
+	}
+	if err := meta.waitLeader(ctx); err != nil {
+		return err
+	}
+	if err := meta.raft.Barrier(n.cfg.CommitTimeout).Error(); err != nil {
+		return fmt.Errorf("bootstrap meta group: %w", err)
+	}
+	v := n.View()
+	shards, replicas := n.cfg.Shards, n.cfg.Replicas
+	clusterID := v.ClusterID
+	if v.Initialized() {
+		shards = v.Shards
+	} else {
+		clusterID = newClusterID()
+	}
+	for s := 0; s < shards; s++ {
+		r, err := n.ensureReplica(s)
+		if err != nil {
+			return err
+		}
+		if err := r.group.bootstrap([]raft.Server{me}); err != nil {
+			return fmt.Errorf("bootstrap shard %d: %w", s, err)
+		}
+	}
+	init := &metav1.InitCluster{ClusterId: clusterID, Shards: uint32(shards), Replicas: uint32(replicas)}
+	if err := n.applyMeta(ctx, fsm.MetaInitCluster, init); err != nil {
+		return err
+	}
+	if err := n.applyMeta(ctx, fsm.MetaUpsertNode, &metav1.UpsertNode{Node: n.self()}); err != nil {
+		return err
+	}
+	n.log.Info("created cluster", "cluster", clusterID, "shards", shards, "replicas", replicas)
+	return nil
+}
+
+func newClusterID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// join asks the members at addrs to add this node, then joins their
+// gossip. The meta leader then adds this node to the meta group, and shard
+// leaders add it to the shards placed on it.
+func (n *Node) join(ctx context.Context, addrs []string) error {
+	var last error
+	for {
+		for _, addr := range addrs {
+			cid, gossipAddrs, err := n.peers.AddNode(ctx, addr, n.self())
+			if err != nil {
+				last = err
+				continue
+			}
+			if err := n.gossip.join(gossipAddrs); err != nil {
+				n.log.Warn("join gossip", "err", err)
+			}
+			n.log.Info("joined cluster", "cluster", cid, "via", addr)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("join %v: %w (last error: %v)", addrs, ctx.Err(), last)
+		case <-n.stop:
+			return ErrClosed
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// rejoinGossip contacts the members the meta state knows, after a restart.
+func (n *Node) rejoinGossip() {
+	var addrs []string
+	for _, m := range n.View().Nodes {
+		if m.Id != n.cfg.NodeID && m.GossipAddr != "" {
+			addrs = append(addrs, m.GossipAddr)
+		}
+	}
+	if err := n.gossip.join(addrs); err != nil && len(addrs) > 0 {
+		n.log.Warn("rejoin gossip", "err", err)
+	}
+}
+
+// AddNode adds node to the cluster (any node may be asked; the write goes to
+// the meta leader) and returns the cluster id and the members' gossip
+// addresses. Adding a member again only updates its addresses.
+func (n *Node) AddNode(ctx context.Context, node *metav1.Node) (string, []string, error) {
+	v := n.View()
+	if !v.Initialized() {
+		return "", nil, ErrNotReady
+	}
+	if node.GetId() == "" || node.RaftAddr == "" || node.GrpcAddr == "" {
+		return "", nil, fmt.Errorf("%w: node id, raft and grpc addresses are required", ErrConfig)
+	}
+	if old := v.Node(node.Id); old != nil && old.State == metav1.NodeState_NODE_STATE_LEAVING {
+		return "", nil, fmt.Errorf("%w: node %s is leaving the cluster", ErrConfig, node.Id)
+	}
+	add := proto.Clone(node).(*metav1.Node)
+	add.State = metav1.NodeState_NODE_STATE_UNSPECIFIED // keep the current state of a known node
+	if err := n.applyMeta(ctx, fsm.MetaUpsertNode, &metav1.UpsertNode{Node: add}); err != nil {
+		return "", nil, err
+	}
+	var gossip []string
+	for _, m := range n.View().Nodes {
+		if m.Id != node.Id && m.GossipAddr != "" {
+			gossip = append(gossip, m.GossipAddr)
+		}
+	}
+	return v.ClusterID, gossip, nil
+}
+
+// Fresh reports whether this node may join another cluster: it created a
+// cluster of its own (no --join) that never had another member.
+func (n *Node) Fresh() bool {
+	v := n.View()
+	if len(v.Nodes) > 1 || (len(v.Nodes) == 1 && v.Nodes[0].Id != n.cfg.NodeID) {
+		return false
+	}
+	cfg, err := n.metaGroup().configuration()
+	if err != nil {
+		return false
+	}
+	return len(cfg.Servers) <= 1
+}
+
+// JoinCluster moves a fresh node into the cluster at addrs: its own
+// single-node cluster (and any counts in it) is discarded first.
+func (n *Node) JoinCluster(ctx context.Context, addrs []string) (string, error) {
+	select {
+	case <-n.started:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	if !n.Fresh() {
+		return "", fmt.Errorf("%w: %s already has other members; only a node that never joined another can", ErrNotFresh, n.cfg.NodeID)
+	}
+	n.recon.pause.Lock()
+	defer n.recon.pause.Unlock()
+	if err := n.reset(); err != nil {
+		return "", err
+	}
+	if err := n.join(ctx, addrs); err != nil {
+		return "", err
+	}
+	if err := n.waitMember(ctx); err != nil {
+		return "", err
+	}
+	return n.View().ClusterID, nil
+}
+
+// reset discards the node's own cluster: every group is stopped and its
+// data removed, and an empty meta group waits to be added by a leader.
+func (n *Node) reset() error {
+	n.log.Warn("discarding this node's own single-node cluster to join another")
+	n.mu.Lock()
+	shards, meta := n.shards, n.meta
+	n.shards = map[int]*replica{}
+	n.member = false
+	n.mu.Unlock()
+	for _, r := range shards {
+		if err := r.destroy(); err != nil {
+			return err
+		}
+	}
+	if err := meta.destroy(); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(filepath.Join(n.cfg.DataDir, "shards")); err != nil {
+		return err
+	}
+	return n.openMeta()
+}
+
+// Leave starts draining node id: it gets no replicas any more, its
+// replicas and leaderships move away, and once it holds none the meta
+// leader removes it. An empty id means this node.
+func (n *Node) Leave(ctx context.Context, id string) error {
+	if id == "" {
+		id = n.cfg.NodeID
+	}
+	v := n.View()
+	node := v.Node(id)
+	if node == nil {
+		return fmt.Errorf("%w: %q", ErrUnknownNode, id)
+	}
+	active := 0
+	for _, m := range v.Nodes {
+		if m.State == metav1.NodeState_NODE_STATE_ACTIVE && m.Id != id {
+			active++
+		}
+	}
+	if active == 0 {
+		return fmt.Errorf("%w: %s is the last active node; nothing could take its replicas", ErrConfig, id)
+	}
+	return n.applyMeta(ctx, fsm.MetaSetNodeState, &metav1.SetNodeState{Id: id, State: metav1.NodeState_NODE_STATE_LEAVING})
+}
+
+// applyMeta applies a meta command, on the meta leader: locally when this
+// node leads, otherwise forwarded. Meta commands are idempotent, so
+// retrying one whose outcome was unknown is safe.
+func (n *Node) applyMeta(ctx context.Context, typ byte, msg proto.Message) error {
+	cmd, err := fsm.EncodeMeta(typ, msg)
+	if err != nil {
+		return err
+	}
+	return n.ApplyMeta(ctx, cmd)
+}
+
+// ApplyMeta applies an encoded meta command on the meta leader, retrying
+// until ctx ends while there is no leader or leadership moves.
+func (n *Node) ApplyMeta(ctx context.Context, cmd []byte) error {
+	var last error
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("meta write: %w (last error: %v)", ctx.Err(), last)
+			case <-n.stop:
+				return ErrClosed
+			case <-time.After(backoff(attempt)):
+			}
+		}
+		meta := n.metaGroup()
+		if meta == nil {
+			return ErrClosed
+		}
+		if meta.isLeader() {
+			last = n.applyLocalMeta(meta, cmd)
+			if last == nil || errors.Is(last, fsm.ErrRefused) || errors.Is(last, fsm.ErrUnknownNode) || errors.Is(last, fsm.ErrCorrupt) {
+				return last
+			}
+			continue
+		}
+		addr := n.addrOf(meta.leader())
+		if addr == "" {
+			last = fmt.Errorf("meta group: %w", ErrNoLeader)
+			continue
+		}
+		last = n.peers.ApplyMeta(ctx, addr, cmd)
+		if last == nil || errors.Is(last, fsm.ErrRefused) || errors.Is(last, ErrUnknownNode) {
+			return last
+		}
+	}
+}
+
+// ApplyLocalMeta applies cmd if this node leads the meta group.
+func (n *Node) ApplyLocalMeta(cmd []byte) error {
+	meta := n.metaGroup()
+	if meta == nil {
+		return ErrClosed
+	}
+	if !meta.isLeader() {
+		return &NotLeaderError{Group: "meta", LeaderID: meta.leader(), LeaderAddr: n.addrOf(meta.leader())}
+	}
+	return n.applyLocalMeta(meta, cmd)
+}
+
+func (n *Node) applyLocalMeta(meta *Group, cmd []byte) error {
+	f := meta.raft.Apply(cmd, n.cfg.CommitTimeout)
+	if err := f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+			return &NotLeaderError{Group: "meta", LeaderID: meta.leader()}
+		}
+		return fmt.Errorf("meta group: %w: %w", ErrUnavailable, err)
+	}
+	if err, ok := f.Response().(error); ok {
+		return err
+	}
+	return nil
+}
+
+// addrOf returns the gRPC address of node id, or "".
+func (n *Node) addrOf(id string) string {
+	if id == "" {
+		return ""
+	}
+	if m := n.View().Node(id); m != nil {
+		return m.GrpcAddr
+	}
+	return ""
+}
+
+// backoff is the wait before retry attempt (1, 2, ...): 20ms doubling to
+// a 500ms ceiling.
+func backoff(attempt int) time.Duration {
+	d := 20 * time.Millisecond << min(attempt-1, 5)
+	return min(d, 500*time.Millisecond)
+}

@@ -1,0 +1,143 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/floodgate/floodgate/fsm"
+	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
+)
+
+// reconcileMeta runs on the meta leader. It turns gossip into membership
+// states (dead after DeadAfter, active again when back), removes drained
+// leaving nodes, and keeps the meta group's own voters: up to metaVoters
+// active nodes vote, every other member follows as a non-voter. It makes
+// at most one change per round.
+func (n *Node) reconcileMeta(ctx context.Context, v *fsm.MetaView) {
+	me := n.cfg.NodeID
+	meta := n.metaGroup()
+	if meta == nil {
+		return
+	}
+	for _, m := range v.Nodes {
+		if m.Id == me {
+			continue
+		}
+		health, since := n.gossip.health(m.Id)
+		down := health == HealthDead || health == HealthUnknown
+		switch {
+		case m.State == metav1.NodeState_NODE_STATE_ACTIVE && down && time.Since(since) > n.cfg.DeadAfter:
+			n.log.Warn("node unreachable: moving its replicas away", "dead", m.Id, "for", time.Since(since).Round(time.Second))
+			n.setState(ctx, m.Id, metav1.NodeState_NODE_STATE_DEAD)
+			return
+		case m.State == metav1.NodeState_NODE_STATE_DEAD && health == HealthAlive:
+			n.log.Info("node reachable again", "node", m.Id)
+			n.setState(ctx, m.Id, metav1.NodeState_NODE_STATE_ACTIVE)
+			return
+		}
+	}
+	cfg, err := meta.configuration()
+	if err != nil {
+		return
+	}
+	// A leaving node that holds no replica any more is removed: first from
+	// the meta state (so it learns it left), then from the meta group.
+	for _, m := range v.Nodes {
+		if m.State != metav1.NodeState_NODE_STATE_LEAVING || holdsReplicas(v, m.Id) {
+			continue
+		}
+		if m.Id == me {
+			_ = meta.raft.LeadershipTransfer().Error()
+			return
+		}
+		if err := n.applyMeta(ctx, fsm.MetaRemoveNode, &metav1.RemoveNode{Id: m.Id}); err == nil {
+			n.log.Info("node drained and removed", "node", m.Id)
+		}
+		return
+	}
+	servers := map[string]raft.Server{}
+	for _, s := range cfg.Servers {
+		servers[string(s.ID)] = s
+		if v.Node(string(s.ID)) == nil && string(s.ID) != me {
+			n.change(ctx, meta, "remove", string(s.ID), func() raft.IndexFuture {
+				return meta.raft.RemoveServer(s.ID, 0, opTimeout)
+			})
+			return
+		}
+	}
+	for _, m := range v.Nodes {
+		if _, ok := servers[m.Id]; !ok && n.gossip.alive(m.Id) && m.State != metav1.NodeState_NODE_STATE_LEAVING {
+			n.change(ctx, meta, "add non-voter", m.Id, func() raft.IndexFuture {
+				return meta.raft.AddNonvoter(raft.ServerID(m.Id), raft.ServerAddress(m.RaftAddr), 0, opTimeout)
+			})
+			return
+		}
+	}
+	n.balanceMetaVoters(ctx, meta, v, cfg)
+}
+
+// balanceMetaVoters promotes caught-up active non-voters while fewer than
+// metaVoters active nodes vote, and demotes voters that are leaving or dead
+// once enough active ones vote without them.
+func (n *Node) balanceMetaVoters(ctx context.Context, meta *Group, v *fsm.MetaView, cfg raft.Configuration) {
+	me := n.cfg.NodeID
+	activeNodes, activeVoters := 0, 0
+	for _, m := range v.Nodes {
+		if m.State == metav1.NodeState_NODE_STATE_ACTIVE {
+			activeNodes++
+		}
+	}
+	for _, s := range cfg.Servers {
+		if m := v.Node(string(s.ID)); s.Suffrage == raft.Voter && m != nil && m.State == metav1.NodeState_NODE_STATE_ACTIVE {
+			activeVoters++
+		}
+	}
+	want := min(metaVoters, activeNodes)
+	if activeVoters < want {
+		for _, s := range cfg.Servers {
+			m := v.Node(string(s.ID))
+			if s.Suffrage == raft.Voter || m == nil || m.State != metav1.NodeState_NODE_STATE_ACTIVE {
+				continue
+			}
+			if n.caughtUp(ctx, meta, metaGroup, m.Id, v) {
+				n.change(ctx, meta, "promote to voter", m.Id, func() raft.IndexFuture {
+					return meta.raft.AddVoter(s.ID, s.Address, 0, opTimeout)
+				})
+				return
+			}
+		}
+		return
+	}
+	for _, s := range cfg.Servers {
+		m := v.Node(string(s.ID))
+		if s.Suffrage != raft.Voter || m == nil || m.State == metav1.NodeState_NODE_STATE_ACTIVE {
+			continue
+		}
+		if m.Id == me {
+			_ = meta.raft.LeadershipTransfer().Error()
+			return
+		}
+		n.change(ctx, meta, "demote", m.Id, func() raft.IndexFuture {
+			return meta.raft.DemoteVoter(s.ID, 0, opTimeout)
+		})
+		return
+	}
+}
+
+func (n *Node) setState(ctx context.Context, id string, st metav1.NodeState) {
+	if err := n.applyMeta(ctx, fsm.MetaSetNodeState, &metav1.SetNodeState{Id: id, State: st}); err != nil {
+		n.log.Warn("set node state", "node", id, "state", st, "err", err)
+	}
+}
+
+// holdsReplicas reports whether any shard's latest report lists id.
+func holdsReplicas(v *fsm.MetaView, id string) bool {
+	for _, r := range v.Reports {
+		if r != nil && reportHas(r.Replicas, id) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,291 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/floodgate/floodgate/fsm"
+	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
+)
+
+// Peers is how a node talks to other nodes. The rpc package implements it
+// over gRPC; the cluster package knows nothing of the wire.
+type Peers interface {
+	// ApplyMeta applies a meta command on the node at addr, which answers
+	// ErrNotLeader when it does not lead the meta group.
+	ApplyMeta(ctx context.Context, addr string, cmd []byte) error
+	// Progress reports whether the node at addr runs a replica of group
+	// (a shard number, or -1 for the meta group) and how far it applied.
+	Progress(ctx context.Context, addr string, group int) (present bool, applied uint64, err error)
+	// AddNode asks the node at addr to add n to its cluster, returning the
+	// cluster id and the gossip addresses of its members.
+	AddNode(ctx context.Context, addr string, n *metav1.Node) (clusterID string, gossip []string, err error)
+}
+
+// metaGroup is the group number of the meta group in Progress.
+const metaGroup = -1
+
+// Node is one floodgate node: the meta group, the shard replicas placed on
+// it, gossip, and the loops that move replicas toward the placement.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	peers  Peers
+	mux    *Mux
+	syncer *Syncer
+	gossip *gossip
+
+	mu      sync.RWMutex // guards meta, metaFSM, shards, state below
+	meta    *Group
+	metaFSM *fsm.Meta
+	shards  map[int]*replica
+	closed  bool
+	member  bool // has been part of the cluster (seen itself in meta)
+
+	started chan struct{} // closed once Start has chosen a path
+	left    chan struct{} // closed when the node was removed from the cluster
+	leftOne sync.Once
+	stop    chan struct{}
+	wg      sync.WaitGroup
+
+	recon reconcileState
+}
+
+// Open opens the node's data and starts its Raft port and gossip. The node
+// serves Raft traffic at once; call Start (with the gRPC server running, so
+// peers can reach it) to create, join or resume a cluster.
+func Open(cfg Config, peers Peers) (*Node, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("%w: data-dir: %w", ErrConfig, err)
+	}
+	if err := claimDataDir(cfg.DataDir, cfg.NodeID); err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:     cfg,
+		log:     cfg.Logger.With("node", cfg.NodeID),
+		peers:   peers,
+		shards:  map[int]*replica{},
+		started: make(chan struct{}),
+		left:    make(chan struct{}),
+		stop:    make(chan struct{}),
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			n.closeResources()
+		}
+	}()
+	var err error
+	if cfg.Fsync {
+		if n.syncer, err = NewSyncer(cfg.DataDir); err != nil {
+			return nil, err
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.RaftAddr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: raft-addr: %w", ErrConfig, err)
+	}
+	n.mux = NewMux(ln, ln.Addr(), n.log)
+	n.cfg.RaftAddr = ln.Addr().String()
+	if err := n.openMeta(); err != nil {
+		return nil, err
+	}
+	if err := n.openExistingReplicas(); err != nil {
+		return nil, err
+	}
+	if n.gossip, err = startGossip(n.cfg); err != nil {
+		return nil, fmt.Errorf("%w: gossip-addr: %w", ErrConfig, err)
+	}
+	ok = true
+	n.wg.Add(1)
+	go n.reconcileLoop()
+	return n, nil
+}
+
+// claimDataDir records which node owns dir, and refuses another node id:
+// starting node B on node A's data would make B impersonate A in every
+// Raft group.
+func claimDataDir(dir, id string) error {
+	path := filepath.Join(dir, "node-id")
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if got := strings.TrimSpace(string(b)); got != id {
+			return fmt.Errorf("%w: node-id: data dir %s belongs to node %q, not %q", ErrConfig, dir, got, id)
+		}
+		return nil
+	case os.IsNotExist(err):
+		return os.WriteFile(path, []byte(id+"\n"), 0o644)
+	default:
+		return err
+	}
+}
+
+// ReadNodeID returns the node id recorded in dataDir, or "".
+func ReadNodeID(dataDir string) string {
+	b, err := os.ReadFile(filepath.Join(dataDir, "node-id"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func (n *Node) openMeta() error {
+	m := fsm.NewMeta()
+	g, err := openGroup(groupOptions{
+		name: "meta", dir: filepath.Join(n.cfg.DataDir, "meta"), nodeID: n.cfg.NodeID,
+		fsm: m, mux: n.mux, syncer: n.syncer, cfg: n.cfg,
+	})
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.meta, n.metaFSM = g, m
+	n.mu.Unlock()
+	return nil
+}
+
+// Start creates, joins or resumes a cluster and returns once the node is a
+// member: a node with Raft state resumes it; a new node with Join addresses
+// joins them; a new node without creates a single-node cluster.
+func (n *Node) Start(ctx context.Context) error {
+	defer close(n.started)
+	has, err := n.metaGroup().hasState()
+	if err != nil {
+		return err
+	}
+	switch {
+	case has:
+		n.log.Info("resuming cluster membership from data dir", "dir", n.cfg.DataDir)
+		n.rejoinGossip()
+		if len(n.cfg.Join) == 0 && len(n.View().Nodes) == 0 {
+			// Crashed while creating the cluster: finish creating it.
+			if err := n.bootstrap(ctx); err != nil {
+				return err
+			}
+		}
+	case len(n.cfg.Join) > 0:
+		if err := n.join(ctx, n.cfg.Join); err != nil {
+			return err
+		}
+	default:
+		if err := n.bootstrap(ctx); err != nil {
+			return err
+		}
+	}
+	return n.waitMember(ctx)
+}
+
+// waitMember waits until the meta state lists this node.
+func (n *Node) waitMember(ctx context.Context) error {
+	for {
+		m := n.metaState()
+		ch := m.Changed()
+		if v := m.View(); v.Initialized() && v.Node(n.cfg.NodeID) != nil {
+			n.mu.Lock()
+			n.member = true
+			n.mu.Unlock()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting to become a cluster member: %w", ctx.Err())
+		case <-n.stop:
+			return ErrClosed
+		case <-ch:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Left is closed when the node has been removed from its cluster (after
+// floodgatectl leave): the process should exit.
+func (n *Node) Left() <-chan struct{} { return n.left }
+
+// ID is the node's id.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// Config returns the node's effective configuration.
+func (n *Node) Config() Config { return n.cfg }
+
+// View returns the node's copy of the meta state.
+func (n *Node) View() *fsm.MetaView { return n.metaState().View() }
+
+func (n *Node) metaGroup() *Group {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.meta
+}
+
+func (n *Node) metaState() *fsm.Meta {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.metaFSM
+}
+
+// self describes this node as the meta group stores it.
+func (n *Node) self() *metav1.Node {
+	return &metav1.Node{
+		Id: n.cfg.NodeID, GrpcAddr: n.cfg.GRPCAddr, HttpAddr: n.cfg.HTTPAddr,
+		RaftAddr: n.cfg.RaftAddr, GossipAddr: n.cfg.GossipAddr, Region: n.cfg.Region,
+	}
+}
+
+// Close stops the node: leaderships are handed to other replicas first, so
+// a clean shutdown (SIGTERM, a deploy) costs no election timeouts.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	n.mu.Unlock()
+	close(n.stop)
+	n.wg.Wait()
+	return n.closeResources()
+}
+
+func (n *Node) closeResources() error {
+	n.mu.Lock()
+	shards := n.shards
+	n.shards = map[int]*replica{}
+	meta := n.meta
+	n.meta = nil
+	n.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, r := range shards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.close(true)
+		}()
+	}
+	wg.Wait()
+	var err error
+	if meta != nil {
+		err = meta.close(true)
+	}
+	if n.gossip != nil {
+		n.gossip.close()
+	}
+	if n.mux != nil {
+		n.mux.Close()
+	}
+	if n.syncer != nil {
+		n.syncer.Close()
+	}
+	return err
+}

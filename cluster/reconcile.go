@@ -1,0 +1,346 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/floodgate/floodgate/fsm"
+	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
+)
+
+const (
+	// catchUpSlack is how many entries a new replica may trail the leader
+	// by and still be promoted to voter: under load it never trails by 0.
+	catchUpSlack = 1024
+	// leaderSettle is how long a node leads a shard before it hands the
+	// shard to its preferred leader, and transferCooldown how long it
+	// waits between attempts, so leadership never flaps.
+	leaderSettle     = time.Second
+	transferCooldown = 10 * time.Second
+	// tickEvery is how often an idle shard leader writes a tick entry so
+	// expired keys are dropped even when no request comes.
+	tickEvery = 10 * time.Second
+	// opTimeout bounds one reconcile step (a membership change, an RPC).
+	opTimeout = 5 * time.Second
+)
+
+// reconcileState is the reconcilers' bookkeeping.
+type reconcileState struct {
+	pause sync.Mutex // held while the node resets to join another cluster
+
+	mu           sync.Mutex
+	busy         map[int]bool
+	lastTransfer map[int]time.Time
+	leaderSince  map[int]time.Time
+}
+
+// reconcileLoop moves the cluster toward the placement: on a timer, on
+// every meta change and on every gossip event.
+func (n *Node) reconcileLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(n.cfg.ReconcileInterval)
+	defer t.Stop()
+	n.recon.busy = map[int]bool{}
+	n.recon.lastTransfer = map[int]time.Time{}
+	n.recon.leaderSince = map[int]time.Time{}
+	for {
+		changed := n.metaState().Changed()
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		case <-changed:
+		case <-n.gossip.events:
+		}
+		n.reconcileOnce()
+	}
+}
+
+func (n *Node) reconcileOnce() {
+	if !n.recon.pause.TryLock() {
+		return
+	}
+	defer n.recon.pause.Unlock()
+	v := n.View()
+	n.mu.RLock()
+	member := n.member
+	n.mu.RUnlock()
+	if !v.Initialized() || v.Node(n.cfg.NodeID) == nil {
+		if member && v.Initialized() {
+			n.leftOne.Do(func() {
+				n.log.Info("this node was removed from the cluster")
+				close(n.left)
+			})
+		}
+		return
+	}
+	pl := placementOf(v)
+	n.manageReplicas(pl)
+	for _, r := range n.replicas() {
+		if !r.group.isLeader() {
+			n.recon.mu.Lock()
+			delete(n.recon.leaderSince, r.id)
+			n.recon.mu.Unlock()
+			continue
+		}
+		n.spawn(r.id, func(ctx context.Context) { n.reconcileShard(ctx, r, v, pl) })
+	}
+	if meta := n.metaGroup(); meta != nil && meta.isLeader() {
+		n.spawn(metaGroup, func(ctx context.Context) { n.reconcileMeta(ctx, v) })
+	}
+	if self := v.Node(n.cfg.NodeID); addrsDiffer(self, n.self()) {
+		n.spawn(selfUpdate, func(ctx context.Context) {
+			_ = n.applyMeta(ctx, fsm.MetaUpsertNode, &metav1.UpsertNode{Node: n.self()})
+		})
+	}
+}
+
+// selfUpdate is the busy key of this node's address update.
+const selfUpdate = -2
+
+func addrsDiffer(a, b *metav1.Node) bool {
+	return a.GrpcAddr != b.GrpcAddr || a.HttpAddr != b.HttpAddr || a.RaftAddr != b.RaftAddr ||
+		a.GossipAddr != b.GossipAddr || a.Region != b.Region
+}
+
+// spawn runs fn for key unless a previous run for key is still going.
+func (n *Node) spawn(key int, fn func(ctx context.Context)) {
+	n.recon.mu.Lock()
+	if n.recon.busy[key] {
+		n.recon.mu.Unlock()
+		return
+	}
+	n.recon.busy[key] = true
+	n.recon.mu.Unlock()
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		defer cancel()
+		go func() {
+			select {
+			case <-n.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		fn(ctx)
+		n.recon.mu.Lock()
+		delete(n.recon.busy, key)
+		n.recon.mu.Unlock()
+	}()
+}
+
+// reconcileShard runs on a shard's leader: it reports the group to the
+// meta state and makes at most one membership change toward the placement.
+// Order matters for safety: a new replica joins as a non-voter, becomes a
+// voter only once caught up, and replicas leave only when every placed
+// replica votes, so no step ever shrinks the group below a quorum of
+// up-to-date replicas.
+func (n *Node) reconcileShard(ctx context.Context, r *replica, v *fsm.MetaView, pl *placement) {
+	g := r.group
+	me := n.cfg.NodeID
+	n.recon.mu.Lock()
+	since, ok := n.recon.leaderSince[r.id]
+	if !ok {
+		since = time.Now()
+		n.recon.leaderSince[r.id] = since
+	}
+	n.recon.mu.Unlock()
+	cfg, err := g.configuration()
+	if err != nil || r.id >= len(pl.shards) {
+		return
+	}
+	n.reportShard(ctx, r.id, g.raft.CurrentTerm(), cfg, v)
+	n.maybeTick(r)
+	desired := pl.shards[r.id]
+	servers := map[string]raft.Server{}
+	for _, s := range cfg.Servers {
+		servers[string(s.ID)] = s
+	}
+	// A node that moved its Raft port: update its address in the group.
+	for _, s := range cfg.Servers {
+		if m := v.Node(string(s.ID)); m != nil && m.RaftAddr != "" && raft.ServerAddress(m.RaftAddr) != s.Address && string(s.ID) != me {
+			n.change(ctx, g, "readdress", string(s.ID), func() raft.IndexFuture {
+				if s.Suffrage == raft.Voter {
+					return g.raft.AddVoter(s.ID, raft.ServerAddress(m.RaftAddr), 0, opTimeout)
+				}
+				return g.raft.AddNonvoter(s.ID, raft.ServerAddress(m.RaftAddr), 0, opTimeout)
+			})
+			return
+		}
+	}
+	// Add a placed node that has no replica yet, as a non-voter.
+	for _, id := range desired {
+		if _, ok := servers[id]; ok || !n.gossip.alive(id) {
+			continue
+		}
+		if m := v.Node(id); m != nil {
+			n.change(ctx, g, "add non-voter", id, func() raft.IndexFuture {
+				return g.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(m.RaftAddr), 0, opTimeout)
+			})
+			return
+		}
+	}
+	// Promote a placed non-voter once it has caught up.
+	allVote := true
+	for _, id := range desired {
+		s, ok := servers[id]
+		if !ok {
+			allVote = false
+			continue
+		}
+		if s.Suffrage == raft.Voter {
+			continue
+		}
+		allVote = false
+		if n.caughtUp(ctx, g, r.id, id, v) {
+			n.change(ctx, g, "promote to voter", id, func() raft.IndexFuture {
+				return g.raft.AddVoter(s.ID, s.Address, 0, opTimeout)
+			})
+			return
+		}
+	}
+	if !allVote {
+		return
+	}
+	// Every placed replica votes: retire the others, the leader last.
+	for _, s := range cfg.Servers {
+		if contains(desired, string(s.ID)) {
+			continue
+		}
+		if string(s.ID) == me {
+			n.transfer(ctx, r.id, g, desired, v, true)
+			return
+		}
+		n.change(ctx, g, "remove", string(s.ID), func() raft.IndexFuture {
+			return g.raft.RemoveServer(s.ID, 0, opTimeout)
+		})
+		return
+	}
+	// Hand leadership to the preferred leader, spreading leaders evenly.
+	if len(desired) > 0 && desired[0] != me && time.Since(since) > leaderSettle {
+		n.transfer(ctx, r.id, g, desired, v, false)
+	}
+}
+
+// change makes one membership change and logs its outcome.
+func (n *Node) change(ctx context.Context, g *Group, what, id string, fn func() raft.IndexFuture) {
+	if err := fn().Error(); err != nil {
+		n.log.Warn("raft membership change", "group", g.name, "change", what, "server", id, "err", err)
+		return
+	}
+	n.log.Info("raft membership change", "group", g.name, "change", what, "server", id)
+}
+
+// caughtUp reports whether node id's replica of group has applied close
+// to everything the leader has.
+func (n *Node) caughtUp(ctx context.Context, g *Group, group int, id string, v *fsm.MetaView) bool {
+	m := v.Node(id)
+	if m == nil || !n.gossip.alive(id) {
+		return false
+	}
+	present, applied, err := n.peers.Progress(ctx, m.GrpcAddr, group)
+	if err != nil || !present || applied == 0 {
+		return false
+	}
+	return applied+catchUpSlack >= g.raft.AppliedIndex()
+}
+
+// transfer hands the group's leadership to the first caught-up voter of
+// desired. force skips the cooldown: the leader itself must go.
+func (n *Node) transfer(ctx context.Context, shard int, g *Group, desired []string, v *fsm.MetaView, force bool) {
+	n.recon.mu.Lock()
+	last := n.recon.lastTransfer[shard]
+	n.recon.mu.Unlock()
+	if !force && time.Since(last) < transferCooldown {
+		return
+	}
+	cfg, err := g.configuration()
+	if err != nil {
+		return
+	}
+	for _, id := range desired {
+		if id == n.cfg.NodeID {
+			continue
+		}
+		var target *raft.Server
+		for i := range cfg.Servers {
+			if string(cfg.Servers[i].ID) == id && cfg.Servers[i].Suffrage == raft.Voter {
+				target = &cfg.Servers[i]
+			}
+		}
+		if target == nil || !n.caughtUp(ctx, g, shard, id, v) {
+			if force {
+				continue
+			}
+			return // only ever hand a shard to its preferred leader
+		}
+		n.recon.mu.Lock()
+		n.recon.lastTransfer[shard] = time.Now()
+		n.recon.mu.Unlock()
+		if err := g.raft.LeadershipTransferToServer(target.ID, target.Address).Error(); err != nil {
+			n.log.Warn("leadership transfer", "group", g.name, "to", id, "err", err)
+		}
+		return
+	}
+}
+
+// reportShard records this leader's view of its group in the meta state,
+// when the meta state does not already say exactly that.
+func (n *Node) reportShard(ctx context.Context, shard int, term uint64, cfg raft.Configuration, v *fsm.MetaView) {
+	me := n.cfg.NodeID
+	report := &metav1.ShardReport{Shard: uint32(shard), Leader: me, Term: term}
+	for _, s := range cfg.Servers {
+		report.Replicas = append(report.Replicas, &metav1.Replica{NodeId: string(s.ID), Voter: s.Suffrage == raft.Voter})
+	}
+	if shard < len(v.Reports) {
+		if rep := v.Reports[shard]; rep != nil && rep.Leader == me && rep.Term == term && sameReplicas(rep.Replicas, report.Replicas) {
+			return
+		}
+	}
+	if err := n.applyMeta(ctx, fsm.MetaShardReport, report); err != nil {
+		n.log.Debug("shard report", "shard", shard, "err", err)
+	}
+}
+
+// maybeTick writes a tick entry to an idle shard that holds keys, so log
+// time moves on and expired keys are dropped.
+func (n *Node) maybeTick(r *replica) {
+	st := r.fsm.Stats()
+	now := time.Now().UnixNano()
+	if st.States == 0 || now-st.Now < int64(tickEvery) {
+		return
+	}
+	_ = r.group.raft.Apply(fsm.EncodeTick(now), opTimeout).Error()
+}
+
+// sameReplicas reports whether two replica lists hold the same servers
+// with the same suffrage, in any order.
+func sameReplicas(a, b []*metav1.Replica) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	voter := make(map[string]bool, len(a))
+	for _, r := range a {
+		voter[r.NodeId] = r.Voter
+	}
+	for _, r := range b {
+		if v, ok := voter[r.NodeId]; !ok || v != r.Voter {
+			return false
+		}
+	}
+	return true
+}
+
+func contains(ids []string, id string) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,99 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/floodgate/floodgate/cluster/hashing"
+	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/policy"
+)
+
+// Route says where a shard's leader is.
+type Route struct {
+	// Local is true when this node leads the shard.
+	Local bool
+	// NodeID and Addr (gRPC) name the leader otherwise.
+	NodeID string
+	Addr   string
+}
+
+// Shards is the cluster's shard count (0 before the node is a member).
+func (n *Node) Shards() int { return n.View().Shards }
+
+// ShardOf returns the shard of key.
+func (n *Node) ShardOf(key string) int { return hashing.ShardOf(key, n.Shards()) }
+
+// Route finds the leader of shard: this node's own replica knows it best;
+// otherwise the last report in the meta state. ErrNoLeader when neither
+// knows one (an election, or no quorum): callers answer Unavailable at once
+// rather than wait.
+func (n *Node) Route(shard int) (Route, error) {
+	if r := n.replica(shard); r != nil {
+		if r.group.isLeader() {
+			return Route{Local: true, NodeID: n.cfg.NodeID}, nil
+		}
+		if id := r.group.leader(); id != "" {
+			if addr := n.addrOf(id); addr != "" {
+				return Route{NodeID: id, Addr: addr}, nil
+			}
+		}
+		if n.replicaVoting(r) {
+			return Route{}, fmt.Errorf("%s: %w", shardName(shard), ErrNoLeader)
+		}
+	}
+	v := n.View()
+	if shard < 0 || shard >= len(v.Reports) {
+		return Route{}, fmt.Errorf("shard %d: %w", shard, ErrNotReady)
+	}
+	if rep := v.Reports[shard]; rep != nil && rep.Leader != "" && rep.Leader != n.cfg.NodeID {
+		if addr := n.addrOf(rep.Leader); addr != "" {
+			return Route{NodeID: rep.Leader, Addr: addr}, nil
+		}
+	}
+	return Route{}, fmt.Errorf("%s: %w", shardName(shard), ErrNoLeader)
+}
+
+// replicaVoting reports whether the local replica is a voter of its group,
+// so its not knowing a leader means the group has none.
+func (n *Node) replicaVoting(r *replica) bool {
+	cfg, err := r.group.configuration()
+	if err != nil {
+		return false
+	}
+	for _, s := range cfg.Servers {
+		if string(s.ID) == n.cfg.NodeID {
+			return s.Suffrage == raft.Voter
+		}
+	}
+	return false
+}
+
+// Submit evaluates checks, all of shard, on this node, which must lead the
+// shard: a NotLeaderError (with a hint) otherwise. The checks are committed
+// through Raft before the results return.
+func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]policy.Result, error) {
+	r := n.replica(shard)
+	if r == nil {
+		rt, _ := n.Route(shard)
+		return nil, &NotLeaderError{Group: shardName(shard), LeaderID: rt.NodeID, LeaderAddr: rt.Addr}
+	}
+	return r.batcher.submit(ctx, checks)
+}
+
+// Progress reports whether this node runs a replica of group (a shard, or
+// -1 for the meta group) and its applied and last log index.
+func (n *Node) Progress(group int) (present bool, applied, last uint64) {
+	var g *Group
+	if group == metaGroup {
+		g = n.metaGroup()
+	} else if r := n.replica(group); r != nil {
+		g = r.group
+	}
+	if g == nil {
+		return false, 0, 0
+	}
+	return true, g.raft.AppliedIndex(), g.raft.LastIndex()
+}

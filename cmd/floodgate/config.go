@@ -1,0 +1,150 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/rpc"
+)
+
+// options are the daemon's settings, from flags, FLOODGATE_* environment
+// variables and a YAML file, in that order of precedence.
+type options struct {
+	cluster  cluster.Config
+	rpc      rpc.Config
+	httpAddr string
+	logLevel slog.Level
+}
+
+// parseOptions reads args, then the environment (FLOODGATE_GRPC_ADDR for
+// --grpc-addr), then the YAML file named by --config (keys are flag names),
+// for every flag not given on the command line.
+func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("floodgate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		configFile = fs.String("config", "", "YAML file with settings (keys are flag names)")
+		nodeID     = fs.String("node-id", "", "node name, stable across restarts (default: from the data dir, or generated)")
+		dataDir    = fs.String("data-dir", "./floodgate-data", "directory for Raft logs and snapshots")
+		grpcAddr   = fs.String("grpc-addr", "127.0.0.1:7700", "gRPC address for clients and peers")
+		httpAddr   = fs.String("http-addr", "127.0.0.1:7701", "HTTP address for health and metrics (empty: off)")
+		raftAddr   = fs.String("raft-addr", "127.0.0.1:7702", "Raft address shared by all of the node's groups")
+		gossipAddr = fs.String("gossip-addr", "127.0.0.1:7703", "memberlist gossip address (TCP and UDP)")
+		join       = fs.String("join", "", "comma-separated gRPC addresses of members to join at first start")
+		region     = fs.String("region", "", "region label of this node")
+		shards     = fs.Int("shards", cluster.DefaultShards, "shard count of a new cluster")
+		replicas   = fs.Int("replicas", cluster.DefaultReplicas, "replicas per shard of a new cluster (capped by the node count)")
+		fsync      = fs.Bool("fsync", true, "make every Raft write durable before acknowledging it")
+		deadAfter  = fs.Duration("dead-after", 30*time.Second, "how long a node may be unreachable before its replicas move")
+		heartbeat  = fs.Duration("raft-heartbeat-timeout", 500*time.Millisecond, "Raft heartbeat timeout")
+		election   = fs.Duration("raft-election-timeout", 500*time.Millisecond, "Raft election timeout")
+		lease      = fs.Duration("raft-lease-timeout", 250*time.Millisecond, "Raft leader lease timeout")
+		maxLog     = fs.Int64("max-log-length", 10_000, "largest limit a sliding log may have")
+		leaderWait = fs.Duration("leader-wait", 2*time.Second, "how long a check waits for its shard to elect a leader")
+		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
+	)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *configFile == "" {
+		*configFile = getenv("FLOODGATE_CONFIG")
+	}
+	if err := fillUnset(fs, *configFile, getenv); err != nil {
+		return nil, err
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+		return nil, fmt.Errorf("log-level: %w", err)
+	}
+	id := *nodeID
+	if id == "" {
+		if id = cluster.ReadNodeID(*dataDir); id == "" {
+			id = generateID()
+		}
+	}
+	var joinAddrs []string
+	for _, a := range strings.Split(*join, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			joinAddrs = append(joinAddrs, a)
+		}
+	}
+	return &options{
+		cluster: cluster.Config{
+			NodeID: id, DataDir: *dataDir, GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, RaftAddr: *raftAddr,
+			GossipAddr: *gossipAddr, Region: *region, Join: joinAddrs, Shards: *shards, Replicas: *replicas,
+			Fsync: *fsync, DeadAfter: *deadAfter, HeartbeatTimeout: *heartbeat, ElectionTimeout: *election,
+			LeaderLeaseTimeout: *lease,
+		},
+		rpc:      rpc.Config{MaxLogLength: *maxLog, LeaderWait: *leaderWait},
+		httpAddr: *httpAddr,
+		logLevel: lvl,
+	}, nil
+}
+
+// fillUnset sets every flag not given on the command line from its
+// FLOODGATE_* environment variable or, failing that, the YAML file.
+func fillUnset(fs *flag.FlagSet, file string, getenv func(string) string) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	fileValues := map[string]any{}
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+		if err := yaml.Unmarshal(b, &fileValues); err != nil {
+			return fmt.Errorf("config: %s: %w", file, err)
+		}
+		for k := range fileValues {
+			if fs.Lookup(k) == nil || k == "config" {
+				return fmt.Errorf("config: %s: unknown setting %q", file, k)
+			}
+		}
+	}
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if err != nil || set[f.Name] || f.Name == "config" {
+			return
+		}
+		env := "FLOODGATE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(env); v != "" {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s: %w", env, e)
+			}
+			return
+		}
+		if v, ok := fileValues[f.Name]; ok {
+			s := fmt.Sprint(v)
+			if list, isList := v.([]any); isList {
+				parts := make([]string, len(list))
+				for i, p := range list {
+					parts[i] = fmt.Sprint(p)
+				}
+				s = strings.Join(parts, ",")
+			}
+			if e := fs.Set(f.Name, s); e != nil {
+				err = fmt.Errorf("config: %s: %w", f.Name, e)
+			}
+		}
+	})
+	return err
+}
+
+func generateID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "node-" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,132 @@
+// Command floodgate runs one node of a floodgate cluster. With no flags it
+// creates a single-node cluster on loopback with its data in
+// ./floodgate-data; --join adds it to an existing cluster.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/rpc"
+)
+
+func main() {
+	opts, err := parseOptions(os.Args[1:], os.Getenv, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "floodgate:", err)
+		os.Exit(2)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: opts.logLevel}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, opts, log); err != nil {
+		log.Error("floodgate stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+// run serves one node until ctx ends (a signal) or the node leaves its
+// cluster, then shuts down cleanly.
+func run(ctx context.Context, opts *options, log *slog.Logger) error {
+	cfg := opts.cluster
+	cfg.Logger = log
+	grpcLn, err := net.Listen("tcp", cfg.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("grpc-addr: %w", err)
+	}
+	cfg.GRPCAddr = grpcLn.Addr().String()
+	peers := rpc.NewPeers()
+	defer peers.Close()
+	node, err := cluster.Open(cfg, peers)
+	if err != nil {
+		grpcLn.Close()
+		return err
+	}
+	gs, health := rpc.NewGRPCServer(node, peers, opts.rpc)
+	go func() {
+		if err := gs.Serve(grpcLn); err != nil {
+			log.Error("grpc server", "err", err)
+		}
+	}()
+	var hs *http.Server
+	if opts.httpAddr != "" {
+		if hs, err = serveHTTP(opts.httpAddr, node, log); err != nil {
+			gs.Stop()
+			node.Close()
+			return err
+		}
+	}
+	shutdown := func() error {
+		rpc.MarkNotServing(health)
+		if hs != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = hs.Shutdown(sctx)
+			cancel()
+		}
+		stopped := make(chan struct{})
+		go func() { gs.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(3 * time.Second):
+			gs.Stop()
+		}
+		return node.Close()
+	}
+	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	err = node.Start(startCtx)
+	cancel()
+	if err != nil {
+		_ = shutdown()
+		return err
+	}
+	rpc.MarkServing(health)
+	c := node.Config()
+	log.Info("floodgate ready", "node", node.ID(), "cluster", node.View().ClusterID, "grpc", c.GRPCAddr,
+		"http", opts.httpAddr, "raft", c.RaftAddr, "gossip", c.GossipAddr, "data", c.DataDir)
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case <-node.Left():
+		log.Info("this node left the cluster; shutting down")
+	}
+	return shutdown()
+}
+
+// serveHTTP serves liveness and readiness on addr.
+func serveHTTP(addr string, node *cluster.Node, log *slog.Logger) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("http-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if v := node.View(); v.Initialized() && v.Node(node.ID()) != nil {
+			fmt.Fprintln(w, "ready")
+			return
+		}
+		http.Error(w, "not a cluster member yet", http.StatusServiceUnavailable)
+	})
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server", "err", err)
+		}
+	}()
+	return hs, nil
+}

@@ -1,0 +1,257 @@
+package fsm
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
+)
+
+// Meta command types: the first byte of every meta log entry, followed by
+// the command's protobuf encoding. Stored in Raft logs: never renumber.
+const (
+	MetaInitCluster  byte = 1
+	MetaUpsertNode   byte = 2
+	MetaSetNodeState byte = 3
+	MetaRemoveNode   byte = 4
+	MetaShardReport  byte = 5
+)
+
+// MetaView is an immutable copy of the meta state. Readers get the latest
+// one without locking; every applied change publishes a new view.
+type MetaView struct {
+	ClusterID string
+	Shards    int
+	Replicas  int
+	// Nodes are sorted by id. Never modify them.
+	Nodes []*metav1.Node
+	// Reports holds each shard's latest leadership report (nil if none),
+	// indexed by shard. Never modify them.
+	Reports []*metav1.ShardReport
+	// Index is the Raft index of the latest applied command.
+	Index uint64
+}
+
+// Node returns the node with id, or nil.
+func (v *MetaView) Node(id string) *metav1.Node {
+	i, ok := slices.BinarySearchFunc(v.Nodes, id, func(n *metav1.Node, id string) int {
+		return strings.Compare(n.Id, id)
+	})
+	if !ok {
+		return nil
+	}
+	return v.Nodes[i]
+}
+
+// Initialized reports whether the cluster has been created.
+func (v *MetaView) Initialized() bool { return v.ClusterID != "" }
+
+// Meta is the state machine of the meta Raft group: cluster identity,
+// membership and the shards' leadership reports.
+type Meta struct {
+	mu      sync.Mutex // serializes writers; readers use view
+	view    atomic.Pointer[MetaView]
+	changed chan struct{}
+}
+
+// NewMeta returns an empty meta state machine.
+func NewMeta() *Meta {
+	m := &Meta{changed: make(chan struct{})}
+	m.view.Store(&MetaView{})
+	return m
+}
+
+// View returns the current state. It never blocks.
+func (m *Meta) View() *MetaView { return m.view.Load() }
+
+// Changed returns a channel closed at the next change of state.
+func (m *Meta) Changed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changed
+}
+
+// publish installs v and wakes everyone waiting for a change.
+func (m *Meta) publish(v *MetaView) {
+	m.view.Store(v)
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// EncodeMeta encodes a meta command for the log.
+func EncodeMeta(typ byte, msg proto.Message) ([]byte, error) {
+	b, err := proto.Marshal(msg)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte{typ}, b...), nil
+}
+
+// Apply implements raft.FSM. It returns nil, or an error describing why the
+// command was refused (identically on every replica).
+func (m *Meta) Apply(l *raft.Log) interface{} {
+	if l.Type != raft.LogCommand || len(l.Data) == 0 {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur := m.view.Load()
+	next, err := applyMeta(cur, l.Data[0], l.Data[1:])
+	if err != nil {
+		return err
+	}
+	next.Index = l.Index
+	m.publish(next)
+	return nil
+}
+
+// applyMeta returns the state after one command; cur is never modified.
+func applyMeta(cur *MetaView, typ byte, body []byte) (*MetaView, error) {
+	next := *cur
+	switch typ {
+	case MetaInitCluster:
+		var c metav1.InitCluster
+		if err := proto.Unmarshal(body, &c); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		if cur.Initialized() {
+			if cur.ClusterID == c.ClusterId {
+				return &next, nil
+			}
+			return nil, fmt.Errorf("%w: cluster %s already created", ErrRefused, cur.ClusterID)
+		}
+		if c.ClusterId == "" || c.Shards == 0 || c.Replicas == 0 {
+			return nil, fmt.Errorf("%w: cluster id, shards and replicas are required", ErrRefused)
+		}
+		next.ClusterID, next.Shards, next.Replicas = c.ClusterId, int(c.Shards), int(c.Replicas)
+		next.Reports = make([]*metav1.ShardReport, c.Shards)
+	case MetaUpsertNode:
+		var c metav1.UpsertNode
+		if err := proto.Unmarshal(body, &c); err != nil || c.Node == nil || c.Node.Id == "" {
+			return nil, fmt.Errorf("%w: upsert node", ErrCorrupt)
+		}
+		n := proto.Clone(c.Node).(*metav1.Node)
+		if old := cur.Node(n.Id); old != nil && n.State == metav1.NodeState_NODE_STATE_UNSPECIFIED {
+			n.State = old.State
+		}
+		if n.State == metav1.NodeState_NODE_STATE_UNSPECIFIED {
+			n.State = metav1.NodeState_NODE_STATE_ACTIVE
+		}
+		next.Nodes = withNode(cur.Nodes, n)
+	case MetaSetNodeState:
+		var c metav1.SetNodeState
+		if err := proto.Unmarshal(body, &c); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		old := cur.Node(c.Id)
+		if old == nil {
+			return nil, fmt.Errorf("%w: node %q", ErrUnknownNode, c.Id)
+		}
+		n := proto.Clone(old).(*metav1.Node)
+		n.State = c.State
+		next.Nodes = withNode(cur.Nodes, n)
+	case MetaRemoveNode:
+		var c metav1.RemoveNode
+		if err := proto.Unmarshal(body, &c); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		next.Nodes = slices.DeleteFunc(slices.Clone(cur.Nodes), func(n *metav1.Node) bool { return n.Id == c.Id })
+	case MetaShardReport:
+		var c metav1.ShardReport
+		if err := proto.Unmarshal(body, &c); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		if int(c.Shard) >= len(cur.Reports) {
+			return nil, fmt.Errorf("%w: shard %d of %d", ErrRefused, c.Shard, len(cur.Reports))
+		}
+		if old := cur.Reports[c.Shard]; old != nil && c.Term < old.Term {
+			return &next, nil // stale: a newer leader already reported
+		}
+		next.Reports = slices.Clone(cur.Reports)
+		next.Reports[c.Shard] = &c
+	default:
+		return nil, fmt.Errorf("%w: unknown meta command type %d", ErrCorrupt, typ)
+	}
+	return &next, nil
+}
+
+// withNode returns nodes with n added or replacing the node of the same id,
+// sorted by id. nodes is not modified.
+func withNode(nodes []*metav1.Node, n *metav1.Node) []*metav1.Node {
+	out := make([]*metav1.Node, 0, len(nodes)+1)
+	for _, o := range nodes {
+		if o.Id != n.Id {
+			out = append(out, o)
+		}
+	}
+	out = append(out, n)
+	slices.SortFunc(out, func(a, b *metav1.Node) int { return strings.Compare(a.Id, b.Id) })
+	return out
+}
+
+// metaVersion is the first byte of a meta snapshot; the rest is a
+// deterministic protobuf encoding of metav1.State.
+const metaVersion = 1
+
+// Snapshot implements raft.FSM.
+func (m *Meta) Snapshot() (raft.FSMSnapshot, error) {
+	v := m.View()
+	st := &metav1.State{ClusterId: v.ClusterID, Shards: uint32(v.Shards), Replicas: uint32(v.Replicas), Nodes: v.Nodes}
+	for _, r := range v.Reports {
+		if r != nil {
+			st.ShardReports = append(st.ShardReports, r)
+		}
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	return metaSnapshot(append([]byte{metaVersion}, b...)), nil
+}
+
+// Restore implements raft.FSM.
+func (m *Meta) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		return err
+	}
+	if len(b) == 0 || b[0] != metaVersion {
+		return fmt.Errorf("%w: meta snapshot", ErrSnapshotVersion)
+	}
+	var st metav1.State
+	if err := proto.Unmarshal(b[1:], &st); err != nil {
+		return fmt.Errorf("%w: meta snapshot: %w", ErrCorrupt, err)
+	}
+	v := &MetaView{ClusterID: st.ClusterId, Shards: int(st.Shards), Replicas: int(st.Replicas), Nodes: st.Nodes}
+	slices.SortFunc(v.Nodes, func(a, b *metav1.Node) int { return strings.Compare(a.Id, b.Id) })
+	v.Reports = make([]*metav1.ShardReport, st.Shards)
+	for _, r := range st.ShardReports {
+		if int(r.Shard) < len(v.Reports) {
+			v.Reports[r.Shard] = r
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.publish(v)
+	return nil
+}
+
+type metaSnapshot []byte
+
+func (s metaSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s metaSnapshot) Release() {}

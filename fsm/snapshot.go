@@ -1,0 +1,209 @@
+package fsm
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"slices"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/floodgate/floodgate/window"
+)
+
+// Shard snapshot format, version 1:
+//
+//	"FGSS" | version (1 byte) | log time (varint) | count (uvarint)
+//	count × { identity (uvarint length + bytes) | expiry (varint)
+//	          | state (uvarint length + window encoding) }
+//	CRC-32C of everything before (4 bytes, big endian)
+//
+// Entries are sorted by identity and expired states are left out, so two
+// replicas that applied the same log write the same bytes, whatever their
+// hash seeds or how far their sweepers got.
+const (
+	shardMagic   = "FGSS"
+	shardVersion = 1
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// shardSnapshot is a point-in-time copy of a Shard, encoded while the FSM
+// was paused and sorted and written in the background by Persist.
+type shardSnapshot struct {
+	now     int64
+	buf     []byte // the encoded entries, back to back
+	entries []snapEntry
+}
+
+type snapEntry struct {
+	id       string
+	off, end int // the entry's bytes in buf
+}
+
+// Snapshot implements raft.FSM. It copies every live state into one buffer
+// so Apply can resume at once; sorting and writing happen in Persist.
+func (s *Shard) Snapshot() (raft.FSMSnapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap := &shardSnapshot{now: s.now, entries: make([]snapEntry, 0, s.tab.live)}
+	var err error
+	s.tab.each(func(r *record) {
+		if err != nil || r.exp <= s.now {
+			return
+		}
+		var l window.Limit
+		if _, _, l, err = parseID(r.id); err != nil {
+			return
+		}
+		off := len(snap.buf)
+		snap.buf = binary.AppendUvarint(snap.buf, uint64(len(r.id)))
+		snap.buf = append(snap.buf, r.id...)
+		snap.buf = binary.AppendVarint(snap.buf, r.exp)
+		st := l.AppendState(nil, &r.st)
+		snap.buf = binary.AppendUvarint(snap.buf, uint64(len(st)))
+		snap.buf = append(snap.buf, st...)
+		snap.entries = append(snap.entries, snapEntry{id: r.id, off: off, end: len(snap.buf)})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return snap, nil
+}
+
+// Persist implements raft.FSMSnapshot.
+func (p *shardSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := p.writeTo(sink); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (p *shardSnapshot) writeTo(w io.Writer) error {
+	slices.SortFunc(p.entries, func(a, b snapEntry) int {
+		if a.id < b.id {
+			return -1
+		}
+		if a.id > b.id {
+			return 1
+		}
+		return 0
+	})
+	crc := crc32.New(castagnoli)
+	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 1<<16)
+	head := append([]byte(shardMagic), shardVersion)
+	head = binary.AppendVarint(head, p.now)
+	head = binary.AppendUvarint(head, uint64(len(p.entries)))
+	if _, err := bw.Write(head); err != nil {
+		return err
+	}
+	for _, e := range p.entries {
+		if _, err := bw.Write(p.buf[e.off:e.end]); err != nil {
+			return err
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	_, err := w.Write(binary.BigEndian.AppendUint32(nil, crc.Sum32()))
+	return err
+}
+
+// Release implements raft.FSMSnapshot.
+func (p *shardSnapshot) Release() {}
+
+// Restore implements raft.FSM: it decodes the snapshot into a fresh table
+// and swaps it in only once the whole snapshot has been read and checked.
+func (s *Shard) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return err
+	}
+	tab, now, err := decodeShardSnapshot(data)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.tab, s.now = tab, now
+	s.mu.Unlock()
+	return nil
+}
+
+func decodeShardSnapshot(data []byte) (*table, int64, error) {
+	if len(data) < len(shardMagic)+1+4 || string(data[:len(shardMagic)]) != shardMagic {
+		return nil, 0, fmt.Errorf("%w: not a shard snapshot", ErrCorrupt)
+	}
+	if v := data[len(shardMagic)]; v != shardVersion {
+		return nil, 0, fmt.Errorf("%w: shard snapshot version %d", ErrSnapshotVersion, v)
+	}
+	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
+	if crc32.Checksum(body, castagnoli) != sum {
+		return nil, 0, fmt.Errorf("%w: shard snapshot checksum mismatch", ErrCorrupt)
+	}
+	r := bytes.NewReader(body[len(shardMagic)+1:])
+	now, err := binary.ReadVarint(r)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: shard snapshot header", ErrCorrupt)
+	}
+	count, err := binary.ReadUvarint(r)
+	if err != nil || count > uint64(len(body)) {
+		return nil, 0, fmt.Errorf("%w: shard snapshot header", ErrCorrupt)
+	}
+	tab := newTable()
+	rest := body[len(body)-r.Len():]
+	for i := uint64(0); i < count; i++ {
+		n, err := decodeSnapEntry(tab, rest)
+		if err != nil {
+			return nil, 0, fmt.Errorf("shard snapshot entry %d: %w", i, err)
+		}
+		rest = rest[n:]
+	}
+	if len(rest) != 0 {
+		return nil, 0, fmt.Errorf("%w: %d trailing bytes in shard snapshot", ErrCorrupt, len(rest))
+	}
+	return tab, now, nil
+}
+
+// decodeSnapEntry adds one snapshot entry to tab and returns its length.
+func decodeSnapEntry(tab *table, b []byte) (int, error) {
+	idLen, n := binary.Uvarint(b)
+	if n <= 0 || idLen > uint64(len(b)-n) {
+		return 0, fmt.Errorf("%w: identity", ErrCorrupt)
+	}
+	off := n
+	id := b[off : off+int(idLen)]
+	off += int(idLen)
+	_, _, l, err := parseID(string(id))
+	if err != nil {
+		return 0, err
+	}
+	exp, n := binary.Varint(b[off:])
+	if n <= 0 {
+		return 0, fmt.Errorf("%w: expiry", ErrCorrupt)
+	}
+	off += n
+	stLen, n := binary.Uvarint(b[off:])
+	if n <= 0 || stLen > uint64(len(b)-off-n) {
+		return 0, fmt.Errorf("%w: state", ErrCorrupt)
+	}
+	off += n
+	st, used, err := l.DecodeState(b[off : off+int(stLen)])
+	if err != nil {
+		return 0, err
+	}
+	if used != int(stLen) {
+		return 0, fmt.Errorf("%w: state length", ErrCorrupt)
+	}
+	off += int(stLen)
+	if _, dup := tab.lookup(id); dup {
+		return 0, fmt.Errorf("%w: duplicate identity", ErrCorrupt)
+	}
+	rec := tab.rec(tab.insert(id))
+	rec.exp, rec.st = exp, st
+	return off, nil
+}

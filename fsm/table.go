@@ -1,0 +1,229 @@
+package fsm
+
+import (
+	"hash/maphash"
+
+	"github.com/floodgate/floodgate/window"
+)
+
+// record is one limit's state for one key: 48 bytes, stored in chunks.
+type record struct {
+	// id is the state identity (see appendID); empty marks a free record.
+	id string
+	// exp is when st behaves like a zero state, in log time.
+	exp int64
+	st  window.State
+}
+
+const (
+	chunkBits = 10
+	chunkSize = 1 << chunkBits
+	// minSlots is the smallest index size.
+	minSlots = 1024
+)
+
+// table maps state identities to records with a small, predictable memory
+// footprint: records live in fixed-size chunks (so growth never copies or
+// doubles them) and the index is open addressing over uint32 record numbers
+// (4 bytes a slot, load factor at most 3/4), with linear probing and
+// backward-shift deletion, so there are no tombstones.
+//
+// Its layout differs between replicas (the hash seed is random per process,
+// which also defeats hash flooding) but nothing observable depends on it:
+// lookups are by identity and snapshots are sorted by identity.
+type table struct {
+	seed   maphash.Seed
+	chunks [][]record
+	free   []uint32 // free record numbers below used
+	used   uint32   // record numbers handed out so far
+	live   int
+	slots  []uint32 // 0 = empty, otherwise record number + 1
+	cursor uint32   // next record number the sweeper looks at
+}
+
+func newTable() *table {
+	return &table{seed: maphash.MakeSeed(), slots: make([]uint32, minSlots)}
+}
+
+// rec returns record n.
+func (t *table) rec(n uint32) *record {
+	return &t.chunks[n>>chunkBits][n&(chunkSize-1)]
+}
+
+func (t *table) mask() uint64 { return uint64(len(t.slots) - 1) }
+
+// lookup returns the record number of id.
+func (t *table) lookup(id []byte) (uint32, bool) {
+	m := t.mask()
+	for i := maphash.Bytes(t.seed, id) & m; ; i = (i + 1) & m {
+		s := t.slots[i]
+		if s == 0 {
+			return 0, false
+		}
+		if t.rec(s-1).id == string(id) {
+			return s - 1, true
+		}
+	}
+}
+
+// insert adds id, which must not be present, and returns its record number.
+func (t *table) insert(id []byte) uint32 {
+	if (t.live+1)*4 > len(t.slots)*3 {
+		t.resize(len(t.slots) * 2)
+	}
+	var n uint32
+	if k := len(t.free); k > 0 {
+		n = t.free[k-1]
+		t.free = t.free[:k-1]
+	} else {
+		n = t.used
+		t.used++
+		if int(n>>chunkBits) == len(t.chunks) {
+			t.chunks = append(t.chunks, make([]record, chunkSize))
+		}
+	}
+	r := t.rec(n)
+	*r = record{id: string(id)}
+	t.place(n)
+	t.live++
+	return n
+}
+
+// place puts record n in the index.
+func (t *table) place(n uint32) {
+	m := t.mask()
+	i := t.home(t.rec(n).id)
+	for t.slots[i] != 0 {
+		i = (i + 1) & m
+	}
+	t.slots[i] = n + 1
+}
+
+func (t *table) home(id string) uint64 {
+	return maphash.String(t.seed, id) & t.mask()
+}
+
+// remove deletes record n from the index and frees it.
+func (t *table) remove(n uint32) {
+	m := t.mask()
+	i := t.home(t.rec(n).id)
+	for t.slots[i] != n+1 {
+		i = (i + 1) & m
+	}
+	// Backward-shift: pull later entries of the probe run into the hole
+	// unless their home lies cyclically in (hole, j].
+	for j := (i + 1) & m; t.slots[j] != 0; j = (j + 1) & m {
+		k := t.home(t.rec(t.slots[j] - 1).id)
+		if i <= j {
+			if i < k && k <= j {
+				continue
+			}
+		} else if i < k || k <= j {
+			continue
+		}
+		t.slots[i] = t.slots[j]
+		i = j
+	}
+	t.slots[i] = 0
+	*t.rec(n) = record{}
+	t.free = append(t.free, n)
+	t.live--
+	if len(t.slots) > minSlots && t.live*8 < len(t.slots) {
+		t.resize(len(t.slots) / 2)
+	}
+}
+
+// resize rebuilds the index with size slots (a power of two).
+func (t *table) resize(size int) {
+	t.slots = make([]uint32, size)
+	for n := uint32(0); n < t.used; n++ {
+		if t.rec(n).id != "" {
+			t.place(n)
+		}
+	}
+}
+
+// sweep looks at up to budget records from the cursor onwards and frees
+// those expired at now. Expired records behave like absent ones, so when
+// they are freed changes memory only, never an answer.
+func (t *table) sweep(now int64, budget int) {
+	for ; budget > 0 && t.used > 0; budget-- {
+		if t.cursor >= t.used {
+			t.cursor = 0
+			t.compact()
+			if t.used == 0 {
+				return
+			}
+		}
+		n := t.cursor
+		t.cursor++
+		if r := t.rec(n); r.id != "" && r.exp <= now {
+			t.remove(n)
+		}
+	}
+}
+
+// compact moves records from the top of the record space into free slots
+// below, then drops empty chunks, once most of the space is free. It runs
+// when the sweeper wraps around, so records are not moved under its feet.
+func (t *table) compact() {
+	if t.used < 4*chunkSize || t.live*4 > int(t.used) {
+		return
+	}
+	free := make(map[uint32]bool, len(t.free))
+	for _, n := range t.free {
+		free[n] = true
+	}
+	lo, hi := uint32(0), t.used
+	for {
+		for lo < hi && !free[lo] {
+			lo++
+		}
+		for hi > lo && t.rec(hi-1).id == "" {
+			hi--
+		}
+		if lo >= hi {
+			break
+		}
+		t.move(hi-1, lo)
+		free[lo] = false
+		hi--
+		lo++
+	}
+	for hi > 0 && t.rec(hi-1).id == "" {
+		hi--
+	}
+	t.used = hi
+	t.free = t.free[:0]
+	for n := uint32(0); n < t.used; n++ {
+		if t.rec(n).id == "" {
+			t.free = append(t.free, n)
+		}
+	}
+	keep := int((t.used + chunkSize - 1) >> chunkBits)
+	for i := keep; i < len(t.chunks); i++ {
+		t.chunks[i] = nil
+	}
+	t.chunks = t.chunks[:keep]
+}
+
+// move relocates record from to the free record to, fixing the index.
+func (t *table) move(from, to uint32) {
+	m := t.mask()
+	i := t.home(t.rec(from).id)
+	for t.slots[i] != from+1 {
+		i = (i + 1) & m
+	}
+	t.slots[i] = to + 1
+	*t.rec(to) = *t.rec(from)
+	*t.rec(from) = record{}
+}
+
+// each calls fn for every live record, in record-number order.
+func (t *table) each(fn func(r *record)) {
+	for n := uint32(0); n < t.used; n++ {
+		if r := t.rec(n); r.id != "" {
+			fn(r)
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/floodgate/floodgate/cluster"
+	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
+	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+)
+
+// joinTimeout bounds the whole join handshake of a new node.
+const joinTimeout = 60 * time.Second
+
+// AdminServer implements the Admin service.
+type AdminServer struct {
+	pb.UnimplementedAdminServer
+	node  *cluster.Node
+	peers *Peers
+}
+
+// NewAdminServer returns the Admin service of node.
+func NewAdminServer(node *cluster.Node, peers *Peers) *AdminServer {
+	return &AdminServer{node: node, peers: peers}
+}
+
+// Status implements pb.AdminServer.
+func (a *AdminServer) Status(ctx context.Context, req *pb.StatusRequest) (*pb.StatusResponse, error) {
+	st := a.node.Status()
+	out := &pb.StatusResponse{
+		ClusterId: st.ClusterID, NodeId: st.NodeID, Shards: int32(st.Shards),
+		Replicas: int32(st.Replicas), MetaLeader: st.MetaLeader,
+	}
+	for _, n := range st.Nodes {
+		out.Nodes = append(out.Nodes, &pb.NodeStatus{
+			Id: n.Node.Id, GrpcAddr: n.Node.GrpcAddr, HttpAddr: n.Node.HttpAddr, RaftAddr: n.Node.RaftAddr,
+			GossipAddr: n.Node.GossipAddr, Region: n.Node.Region, State: stateName(n.Node.State),
+			Health: n.Health, MetaVoter: n.MetaVoter, Replicas: int32(n.Replicas), Leaders: int32(n.Leaders),
+		})
+	}
+	for _, s := range st.ShardInfo {
+		ss := &pb.ShardStatus{Id: int32(s.ID), Desired: s.Desired, Leader: s.Leader, Term: s.Term}
+		for _, r := range s.Replicas {
+			suffrage := "nonvoter"
+			if r.Voter {
+				suffrage = "voter"
+			}
+			ss.Replicas = append(ss.Replicas, &pb.Replica{NodeId: r.NodeId, Suffrage: suffrage})
+		}
+		out.ShardStatus = append(out.ShardStatus, ss)
+	}
+	return out, nil
+}
+
+// Join implements pb.AdminServer: it asks the node at node_addr who it is,
+// checks it is fresh, and tells it to join this node's cluster.
+func (a *AdminServer) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinResponse, error) {
+	if req.NodeAddr == "" {
+		return nil, toStatus(fmt.Errorf("%w: node_addr: required", ErrInvalid))
+	}
+	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
+	defer cancel()
+	client := peerv1.NewPeerClient(a.peers.conn(req.NodeAddr))
+	hello, err := client.Hello(ctx, &peerv1.HelloRequest{})
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("%w: reach %s: %v", cluster.ErrNoLeader, req.NodeAddr, err))
+	}
+	v := a.node.View()
+	if hello.ClusterId == v.ClusterID && v.Node(hello.Node.GetId()) != nil {
+		return &pb.JoinResponse{NodeId: hello.Node.GetId(), ClusterId: v.ClusterID}, nil
+	}
+	if !hello.Fresh {
+		return nil, toStatus(fmt.Errorf("%w: node %s at %s belongs to cluster %s with other members",
+			cluster.ErrNotFresh, hello.Node.GetId(), req.NodeAddr, hello.ClusterId))
+	}
+	if v.Node(hello.Node.GetId()) != nil {
+		return nil, toStatus(fmt.Errorf("%w: node_addr: a member named %s already exists", ErrInvalid, hello.Node.GetId()))
+	}
+	addrs := []string{a.node.Config().GRPCAddr}
+	for _, m := range v.Nodes {
+		if m.Id != a.node.ID() && m.State == metav1.NodeState_NODE_STATE_ACTIVE {
+			addrs = append(addrs, m.GrpcAddr)
+		}
+	}
+	resp, err := client.JoinCluster(ctx, &peerv1.JoinClusterRequest{Addrs: addrs})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.JoinResponse{NodeId: hello.Node.GetId(), ClusterId: resp.ClusterId}, nil
+}
+
+// Leave implements pb.AdminServer.
+func (a *AdminServer) Leave(ctx context.Context, req *pb.LeaveRequest) (*pb.LeaveResponse, error) {
+	id := req.NodeId
+	if id == "" {
+		id = a.node.ID()
+	}
+	if err := a.node.Leave(ctx, id); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.LeaveResponse{NodeId: id}, nil
+}
+
+func stateName(s metav1.NodeState) string {
+	switch s {
+	case metav1.NodeState_NODE_STATE_ACTIVE:
+		return "active"
+	case metav1.NodeState_NODE_STATE_LEAVING:
+		return "leaving"
+	case metav1.NodeState_NODE_STATE_DEAD:
+		return "dead"
+	}
+	return "unknown"
+}
+
+func nodeFromConfig(c cluster.Config) *metav1.Node {
+	return &metav1.Node{Id: c.NodeID, GrpcAddr: c.GRPCAddr, HttpAddr: c.HTTPAddr, RaftAddr: c.RaftAddr, GossipAddr: c.GossipAddr, Region: c.Region}
+}

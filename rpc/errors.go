@@ -1,0 +1,56 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/window"
+)
+
+// Errors of the rpc layer.
+var (
+	// ErrInvalid marks a request that can never succeed; the message names
+	// the field. It maps to InvalidArgument.
+	ErrInvalid = errors.New("invalid request")
+)
+
+// codeOf maps an error to the gRPC code a client should see.
+func codeOf(err error) codes.Code {
+	if s, ok := status.FromError(err); ok && s.Code() != codes.Unknown {
+		return s.Code()
+	}
+	switch {
+	case errors.Is(err, ErrInvalid), errors.Is(err, window.ErrInvalid), errors.Is(err, policy.ErrInvalid),
+		errors.Is(err, cluster.ErrConfig):
+		return codes.InvalidArgument
+	case errors.Is(err, cluster.ErrUnknownNode), errors.Is(err, fsm.ErrUnknownNode):
+		return codes.NotFound
+	case errors.Is(err, cluster.ErrNotFresh), errors.Is(err, fsm.ErrRefused):
+		return codes.FailedPrecondition
+	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader),
+		errors.Is(err, cluster.ErrUnavailable), errors.Is(err, cluster.ErrClosed), errors.Is(err, cluster.ErrNotReady):
+		return codes.Unavailable
+	case errors.Is(err, context.DeadlineExceeded):
+		return codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		return codes.Canceled
+	}
+	return codes.Internal
+}
+
+// toStatus converts err to a gRPC status error.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.Error(codeOf(err), err.Error())
+}

@@ -1,0 +1,201 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/connectivity"
+
+	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/policy"
+	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
+)
+
+// errNotSent means a forward never left this node (the peer's connection
+// was down), so it may be retried elsewhere.
+var errNotSent = errors.New("peer unreachable: check not sent")
+
+const (
+	// forwardInFlight is how many Forward calls may be outstanding to one
+	// peer; checks arriving meanwhile wait and go out together.
+	forwardInFlight = 8
+	// forwardMaxChecks caps one Forward call.
+	forwardMaxChecks = 4096
+	// forwardTimeout bounds a Forward call: the receiver's commit timeout
+	// plus slack.
+	forwardTimeout = 7 * time.Second
+	// connectWait is how long a forward waits for a peer connection that
+	// is not ready before giving up without sending.
+	connectWait = 250 * time.Millisecond
+)
+
+// forwarder sends checks to the nodes that lead their shards, batching
+// concurrent checks bound for the same peer into one call.
+type forwarder struct {
+	peers *Peers
+
+	mu     sync.Mutex
+	queues map[string]*peerQueue
+}
+
+func newForwarder(peers *Peers) *forwarder {
+	return &forwarder{peers: peers, queues: map[string]*peerQueue{}}
+}
+
+// fwdReq is one caller's checks of one shard.
+type fwdReq struct {
+	shard   int
+	checks  []fsm.Check
+	results []policy.Result
+	err     error
+	done    chan struct{}
+}
+
+// forward evaluates checks of shard on the node at addr. A NotLeaderError
+// or errNotSent means nothing was counted.
+func (f *forwarder) forward(ctx context.Context, addr string, shard int, checks []fsm.Check) ([]policy.Result, error) {
+	req := &fwdReq{shard: shard, checks: checks, done: make(chan struct{})}
+	f.queue(addr).in <- req
+	select {
+	case <-req.done:
+		return req.results, req.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("forward to %s: %w: %w", addr, cluster.ErrUnavailable, ctx.Err())
+	}
+}
+
+func (f *forwarder) queue(addr string) *peerQueue {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	q := f.queues[addr]
+	if q == nil {
+		q = &peerQueue{addr: addr, peers: f.peers, in: make(chan *fwdReq, 1024)}
+		f.queues[addr] = q
+		go q.loop()
+	}
+	return q
+}
+
+// peerQueue batches forwards to one peer.
+type peerQueue struct {
+	addr  string
+	peers *Peers
+	in    chan *fwdReq
+}
+
+func (q *peerQueue) loop() {
+	var queue []*fwdReq
+	inflight := 0
+	sent := make(chan struct{}, forwardInFlight)
+	for {
+		if len(queue) > 0 && inflight < forwardInFlight {
+			n, size := 0, 0
+			for n < len(queue) && (n == 0 || size+len(queue[n].checks) <= forwardMaxChecks) {
+				size += len(queue[n].checks)
+				n++
+			}
+			batch := queue[:n:n]
+			queue = queue[n:]
+			inflight++
+			go func() {
+				q.send(batch)
+				sent <- struct{}{}
+			}()
+			continue
+		}
+		select {
+		case r := <-q.in:
+			queue = append(queue, r)
+		case <-sent:
+			inflight--
+		}
+	}
+}
+
+// send makes one Forward call for batch and answers each request.
+func (q *peerQueue) send(batch []*fwdReq) {
+	fail := func(err error) {
+		for _, r := range batch {
+			r.err = err
+			close(r.done)
+		}
+	}
+	conn := q.peers.conn(q.addr)
+	if !waitReady(conn.GetState, conn.Connect, conn.WaitForStateChange) {
+		fail(fmt.Errorf("forward to %s: %w", q.addr, errNotSent))
+		return
+	}
+	freq := &peerv1.ForwardRequest{}
+	for _, r := range batch {
+		for _, c := range r.checks {
+			freq.Checks = append(freq.Checks, &peerv1.ForwardCheck{
+				Shard: uint32(r.shard), Key: c.Key, Policy: c.Policy.AppendBinary(nil), Cost: c.Cost,
+			})
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
+	defer cancel()
+	resp, err := peerv1.NewPeerClient(conn).Forward(ctx, freq)
+	if err == nil && len(resp.Results) != len(freq.Checks) {
+		err = fmt.Errorf("peer %s answered %d of %d checks", q.addr, len(resp.Results), len(freq.Checks))
+	}
+	if err != nil {
+		// The call may have reached the peer: its outcome is unknown.
+		fail(fmt.Errorf("forward to %s: %w: %w", q.addr, cluster.ErrUnavailable, err))
+		return
+	}
+	results := resp.Results
+	for _, r := range batch {
+		mine := results[:len(r.checks)]
+		results = results[len(r.checks):]
+		r.results, r.err = decodeResults(r.shard, mine)
+		close(r.done)
+	}
+}
+
+// waitReady makes sure a peer connection is up before a forward is sent:
+// a call on a broken connection might or might not arrive, so it is better
+// not made at all.
+func waitReady(state func() connectivity.State, connect func(), wait func(context.Context, connectivity.State) bool) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), connectWait)
+	defer cancel()
+	for {
+		s := state()
+		switch s {
+		case connectivity.Ready:
+			return true
+		case connectivity.Idle:
+			connect()
+		case connectivity.Shutdown:
+			return false
+		}
+		if !wait(ctx, s) {
+			return false
+		}
+	}
+}
+
+// decodeResults turns one shard's forward results into results or the
+// shard's error.
+func decodeResults(shard int, rs []*peerv1.ForwardResult) ([]policy.Result, error) {
+	out := make([]policy.Result, len(rs))
+	for i, r := range rs {
+		switch r.Code {
+		case peerv1.ForwardResult_OK:
+			d := r.Decision
+			out[i] = policy.Result{
+				Allowed: d.GetAllowed(), Decider: int(d.GetDecider()), Limit: d.GetLimit(),
+				Remaining: d.GetRemaining(), ResetAt: d.GetResetAt(), RetryAfter: d.GetRetryAfter(),
+			}
+		case peerv1.ForwardResult_NOT_LEADER:
+			return nil, &cluster.NotLeaderError{Group: fmt.Sprintf("shard-%d", shard), LeaderID: r.LeaderId, LeaderAddr: r.LeaderAddr}
+		default:
+			return nil, fmt.Errorf("%w: %s", cluster.ErrUnavailable, r.Message)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,48 @@
+package rpc
+
+import (
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/floodgate/floodgate/cluster"
+	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+)
+
+// maxMessage bounds gRPC messages: a full batch of 1,000 checks with 1 KiB
+// keys, with room to spare.
+const maxMessage = 16 << 20
+
+// NewGRPCServer registers every service of node on a new gRPC server: the
+// RateLimiter, Admin and Peer services, the standard health service and
+// reflection. The returned health server starts NOT_SERVING; mark it
+// SERVING once the node has joined its cluster.
+func NewGRPCServer(node *cluster.Node, peers *Peers, cfg Config, opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
+	opts = append([]grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage)}, opts...)
+	gs := grpc.NewServer(opts...)
+	srv := NewServer(node, peers, cfg)
+	pb.RegisterRateLimiterServer(gs, srv)
+	pb.RegisterAdminServer(gs, NewAdminServer(node, peers))
+	peerv1.RegisterPeerServer(gs, NewPeerServer(node, srv.cfg))
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	hs.SetServingStatus(pb.RateLimiter_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+	return gs, hs
+}
+
+// MarkServing flips the health of the node's services to SERVING.
+func MarkServing(hs *health.Server) {
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(pb.RateLimiter_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+}
+
+// MarkNotServing flips the health of the node's services to NOT_SERVING,
+// so load balancers stop sending before the node shuts down.
+func MarkNotServing(hs *health.Server) {
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	hs.SetServingStatus(pb.RateLimiter_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+}

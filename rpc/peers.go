@@ -1,0 +1,111 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/fsm"
+	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
+	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
+)
+
+// Peers holds this node's gRPC connections to other nodes and implements
+// cluster.Peers over them.
+type Peers struct {
+	opts []grpc.DialOption
+
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+// NewPeers returns a connection pool; opts are added to every connection.
+func NewPeers(opts ...grpc.DialOption) *Peers {
+	return &Peers{
+		opts:  append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...),
+		conns: map[string]*grpc.ClientConn{},
+	}
+}
+
+// conn returns the (lazily connecting) connection to addr.
+func (p *Peers) conn(addr string) *grpc.ClientConn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.conns[addr]
+	if c == nil {
+		var err error
+		if c, err = grpc.NewClient(addr, p.opts...); err != nil {
+			// NewClient fails only on a malformed target; an address that
+			// came from the meta state is well-formed. Use a connection
+			// that is never ready, so callers see "not sent".
+			c, _ = grpc.NewClient("passthrough:///invalid", p.opts...)
+		}
+		p.conns[addr] = c
+	}
+	return c
+}
+
+// Close closes every connection.
+func (p *Peers) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for addr, c := range p.conns {
+		c.Close()
+		delete(p.conns, addr)
+	}
+	return nil
+}
+
+// ApplyMeta implements cluster.Peers.
+func (p *Peers) ApplyMeta(ctx context.Context, addr string, cmd []byte) error {
+	_, err := peerv1.NewPeerClient(p.conn(addr)).ApplyMeta(ctx, &peerv1.ApplyMetaRequest{Command: cmd})
+	return fromStatus(err)
+}
+
+// Progress implements cluster.Peers.
+func (p *Peers) Progress(ctx context.Context, addr string, group int) (bool, uint64, error) {
+	req := &peerv1.ShardProgressRequest{}
+	if group < 0 {
+		req.Meta = true
+	} else {
+		req.Shard = uint32(group)
+	}
+	resp, err := peerv1.NewPeerClient(p.conn(addr)).ShardProgress(ctx, req)
+	if err != nil {
+		return false, 0, fromStatus(err)
+	}
+	return resp.Present, resp.AppliedIndex, nil
+}
+
+// AddNode implements cluster.Peers.
+func (p *Peers) AddNode(ctx context.Context, addr string, n *metav1.Node) (string, []string, error) {
+	resp, err := peerv1.NewPeerClient(p.conn(addr)).AddNode(ctx, &peerv1.AddNodeRequest{Node: n})
+	if err != nil {
+		return "", nil, fromStatus(err)
+	}
+	return resp.ClusterId, resp.GossipAddrs, nil
+}
+
+// fromStatus turns a peer's gRPC error back into the sentinel the cluster
+// package decides on: refusals are final, everything else may be retried.
+func fromStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	s, _ := status.FromError(err)
+	switch s.Code() {
+	case codes.FailedPrecondition:
+		return fmt.Errorf("%w: %s", fsm.ErrRefused, s.Message())
+	case codes.NotFound:
+		return fmt.Errorf("%w: %s", cluster.ErrUnknownNode, s.Message())
+	case codes.InvalidArgument:
+		return fmt.Errorf("%w: %s", cluster.ErrConfig, s.Message())
+	}
+	return fmt.Errorf("%w: %s", cluster.ErrNoLeader, s.Message())
+}

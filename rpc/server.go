@@ -1,0 +1,160 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/policy"
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/window"
+)
+
+// Config tunes the server.
+type Config struct {
+	// MaxLogLength caps the limit of a sliding log (window.DefaultMaxLogLength
+	// when 0).
+	MaxLogLength int64
+	// LeaderWait bounds how long a check waits for its shard to have a
+	// reachable leader (an election) before answering Unavailable.
+	LeaderWait time.Duration
+}
+
+// Server implements the RateLimiter service on a node.
+type Server struct {
+	pb.UnimplementedRateLimiterServer
+	node *cluster.Node
+	fwd  *forwarder
+	cfg  Config
+}
+
+// NewServer returns the RateLimiter service of node; peers forwards checks.
+func NewServer(node *cluster.Node, peers *Peers, cfg Config) *Server {
+	if cfg.MaxLogLength == 0 {
+		cfg.MaxLogLength = window.DefaultMaxLogLength
+	}
+	if cfg.LeaderWait == 0 {
+		cfg.LeaderWait = 2 * time.Second
+	}
+	return &Server{node: node, fwd: newForwarder(peers), cfg: cfg}
+}
+
+// Allow implements pb.RateLimiterServer.
+func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResponse, error) {
+	c, err := parseCheck(req, "", s.cfg.MaxLogLength)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	res, err := s.evaluate(ctx, s.node.ShardOf(c.Key), []fsm.Check{c})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return resultToProto(res[0]), nil
+}
+
+// AllowBatch implements pb.RateLimiterServer. Every request is validated
+// before anything is counted; then each shard's checks go to its leader in
+// one call, all shards at once.
+func (s *Server) AllowBatch(ctx context.Context, req *pb.AllowBatchRequest) (*pb.AllowBatchResponse, error) {
+	if len(req.Requests) > MaxBatch {
+		return nil, toStatus(fmt.Errorf("%w: requests: %d checks is more than %d", ErrInvalid, len(req.Requests), MaxBatch))
+	}
+	checks := make([]fsm.Check, len(req.Requests))
+	byShard := map[int][]int{}
+	for i, r := range req.Requests {
+		c, err := parseCheck(r, fmt.Sprintf("requests[%d].", i), s.cfg.MaxLogLength)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		checks[i] = c
+		shard := s.node.ShardOf(c.Key)
+		byShard[shard] = append(byShard[shard], i)
+	}
+	out := &pb.AllowBatchResponse{Results: make([]*pb.AllowBatchItem, len(checks))}
+	var wg sync.WaitGroup
+	for shard, idx := range byShard {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sub := make([]fsm.Check, len(idx))
+			for j, i := range idx {
+				sub[j] = checks[i]
+			}
+			res, err := s.evaluate(ctx, shard, sub)
+			for j, i := range idx {
+				if err != nil {
+					out.Results[i] = &pb.AllowBatchItem{Error: &pb.ItemError{Code: uint32(codeOf(err)), Message: err.Error()}}
+				} else {
+					out.Results[i] = &pb.AllowBatchItem{Response: resultToProto(res[j])}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return out, nil
+}
+
+// evaluate answers checks of one shard on its leader, this node or a peer.
+// It retries only when nothing was written (not the leader, no leader yet),
+// until the shard's leader answers or LeaderWait passes: a check is never
+// counted twice.
+func (s *Server) evaluate(ctx context.Context, shard int, checks []fsm.Check) ([]policy.Result, error) {
+	deadline := time.Now().Add(s.cfg.LeaderWait)
+	var hint cluster.Route
+	var last error
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if time.Now().After(deadline) {
+				return nil, last
+			}
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("%w (last error: %v)", ctx.Err(), last)
+			case <-time.After(retryDelay(attempt)):
+			}
+		}
+		rt := hint
+		hint = cluster.Route{}
+		if rt.Addr == "" {
+			var err error
+			if rt, err = s.node.Route(shard); err != nil {
+				last = err
+				continue
+			}
+		}
+		var res []policy.Result
+		var err error
+		if rt.Local {
+			res, err = s.node.Submit(ctx, shard, checks)
+		} else {
+			res, err = s.fwd.forward(ctx, rt.Addr, shard, checks)
+		}
+		var nl *cluster.NotLeaderError
+		switch {
+		case err == nil:
+			return res, nil
+		case errors.As(err, &nl):
+			if nl.LeaderAddr != "" && nl.LeaderID != s.node.ID() {
+				hint = cluster.Route{NodeID: nl.LeaderID, Addr: nl.LeaderAddr}
+			}
+			last = err
+		case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, errNotSent):
+			last = err
+		default:
+			return nil, err
+		}
+	}
+}
+
+// retryDelay paces retries while a shard elects a leader: quick at first,
+// then every 50ms.
+func retryDelay(attempt int) time.Duration {
+	if attempt == 1 {
+		return 0
+	}
+	return min(time.Duration(attempt)*10*time.Millisecond, 50*time.Millisecond)
+}

@@ -1,0 +1,107 @@
+package window
+
+// State is the per-key state of one Limit. The zero State is a fresh key.
+// Every algorithm uses the same 24-byte shape so the FSM can keep states in
+// flat records: A and B are two integers whose meaning depends on the
+// algorithm, and P points at the first element of a variable-size buffer
+// (the sliding log's timestamps, the sliding counters' buckets), nil for the
+// counter algorithms. The buffer's length is recoverable from A, B and the
+// Limit, never stored separately.
+type State struct {
+	A, B int64
+	P    *int64
+}
+
+// Decision is the answer of a Limit to one request.
+type Decision struct {
+	// Allowed reports whether the cost fits. A peek (cost 0) is allowed when
+	// a request of cost 1 would be.
+	Allowed bool
+	// Remaining is the cost still admissible in the window after this
+	// request (counting it when Allowed and cost > 0).
+	Remaining int64
+	// ResetAt is when the state will be back to full capacity, in Unix
+	// nanoseconds, if nothing more is counted.
+	ResetAt int64
+	// RetryAfter is, when not Allowed, how long (ns) until the same cost
+	// would be admitted if nothing more is counted; 0 when Allowed.
+	RetryAfter int64
+}
+
+// Check evaluates a request of cost at time now against s without counting
+// it. It may drop parts of s that have aged out of the window (that never
+// changes a later answer) but never allocates. now must not go backwards
+// for a given State; callers guarantee it (the FSM clamps log time).
+func (l *Limit) Check(s *State, now, cost int64) Decision {
+	switch l.Algorithm {
+	case SlidingLog:
+		return logCheck(l, s, now, cost)
+	case SlidingCounter, SlidingCounterWeighted:
+		return counterCheck(l, s, now, cost)
+	case FixedWindow:
+		return fixedCheck(l, s, now, cost)
+	case TokenBucket, GCRA:
+		return bucketCheck(l, s, now, cost)
+	}
+	return Decision{}
+}
+
+// Record counts cost at time now in s, whether or not Check admitted it
+// (policies that count denied requests record them too). Recording more than
+// the limit is allowed and saturates rather than overflowing.
+func (l *Limit) Record(s *State, now, cost int64) {
+	if cost <= 0 {
+		return
+	}
+	switch l.Algorithm {
+	case SlidingLog:
+		logRecord(l, s, now, cost)
+	case SlidingCounter, SlidingCounterWeighted:
+		counterRecord(l, s, now, cost)
+	case FixedWindow:
+		fixedRecord(l, s, now, cost)
+	case TokenBucket, GCRA:
+		bucketRecord(l, s, now, cost)
+	}
+}
+
+// Expiry is the first time at which s behaves exactly like the zero State,
+// so the FSM may drop it. A zero State expires at once (returns 0).
+func (l *Limit) Expiry(s *State) int64 {
+	switch l.Algorithm {
+	case SlidingLog:
+		return logExpiry(l, s)
+	case SlidingCounter, SlidingCounterWeighted:
+		return counterExpiry(l, s)
+	case FixedWindow:
+		return fixedExpiry(l, s)
+	case TokenBucket, GCRA:
+		return bucketExpiry(l, s)
+	}
+	return 0
+}
+
+// HeapBytes is the heap memory held by s's buffer, for memory accounting.
+func (l *Limit) HeapBytes(s *State) int {
+	switch l.Algorithm {
+	case SlidingLog:
+		return logHeapBytes(l, s)
+	case SlidingCounter, SlidingCounterWeighted:
+		return counterHeapBytes(l, s)
+	}
+	return 0
+}
+
+// AppendState appends the canonical encoding of s to dst: it depends only on
+// what s means (never on buffer capacity or ring position), so two replicas
+// that applied the same log, or one restored from the other's snapshot,
+// encode byte for byte alike.
+func (l *Limit) AppendState(dst []byte, s *State) []byte {
+	return appendState(l, dst, s)
+}
+
+// DecodeState decodes a State that AppendState encoded for the same Limit
+// and returns it with the number of bytes read.
+func (l *Limit) DecodeState(src []byte) (State, int, error) {
+	return decodeState(l, src)
+}
