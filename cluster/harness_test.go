@@ -125,13 +125,34 @@ func (tn *testNode) stop() {
 // restart stops the node and starts it again on the same data and ports.
 func (tn *testNode) restart() {
 	tn.t.Helper()
-	tn.stop()
-	tn.cfg.Join = nil
-	tn.open()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := tn.node.Start(ctx); err != nil {
-		tn.t.Fatalf("restart %s: %v", tn.id, err)
+	restartAll(tn.t, tn)
+}
+
+// restartAll stops nodes and starts them again at once, as processes
+// restarted together would: none of them has a quorum alone.
+func restartAll(t *testing.T, nodes ...*testNode) {
+	t.Helper()
+	for _, tn := range nodes {
+		tn.stop()
+	}
+	errs := make(chan error, len(nodes))
+	for _, tn := range nodes {
+		tn.cfg.Join = nil
+		tn.open()
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := tn.node.Start(ctx); err != nil {
+				errs <- fmt.Errorf("restart %s: %w", tn.id, err)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range nodes {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

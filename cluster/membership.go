@@ -94,16 +94,25 @@ func (n *Node) join(ctx context.Context, addrs []string) error {
 	}
 }
 
-// rejoinGossip contacts the members the meta state knows, after a restart.
-func (n *Node) rejoinGossip() {
+// rejoinGossip contacts the members the meta state knows that gossip does
+// not see: after a restart, or after a partition long enough for them to
+// have given up on each other. At most every few seconds.
+func (n *Node) rejoinGossip(v *fsm.MetaView) {
+	if time.Since(n.recon.lastRejoin) < rejoinEvery {
+		return
+	}
 	var addrs []string
-	for _, m := range n.View().Nodes {
-		if m.Id != n.cfg.NodeID && m.GossipAddr != "" {
+	for _, m := range v.Nodes {
+		if m.Id != n.cfg.NodeID && m.GossipAddr != "" && !n.gossip.alive(m.Id) {
 			addrs = append(addrs, m.GossipAddr)
 		}
 	}
-	if err := n.gossip.join(addrs); err != nil && len(addrs) > 0 {
-		n.log.Warn("rejoin gossip", "err", err)
+	if len(addrs) == 0 {
+		return
+	}
+	n.recon.lastRejoin = time.Now()
+	if err := n.gossip.join(addrs); err != nil {
+		n.log.Debug("rejoin gossip", "err", err)
 	}
 }
 

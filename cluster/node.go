@@ -169,9 +169,14 @@ func (n *Node) Start(ctx context.Context) error {
 	switch {
 	case has:
 		n.log.Info("resuming cluster membership from data dir", "dir", n.cfg.DataDir)
-		n.rejoinGossip()
-		if len(n.cfg.Join) == 0 && len(n.View().Nodes) == 0 {
-			// Crashed while creating the cluster: finish creating it.
+		cfg, err := n.metaGroup().configuration()
+		if err != nil {
+			return err
+		}
+		if len(cfg.Servers) == 1 && string(cfg.Servers[0].ID) == n.cfg.NodeID {
+			// Alone in the meta group: a single-node cluster, or one whose
+			// creation a crash interrupted. Every step of bootstrap is
+			// idempotent, so running it finishes whatever was left.
 			if err := n.bootstrap(ctx); err != nil {
 				return err
 			}

@@ -25,6 +25,8 @@ const (
 	tickEvery = 10 * time.Second
 	// opTimeout bounds one reconcile step (a membership change, an RPC).
 	opTimeout = 5 * time.Second
+	// rejoinEvery paces attempts to reach members gossip does not see.
+	rejoinEvery = 2 * time.Second
 )
 
 // reconcileState is the reconcilers' bookkeeping.
@@ -35,6 +37,7 @@ type reconcileState struct {
 	busy         map[int]bool
 	lastTransfer map[int]time.Time
 	leaderSince  map[int]time.Time
+	lastRejoin   time.Time // only the reconcile loop touches it
 }
 
 // reconcileLoop moves the cluster toward the placement: on a timer, on
@@ -77,6 +80,7 @@ func (n *Node) reconcileOnce() {
 		}
 		return
 	}
+	n.rejoinGossip(v)
 	pl := placementOf(v)
 	n.manageReplicas(pl)
 	for _, r := range n.replicas() {

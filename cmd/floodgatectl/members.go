@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+)
+
+func joinCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "join NODE_ADDR",
+		Short: "Add the fresh node at NODE_ADDR (its gRPC address) to the cluster of --addr",
+		Long: "Add a node to the cluster. The node at NODE_ADDR must be fresh: started without\n" +
+			"--join and never joined by another node. Its own single-node cluster is discarded.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			conn, err := g.dial()
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), max(g.timeout, 60*time.Second))
+			defer cancel()
+			resp, err := admin(conn).Join(ctx, &pb.JoinRequest{NodeAddr: args[0]})
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(resp)
+			}
+			fmt.Fprintf(g.out, "node %s joined cluster %s\n", resp.NodeId, resp.ClusterId)
+			return nil
+		},
+	}
+}
+
+func leaveCmd(g *globals) *cobra.Command {
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "leave [NODE_ID]",
+		Short: "Drain a node (the one at --addr by default): move its replicas and leaderships away, then remove it",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			conn, err := g.dial()
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			req := &pb.LeaveRequest{}
+			if len(args) == 1 {
+				req.NodeId = args[0]
+			}
+			ctx, cancel := g.ctx()
+			resp, err := admin(conn).Leave(ctx, req)
+			cancel()
+			if err != nil {
+				return err
+			}
+			if wait > 0 {
+				if err := waitGone(g, resp.NodeId, wait); err != nil {
+					return err
+				}
+			}
+			if g.json {
+				return g.printJSON(resp)
+			}
+			if wait > 0 {
+				fmt.Fprintf(g.out, "node %s drained and removed\n", resp.NodeId)
+			} else {
+				fmt.Fprintf(g.out, "node %s is draining\n", resp.NodeId)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&wait, "wait", 2*time.Minute, "wait this long for the node to be drained and removed (0: do not wait)")
+	return cmd
+}
+
+// waitGone polls status until node id is no longer a member. It asks the
+// other members once it knows them: the leaving node shuts itself down.
+func waitGone(g *globals, id string, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	addrs := []string{g.addr}
+	last, lastReplicas := "", int32(-1)
+	for {
+		for _, a := range addrs {
+			st, err := statusAt(a, g.timeout)
+			if err != nil {
+				last = err.Error()
+				continue
+			}
+			var others []string
+			member := false
+			for _, n := range st.Nodes {
+				if n.Id == id {
+					member = true
+					if n.Replicas != lastReplicas && !g.json {
+						fmt.Fprintf(g.out, "node %s: %s, %d replicas left\n", id, n.State, n.Replicas)
+						lastReplicas = n.Replicas
+					}
+				} else {
+					others = append(others, n.GrpcAddr)
+				}
+			}
+			if !member {
+				return nil
+			}
+			addrs = append(others, addrs...)
+			last = "still a member"
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node %s not removed within %s (%s)", id, wait, last)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// statusAt asks the node at addr for the cluster status.
+func statusAt(addr string, timeout time.Duration) (*pb.StatusResponse, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return admin(conn).Status(ctx, &pb.StatusRequest{})
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+)
+
+func statusCmd(g *globals) *cobra.Command {
+	var shards bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the nodes, their health, and every shard's replicas and leader",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			conn, err := g.dial()
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			ctx, cancel := g.ctx()
+			defer cancel()
+			st, err := admin(conn).Status(ctx, &pb.StatusRequest{})
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(st)
+			}
+			return printStatus(g, st, shards)
+		},
+	}
+	cmd.Flags().BoolVar(&shards, "shards", true, "list every shard")
+	return cmd
+}
+
+func printStatus(g *globals, st *pb.StatusResponse, shards bool) error {
+	fmt.Fprintf(g.out, "cluster %s: %d shards, %d replicas each; answered by %s; meta leader %s\n\n",
+		st.ClusterId, st.Shards, st.Replicas, st.NodeId, orNone(st.MetaLeader))
+	tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTATE\tHEALTH\tGRPC\tRAFT\tREGION\tMETA\tREPLICAS\tLEADS")
+	for _, n := range st.Nodes {
+		meta := "follower"
+		if n.MetaVoter {
+			meta = "voter"
+		}
+		if n.Id == st.MetaLeader {
+			meta = "leader"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", n.Id, n.State, n.Health, n.GrpcAddr, n.RaftAddr,
+			orNone(n.Region), meta, n.Replicas, n.Leaders)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	leaderless := 0
+	for _, s := range st.ShardStatus {
+		if s.Leader == "" {
+			leaderless++
+		}
+	}
+	fmt.Fprintf(g.out, "\n%d of %d shards have a leader\n", len(st.ShardStatus)-leaderless, len(st.ShardStatus))
+	if !shards {
+		return nil
+	}
+	fmt.Fprintln(g.out)
+	tw = tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SHARD\tLEADER\tTERM\tREPLICAS\tPLACEMENT")
+	for _, s := range st.ShardStatus {
+		var reps []string
+		for _, r := range s.Replicas {
+			name := r.NodeId
+			if r.Suffrage != "voter" {
+				name += "(" + r.Suffrage + ")"
+			}
+			reps = append(reps, name)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\n", s.Id, orNone(s.Leader), s.Term, strings.Join(reps, ","), strings.Join(s.Desired, ","))
+	}
+	return tw.Flush()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
