@@ -21,9 +21,9 @@ type Group struct {
 	name     string
 	dir      string
 	openedAt time.Time
-	raft  *raft.Raft
-	store *groupStore
-	trans *raft.NetworkTransport
+	raft     *raft.Raft
+	store    *groupStore
+	trans    *raft.NetworkTransport
 }
 
 type groupOptions struct {

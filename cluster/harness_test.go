@@ -15,8 +15,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/floodgate/floodgate/cluster"
-	"github.com/floodgate/floodgate/rpc"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/rpc"
 )
 
 // testNode is one in-process node with its gRPC server, like a process of
