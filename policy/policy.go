@@ -7,10 +7,9 @@ import (
 	"github.com/floodgate/floodgate/window"
 )
 
-// Errors. Every validation error wraps ErrInvalid and names the field.
+// Errors. Validation errors are *window.FieldError values (they match
+// window.ErrInvalid) whose Field is a path such as "limits[1].window".
 var (
-	// ErrInvalid marks a policy that can never be evaluated.
-	ErrInvalid = errors.New("invalid policy")
 	// ErrCorrupt marks an encoded policy that cannot be decoded.
 	ErrCorrupt = errors.New("corrupt policy encoding")
 )
@@ -51,38 +50,53 @@ type Result struct {
 // Validate reports why p can never be evaluated; maxLog caps sliding logs.
 func (p *Policy) Validate(maxLog int64) error {
 	if len(p.Name) > MaxNameLen {
-		return fmt.Errorf("%w: name: longer than %d bytes", ErrInvalid, MaxNameLen)
+		return invalid("name", "longer than %d bytes", MaxNameLen)
 	}
 	if len(p.Limits) == 0 {
-		return fmt.Errorf("%w: limits: a policy needs at least one limit", ErrInvalid)
+		return invalid("limits", "a policy needs at least one limit")
 	}
 	if len(p.Limits) > MaxLimits {
-		return fmt.Errorf("%w: limits: at most %d limits, got %d", ErrInvalid, MaxLimits, len(p.Limits))
+		return invalid("limits", "at most %d limits, got %d", MaxLimits, len(p.Limits))
 	}
 	for i := range p.Limits {
 		if err := p.Limits[i].Validate(maxLog); err != nil {
-			return fmt.Errorf("limits[%d].%w", i, err)
+			return within(fmt.Sprintf("limits[%d].", i), err)
 		}
 		for j := 0; j < i; j++ {
 			if sameWindow(&p.Limits[i], &p.Limits[j]) {
-				return fmt.Errorf("%w: limits[%d].window: duplicates the window of limits[%d]", ErrInvalid, i, j)
+				return invalid(fmt.Sprintf("limits[%d].window", i), "duplicates the window of limits[%d]", j)
 			}
 		}
 	}
 	return nil
 }
 
-// ValidateCost reports why cost can never be admitted by p.
+// ValidateCost reports why cost can never be admitted by p: negative, or
+// more than one of its limits admits at once.
 func (p *Policy) ValidateCost(cost int64) error {
 	for i := range p.Limits {
 		if err := p.Limits[i].ValidateCost(cost); err != nil {
-			if len(p.Limits) == 1 {
-				return err
+			var fe *window.FieldError
+			if len(p.Limits) > 1 && errors.As(err, &fe) {
+				return invalid(fe.Field, "%s (limits[%d])", fe.Msg, i)
 			}
-			return fmt.Errorf("%w (limits[%d])", err, i)
+			return err
 		}
 	}
 	return nil
+}
+
+func invalid(field, format string, args ...any) error {
+	return &window.FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// within prefixes the field of a validation error with path.
+func within(path string, err error) error {
+	var fe *window.FieldError
+	if errors.As(err, &fe) {
+		return &window.FieldError{Field: path + fe.Field, Msg: fe.Msg}
+	}
+	return err
 }
 
 // Evaluate answers a request of cost at time now. states[i] is the state of
@@ -109,8 +123,12 @@ func (p *Policy) Evaluate(states []*window.State, now, cost int64) Result {
 		}
 	}
 	if res.Allowed && cost > 0 {
+		// After counting, the reset is when the newest count ages out:
+		// each state's expiry (it behaves as fresh from then on).
+		res.ResetAt = now
 		for i := range p.Limits {
 			p.Limits[i].Record(states[i], now, cost)
+			res.ResetAt = max(res.ResetAt, p.Limits[i].Expiry(states[i]))
 		}
 	}
 	d := ds[res.Decider]

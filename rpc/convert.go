@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -41,7 +42,7 @@ func parseCheck(req *pb.AllowRequest, field string, maxLog int64) (fsm.Check, er
 		cost = *req.Cost
 	}
 	if err := p.ValidateCost(cost); err != nil {
-		return fsm.Check{}, fmt.Errorf("%w: %s%w", ErrInvalid, field, err)
+		return fsm.Check{}, atField(field, err)
 	}
 	return fsm.Check{Key: req.Key, Policy: p, Cost: cost}, nil
 }
@@ -82,9 +83,24 @@ func limitFromProto(pl *pb.Limit, field string, maxLog int64) (window.Limit, err
 		l.Buckets = window.DefaultBuckets
 	}
 	if err := l.Validate(maxLog); err != nil {
-		return window.Limit{}, fmt.Errorf("%w: %s%w", ErrInvalid, field, err)
+		return window.Limit{}, atField(field, err)
 	}
 	return l, nil
+}
+
+
+// atField reports a validation error under its API path: prefix (such as
+// "requests[3].limit.") and the field, in the proto's spelling.
+func atField(prefix string, err error) error {
+	var fe *window.FieldError
+	if !errors.As(err, &fe) {
+		return fmt.Errorf("%w: %s%v", ErrInvalid, prefix, err)
+	}
+	name := fe.Field
+	if name == "window" {
+		name = "window_ms" // the API's spelling
+	}
+	return fmt.Errorf("%w: %s%s: %s", ErrInvalid, prefix, name, fe.Msg)
 }
 
 // limitToProto is the inverse of limitFromProto, for forwarding.

@@ -26,7 +26,7 @@ func codeOf(err error) codes.Code {
 		return s.Code()
 	}
 	switch {
-	case errors.Is(err, ErrInvalid), errors.Is(err, window.ErrInvalid), errors.Is(err, policy.ErrInvalid),
+	case errors.Is(err, ErrInvalid), errors.Is(err, window.ErrInvalid), errors.Is(err, policy.ErrCorrupt),
 		errors.Is(err, cluster.ErrConfig):
 		return codes.InvalidArgument
 	case errors.Is(err, cluster.ErrUnknownNode), errors.Is(err, fsm.ErrUnknownNode):

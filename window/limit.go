@@ -6,12 +6,35 @@ import (
 	"time"
 )
 
-// Errors returned by Validate. Every error wraps ErrInvalid and names the
-// offending field, so callers can map it to an InvalidArgument answer.
+// Errors. Validate's errors are *FieldError values, which match ErrInvalid
+// and name the offending field, so callers can map them to an
+// InvalidArgument answer; DecodeState's wrap ErrCorrupt, so a damaged
+// snapshot is told apart from a bad request.
 var (
 	// ErrInvalid marks a Limit (or a cost) that can never be evaluated.
 	ErrInvalid = errors.New("invalid limit")
+	// ErrCorrupt marks an encoded State that cannot be decoded.
+	ErrCorrupt = errors.New("corrupt limit state")
 )
+
+// FieldError is a validation error naming the field at fault, so an API
+// can report it under its own path ("limit.window_ms", "limits[1].burst").
+type FieldError struct {
+	// Field is the Limit field: algorithm, limit, window, buckets,
+	// calendar, burst, or cost.
+	Field string
+	// Msg says what is wrong with it.
+	Msg string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// Is makes errors.Is(err, ErrInvalid) hold.
+func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
+
+func invalid(field, format string, args ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
 
 // Algorithm names a rate-limit algorithm. The numeric values are stored in
 // Raft log entries and snapshots: never renumber them.
@@ -79,6 +102,12 @@ const (
 	// log keeps one timestamp per unit of cost, so larger limits belong in a
 	// sliding counter.
 	DefaultMaxLogLength = 10_000
+	// MaxRefill bounds how long an empty TokenBucket or GCRA takes to fill
+	// up again (Capacity × Window / Limit): ten years. Their state is the
+	// time at which the bucket is full again, in int64 nanoseconds, so the
+	// debt it can run up (up to twice the capacity) must stay far inside
+	// the int64 range. Only a Burst far above Limit·Window comes near it.
+	MaxRefill = 10 * MaxWindow
 )
 
 // Limit is one rate limit: at most Limit units of cost per Window, counted
@@ -111,49 +140,53 @@ func (l Limit) Validate(maxLog int64) error {
 		maxLog = DefaultMaxLogLength
 	}
 	if l.Algorithm < SlidingLog || l.Algorithm > GCRA {
-		return fmt.Errorf("%w: algorithm: unknown algorithm %d", ErrInvalid, l.Algorithm)
+		return invalid("algorithm", "unknown algorithm %d", l.Algorithm)
 	}
 	if l.Limit <= 0 || l.Limit > MaxLimit {
-		return fmt.Errorf("%w: limit: must be between 1 and %d, got %d", ErrInvalid, MaxLimit, l.Limit)
+		return invalid("limit", "must be between 1 and %d, got %d", MaxLimit, l.Limit)
 	}
 	if l.Calendar != CalendarNone {
 		if l.Algorithm != FixedWindow {
-			return fmt.Errorf("%w: calendar: only fixed_window counts in calendar periods, not %s", ErrInvalid, l.Algorithm)
+			return invalid("calendar", "only fixed_window counts in calendar periods, not %s", l.Algorithm)
 		}
 		if l.Calendar > CalendarYear {
-			return fmt.Errorf("%w: calendar: unknown calendar unit %d", ErrInvalid, l.Calendar)
+			return invalid("calendar", "unknown calendar unit %d", l.Calendar)
 		}
 		if l.Window != 0 {
-			return fmt.Errorf("%w: window: must be unset when calendar is set (the calendar unit is the window)", ErrInvalid)
+			return invalid("window", "must be unset when calendar is set (the calendar unit is the window)")
 		}
 	} else if l.Window <= 0 || l.Window > MaxWindow {
-		return fmt.Errorf("%w: window: must be more than 0 and at most one year (%s), got %s",
-			ErrInvalid, time.Duration(MaxWindow), time.Duration(l.Window))
+		return invalid("window", "must be more than 0 and at most one year (%s), got %s", time.Duration(MaxWindow), time.Duration(l.Window))
 	}
 	switch l.Algorithm {
 	case SlidingLog:
 		if l.Limit > maxLog {
-			return fmt.Errorf("%w: limit: a sliding_log keeps one timestamp per request and is capped at %d; use sliding_counter for a limit of %d",
-				ErrInvalid, maxLog, l.Limit)
+			return invalid("limit", "a sliding_log keeps one timestamp per request and is capped at %d; use sliding_counter for a limit of %d", maxLog, l.Limit)
 		}
 	case SlidingCounter, SlidingCounterWeighted:
 		n := l.buckets()
 		if n < 1 || n > MaxBuckets {
-			return fmt.Errorf("%w: buckets: must be between 1 and %d, got %d", ErrInvalid, MaxBuckets, n)
+			return invalid("buckets", "must be between 1 and %d, got %d", MaxBuckets, n)
 		}
 		if l.Window%int64(n) != 0 {
-			return fmt.Errorf("%w: buckets: window %s does not divide into %d equal buckets",
-				ErrInvalid, time.Duration(l.Window), n)
+			return invalid("buckets", "window %s does not divide into %d equal buckets", time.Duration(l.Window), n)
 		}
 	}
 	if l.Buckets != 0 && l.Algorithm != SlidingCounter && l.Algorithm != SlidingCounterWeighted {
-		return fmt.Errorf("%w: buckets: only the sliding counters have buckets", ErrInvalid)
+		return invalid("buckets", "only the sliding counters have buckets")
 	}
 	if l.Burst < 0 || l.Burst > MaxLimit {
-		return fmt.Errorf("%w: burst: must be between 0 and %d, got %d", ErrInvalid, MaxLimit, l.Burst)
+		return invalid("burst", "must be between 0 and %d, got %d", MaxLimit, l.Burst)
 	}
 	if l.Burst != 0 && l.Algorithm != TokenBucket && l.Algorithm != GCRA {
-		return fmt.Errorf("%w: burst: only token_bucket and gcra have a burst", ErrInvalid)
+		return invalid("burst", "only token_bucket and gcra have a burst")
+	}
+	if l.Algorithm == TokenBucket || l.Algorithm == GCRA {
+		// Only a burst above the limit can exceed it: without one the
+		// bucket refills within Window.
+		if refill, _, ok := mulDiv(uint64(l.Capacity()), uint64(l.Window), uint64(l.Limit)); !ok || refill > uint64(MaxRefill) {
+			return invalid("burst", "a bucket of %d refilled %d per %s takes more than %s to refill", l.Capacity(), l.Limit, time.Duration(l.Window), time.Duration(MaxRefill))
+		}
 	}
 	return nil
 }
@@ -162,10 +195,10 @@ func (l Limit) Validate(maxLog int64) error {
 // more than the most l can ever admit at once (so it would be denied forever).
 func (l Limit) ValidateCost(cost int64) error {
 	if cost < 0 {
-		return fmt.Errorf("%w: cost: must not be negative, got %d", ErrInvalid, cost)
+		return invalid("cost", "must not be negative, got %d", cost)
 	}
 	if capacity := l.Capacity(); cost > capacity {
-		return fmt.Errorf("%w: cost: %d is more than the limit admits at once (%d)", ErrInvalid, cost, capacity)
+		return invalid("cost", "%d is more than the limit admits at once (%d)", cost, capacity)
 	}
 	return nil
 }

@@ -31,8 +31,17 @@ type Decision struct {
 // Check evaluates a request of cost at time now against s without counting
 // it. It may drop parts of s that have aged out of the window (that never
 // changes a later answer) but never allocates. now must not go backwards
-// for a given State; callers guarantee it (the FSM clamps log time).
+// for a given State; callers guarantee it (the FSM clamps log time). Should
+// it anyway, nothing breaks: the sliding algorithms answer as at the newest
+// time they hold and a fixed window keeps counting its period. l must be
+// valid (Validate). Times before the epoch count as the epoch and a
+// negative cost as a peek.
+//
+// A cost above l.Capacity() can never be admitted (ValidateCost rejects
+// it): it is denied with RetryAfter the time until the state is back to
+// full capacity, at least 1ns.
 func (l *Limit) Check(s *State, now, cost int64) Decision {
+	now, cost = max(now, 0), max(cost, 0)
 	switch l.Algorithm {
 	case SlidingLog:
 		return logCheck(l, s, now, cost)
@@ -53,6 +62,7 @@ func (l *Limit) Record(s *State, now, cost int64) {
 	if cost <= 0 {
 		return
 	}
+	now = max(now, 0)
 	switch l.Algorithm {
 	case SlidingLog:
 		logRecord(l, s, now, cost)
@@ -101,7 +111,11 @@ func (l *Limit) AppendState(dst []byte, s *State) []byte {
 }
 
 // DecodeState decodes a State that AppendState encoded for the same Limit
-// and returns it with the number of bytes read.
+// and returns it with the number of bytes read. It uses only the fields
+// that shape a State (Algorithm, Window, Buckets, Calendar), so a snapshot
+// that identifies states by shape decodes without the limit's value.
+// Errors wrap ErrCorrupt (bad bytes; it never panics) or ErrInvalid (a
+// Limit that cannot shape a State).
 func (l *Limit) DecodeState(src []byte) (State, int, error) {
 	return decodeState(l, src)
 }

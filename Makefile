@@ -1,0 +1,46 @@
+# floodgate: a Raft-replicated distributed rate limiter.
+# `make` or `make help` lists the targets.
+
+GO      ?= go
+BIN     := bin
+PKGS    := ./...
+# Packages whose state is shared between goroutines run under the race detector.
+RACE    := ./cluster/... ./fsm/... ./rpc/... ./policy/... ./window/...
+
+.DEFAULT_GOAL := help
+
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## Build floodgate and floodgatectl into ./bin
+	$(GO) build -o $(BIN)/floodgate ./cmd/floodgate
+	$(GO) build -o $(BIN)/floodgatectl ./cmd/floodgatectl
+
+run: build ## Run a single-node cluster on loopback, data in ./floodgate-data
+	./$(BIN)/floodgate --data-dir ./floodgate-data
+
+test: ## Run every test: unit, property, race, system and end-to-end
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 $(RACE)
+	$(GO) test -count=1 ./cmd/... ./test/...
+
+e2e: ## Run only the end-to-end tests (real processes on loopback)
+	$(GO) test -count=1 -v ./test/e2e/
+
+bench: build ## Run the Go benchmarks and the three-node cluster benchmark
+	$(GO) test -run '^$$' -bench . -benchmem ./window/ ./fsm/
+	$(GO) run ./test/bench
+
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+proto: ## Regenerate the protobuf code (needs protoc, protoc-gen-go, protoc-gen-go-grpc)
+	protoc -I proto --go_out=. --go_opt=module=github.com/floodgate/floodgate \
+		--go-grpc_out=. --go-grpc_opt=module=github.com/floodgate/floodgate \
+		proto/floodgate/v1/*.proto proto/floodgate/meta/v1/*.proto proto/floodgate/peer/v1/*.proto
+
+clean: ## Remove build output and the default data dir
+	rm -rf $(BIN) floodgate-data
+
+.PHONY: help build run test e2e bench lint proto clean

@@ -1,0 +1,85 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
+)
+
+func metaLog(t *testing.T, index uint64, typ byte, msg proto.Message) *raft.Log {
+	t.Helper()
+	b, err := EncodeMeta(typ, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &raft.Log{Index: index, Type: raft.LogCommand, Data: b}
+}
+
+func applyMetaOK(t *testing.T, m *Meta, l *raft.Log) {
+	t.Helper()
+	if err, _ := m.Apply(l).(error); err != nil {
+		t.Fatalf("entry %d: %v", l.Index, err)
+	}
+}
+
+func TestMetaMembershipAndReports(t *testing.T) {
+	m := NewMeta()
+	changed := m.Changed()
+	applyMetaOK(t, m, metaLog(t, 1, MetaInitCluster, &metav1.InitCluster{ClusterId: "c1", Shards: 4, Replicas: 3}))
+	select {
+	case <-changed:
+	default:
+		t.Fatal("no change notification")
+	}
+	// Creating the cluster again is a no-op; with another id it is refused.
+	applyMetaOK(t, m, metaLog(t, 2, MetaInitCluster, &metav1.InitCluster{ClusterId: "c1", Shards: 9, Replicas: 1}))
+	if err, _ := m.Apply(metaLog(t, 3, MetaInitCluster, &metav1.InitCluster{ClusterId: "c2", Shards: 4, Replicas: 3})).(error); !errors.Is(err, ErrRefused) {
+		t.Fatalf("second cluster id: %v", err)
+	}
+	for i, id := range []string{"n2", "n1", "n3"} {
+		applyMetaOK(t, m, metaLog(t, uint64(4+i), MetaUpsertNode, &metav1.UpsertNode{Node: &metav1.Node{Id: id, GrpcAddr: id + ":1"}}))
+	}
+	applyMetaOK(t, m, metaLog(t, 7, MetaSetNodeState, &metav1.SetNodeState{Id: "n2", State: metav1.NodeState_NODE_STATE_LEAVING}))
+	// Re-adding a node keeps its state: a restart does not undo a leave.
+	applyMetaOK(t, m, metaLog(t, 8, MetaUpsertNode, &metav1.UpsertNode{Node: &metav1.Node{Id: "n2", GrpcAddr: "n2:2"}}))
+	v := m.View()
+	if v.Shards != 4 || len(v.Nodes) != 3 || v.Nodes[0].Id != "n1" || v.Nodes[2].Id != "n3" {
+		t.Fatalf("view %+v", v)
+	}
+	if n2 := v.Node("n2"); n2.State != metav1.NodeState_NODE_STATE_LEAVING || n2.GrpcAddr != "n2:2" {
+		t.Fatalf("n2 = %v", n2)
+	}
+	if err, _ := m.Apply(metaLog(t, 9, MetaSetNodeState, &metav1.SetNodeState{Id: "nope"})).(error); !errors.Is(err, ErrUnknownNode) {
+		t.Fatalf("unknown node: %v", err)
+	}
+	applyMetaOK(t, m, metaLog(t, 10, MetaShardReport, &metav1.ShardReport{Shard: 2, Leader: "n1", Term: 5}))
+	applyMetaOK(t, m, metaLog(t, 11, MetaShardReport, &metav1.ShardReport{Shard: 2, Leader: "n3", Term: 4}))
+	if got := m.View().Reports[2].Leader; got != "n1" {
+		t.Fatalf("a report from an older term replaced a newer one: leader %s", got)
+	}
+	if err, _ := m.Apply(metaLog(t, 12, MetaShardReport, &metav1.ShardReport{Shard: 4, Leader: "n1", Term: 5})).(error); !errors.Is(err, ErrRefused) {
+		t.Fatalf("report for shard out of range: %v", err)
+	}
+	applyMetaOK(t, m, metaLog(t, 13, MetaRemoveNode, &metav1.RemoveNode{Id: "n2"}))
+	if m.View().Node("n2") != nil || m.View().Index != 13 {
+		t.Fatalf("after remove: %+v", m.View())
+	}
+
+	snap := snapshotBytes(t, m)
+	r := NewMeta()
+	if err := r.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(snapshotBytes(t, r), snap) {
+		t.Fatal("restored meta state snapshots differently")
+	}
+	if r.View().Reports[2].Leader != "n1" || len(r.View().Nodes) != 2 {
+		t.Fatalf("restored view %+v", r.View())
+	}
+}

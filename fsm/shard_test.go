@@ -1,0 +1,255 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/window"
+)
+
+const sec = int64(time.Second)
+
+func allowLog(index uint64, ts int64, checks ...Check) *raft.Log {
+	return &raft.Log{Index: index, Type: raft.LogCommand, Data: EncodeAllow(nil, ts, checks)}
+}
+
+func inline(l window.Limit) *policy.Policy { return &policy.Policy{Limits: []window.Limit{l}} }
+
+func TestApplyAnswersInOrder(t *testing.T) {
+	s := NewShard()
+	p := inline(window.Limit{Algorithm: window.SlidingLog, Limit: 3, Window: 60 * sec})
+	var checks []Check
+	for i := 0; i < 5; i++ {
+		checks = append(checks, Check{Key: "user:1", Policy: p, Cost: 1})
+	}
+	checks = append(checks, Check{Key: "user:2", Policy: p, Cost: 3})
+	res, ok := s.Apply(allowLog(1, 1000*sec, checks...)).([]policy.Result)
+	if !ok || len(res) != 6 {
+		t.Fatalf("apply returned %v", res)
+	}
+	for i, want := range []bool{true, true, true, false, false, true} {
+		if res[i].Allowed != want {
+			t.Errorf("check %d allowed=%v, want %v", i, res[i].Allowed, want)
+		}
+	}
+	if res[2].Remaining != 0 || res[3].RetryAfter != 60*sec {
+		t.Errorf("third: remaining %d; fourth: retry after %d", res[2].Remaining, res[3].RetryAfter)
+	}
+	if res[0].ResetAt != 1060*sec {
+		t.Errorf("reset at %d, want the first request's time plus the window", res[0].ResetAt)
+	}
+}
+
+// A policy admits only when every limit does, and counts in every limit
+// only then.
+func TestPolicyLimitsAreAtomic(t *testing.T) {
+	s := NewShard()
+	p := &policy.Policy{Name: "api", Limits: []window.Limit{
+		{Algorithm: window.SlidingLog, Limit: 10, Window: 60 * sec},
+		{Algorithm: window.SlidingCounter, Limit: 15, Window: 3600 * sec, Buckets: 60},
+	}}
+	admitted := 0
+	ts := int64(1_700_000_000) * sec
+	for i := 0; i < 40; i++ {
+		res := s.Apply(allowLog(uint64(i+1), ts+int64(i)*10*sec, Check{Key: "u", Policy: p, Cost: 1})).([]policy.Result)
+		if res[0].Allowed {
+			admitted++
+		}
+	}
+	// 10 per minute lets 6 a minute through at one per 10s; the hour caps
+	// the total at 15.
+	if admitted != 15 {
+		t.Fatalf("admitted %d in 400s, want the hourly 15", admitted)
+	}
+}
+
+// Replaying the same log on two replicas, in different batchings, gives
+// byte-identical snapshots; a third replica restored from one of them
+// snapshots the same bytes and stays identical as the log goes on.
+func TestReplicasAgreeByteForByte(t *testing.T) {
+	logs := randomLog(1, 3000)
+	a, b, c := NewShard(), NewShard(), NewShard()
+	half := len(logs) / 2
+	for _, l := range logs[:half] {
+		a.Apply(l)
+	}
+	for i := 0; i < half; i += 7 {
+		b.ApplyBatch(logs[i:min(i+7, half)])
+	}
+	snapA, snapB := snapshotBytes(t, a), snapshotBytes(t, b)
+	if !bytes.Equal(snapA, snapB) {
+		t.Fatal("replicas that applied the same log wrote different snapshots")
+	}
+	if err := c.Restore(io.NopCloser(bytes.NewReader(snapA))); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(snapshotBytes(t, c), snapA) {
+		t.Fatal("restored replica snapshots different bytes")
+	}
+	for _, l := range logs[half:] {
+		ra, rc := a.Apply(l), c.Apply(l)
+		if fmt.Sprint(ra) != fmt.Sprint(rc) {
+			t.Fatalf("entry %d: original answered %v, restored replica %v", l.Index, ra, rc)
+		}
+		b.Apply(l)
+	}
+	final := snapshotBytes(t, a)
+	if !bytes.Equal(final, snapshotBytes(t, b)) || !bytes.Equal(final, snapshotBytes(t, c)) {
+		t.Fatal("replicas diverged after the restore")
+	}
+	if a.Stats().States == 0 {
+		t.Fatal("the log left no state: the test checks nothing")
+	}
+}
+
+// randomLog builds entries of random checks over every algorithm, with
+// timestamps that jitter backwards (a new leader with a slower clock) and
+// occasional jumps past every window, plus ticks.
+func randomLog(seed uint64, n int) []*raft.Log {
+	r := rand.New(rand.NewPCG(seed, 99))
+	pols := []*policy.Policy{
+		inline(window.Limit{Algorithm: window.SlidingLog, Limit: 5, Window: 10 * sec}),
+		inline(window.Limit{Algorithm: window.SlidingCounter, Limit: 20, Window: 60 * sec, Buckets: 6}),
+		inline(window.Limit{Algorithm: window.SlidingCounterWeighted, Limit: 20, Window: 60 * sec, Buckets: 6}),
+		inline(window.Limit{Algorithm: window.FixedWindow, Limit: 7, Window: 30 * sec}),
+		inline(window.Limit{Algorithm: window.FixedWindow, Limit: 100, Calendar: window.CalendarMonth}),
+		inline(window.Limit{Algorithm: window.TokenBucket, Limit: 10, Window: 10 * sec, Burst: 4}),
+		inline(window.Limit{Algorithm: window.GCRA, Limit: 3, Window: sec}),
+		{Name: "two", Limits: []window.Limit{
+			{Algorithm: window.SlidingLog, Limit: 3, Window: 5 * sec},
+			{Algorithm: window.SlidingCounter, Limit: 8, Window: 60 * sec, Buckets: 12},
+		}},
+	}
+	ts := int64(1_700_000_000) * sec
+	var logs []*raft.Log
+	for i := 0; i < n; i++ {
+		ts += int64(r.IntN(400)) * int64(time.Millisecond)
+		if r.IntN(50) == 0 {
+			ts += 120 * sec
+		}
+		stamp := ts - int64(r.IntN(3))*sec // sometimes behind the previous entry
+		if r.IntN(20) == 0 {
+			logs = append(logs, &raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: EncodeTick(stamp)})
+			continue
+		}
+		var checks []Check
+		for j := r.IntN(8); j >= 0; j-- {
+			p := pols[r.IntN(len(pols))]
+			checks = append(checks, Check{Key: fmt.Sprintf("k%d", r.IntN(40)), Policy: p, Cost: int64(r.IntN(3))})
+		}
+		logs = append(logs, allowLog(uint64(i+1), stamp, checks...))
+	}
+	return logs
+}
+
+type memSink struct {
+	bytes.Buffer
+	cancelled bool
+}
+
+func (m *memSink) ID() string    { return "mem" }
+func (m *memSink) Cancel() error { m.cancelled = true; return nil }
+func (m *memSink) Close() error  { return nil }
+
+func snapshotBytes(t *testing.T, s raft.FSM) []byte {
+	t.Helper()
+	snap, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink memSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+	return sink.Bytes()
+}
+
+// Keys go away once every window that refers to them has passed, driven
+// only by log time.
+func TestIdleKeysExpireByLogTime(t *testing.T) {
+	s := NewShard()
+	p := inline(window.Limit{Algorithm: window.SlidingLog, Limit: 5, Window: 60 * sec})
+	long := inline(window.Limit{Algorithm: window.FixedWindow, Limit: 5, Window: 3600 * sec})
+	ts := int64(1_700_000_000) * sec
+	var checks []Check
+	for i := 0; i < 5000; i++ {
+		checks = append(checks, Check{Key: fmt.Sprint("k", i), Policy: p, Cost: 1})
+	}
+	checks = append(checks, Check{Key: "hourly", Policy: long, Cost: 1})
+	s.Apply(allowLog(1, ts, checks...))
+	if got := s.Stats().States; got != 5001 {
+		t.Fatalf("%d states, want 5001", got)
+	}
+	// 59s later nothing may go; 61s later the minute keys are all idle.
+	for i, dt := range []int64{59, 61, 62, 63, 64, 65, 66} {
+		s.Apply(&raft.Log{Index: uint64(2 + i), Type: raft.LogCommand, Data: EncodeTick(ts + dt*sec)})
+		if dt == 59 && s.Stats().States != 5001 {
+			t.Fatalf("states expired before their window passed: %d left", s.Stats().States)
+		}
+	}
+	if got := s.Stats().States; got != 1 {
+		t.Fatalf("%d states after the minute passed, want only the hourly one", got)
+	}
+	// Peeks and denials never create state.
+	peek := Check{Key: "ghost", Policy: p, Cost: 0}
+	s.Apply(allowLog(20, ts+70*sec, peek))
+	if got := s.Stats().States; got != 1 {
+		t.Fatalf("a peek created state: %d", got)
+	}
+}
+
+func TestCorruptEntriesAreRefused(t *testing.T) {
+	s := NewShard()
+	good := EncodeAllow(nil, sec, []Check{{Key: "k", Policy: inline(window.Limit{Algorithm: window.SlidingLog, Limit: 1, Window: sec}), Cost: 1}})
+	for name, data := range map[string][]byte{
+		"unknown type": {99, 1, 2},
+		"truncated":    good[:len(good)-2],
+		"bad version":  append([]byte{cmdAllow, 9}, good[2:]...),
+		"bad tick":     {cmdTick},
+	} {
+		if err, ok := s.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data}).(error); !ok || !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: got %v, want ErrCorrupt", name, err)
+		}
+	}
+	if s.Stats().States != 0 {
+		t.Fatal("a refused entry changed state")
+	}
+}
+
+func TestRestoreRejectsDamagedSnapshots(t *testing.T) {
+	s := NewShard()
+	s.Apply(randomLog(3, 1)[0])
+	s.Apply(allowLog(2, 2*sec, Check{Key: "k", Policy: inline(window.Limit{Algorithm: window.FixedWindow, Limit: 3, Window: 100 * sec}), Cost: 1}))
+	good := snapshotBytes(t, s)
+	flip := bytes.Clone(good)
+	flip[len(flip)/2] ^= 0xff
+	newer := bytes.Clone(good)
+	newer[4] = shardVersion + 1
+	for name, data := range map[string][]byte{
+		"checksum": flip, "version": newer, "magic": []byte("nope, not a snapshot"), "empty": nil,
+	} {
+		fresh := NewShard()
+		if err := fresh.Restore(io.NopCloser(bytes.NewReader(data))); err == nil {
+			t.Errorf("%s: restored a damaged snapshot", name)
+		}
+		if fresh.Stats().States != 0 {
+			t.Errorf("%s: a failed restore left state behind", name)
+		}
+	}
+	restored := NewShard()
+	if err := restored.Restore(io.NopCloser(bytes.NewReader(good))); err != nil {
+		t.Fatal(err)
+	}
+	if restored.Stats() != s.Stats() {
+		t.Fatalf("restored %+v, want %+v", restored.Stats(), s.Stats())
+	}
+}

@@ -1,0 +1,113 @@
+package fsm
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// The table against a map, the brute-force reference: random inserts,
+// removals and sweeps, with every key checked after each step batch.
+func TestTableMatchesMap(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		r := rand.New(rand.NewPCG(seed, 7))
+		tab := newTable()
+		ref := map[string]int64{} // id → exp
+		universe := 200 + r.IntN(5000)
+		now := int64(0)
+		for step := 0; step < 20000; step++ {
+			id := fmt.Sprintf("key-%d", r.IntN(universe))
+			switch op := r.IntN(10); {
+			case op < 6: // insert or touch
+				n, ok := tab.lookup([]byte(id))
+				if _, want := ref[id]; ok != want {
+					t.Fatalf("seed %d step %d: lookup(%s) = %v, reference says %v", seed, step, id, ok, want)
+				}
+				if !ok {
+					n = tab.insert([]byte(id))
+				}
+				exp := now + int64(r.IntN(1000))
+				tab.rec(n).exp = exp
+				ref[id] = exp
+			case op < 8: // remove
+				if n, ok := tab.lookup([]byte(id)); ok {
+					tab.remove(n)
+					delete(ref, id)
+				}
+			default: // time passes; sweep part of the table
+				now += int64(r.IntN(300))
+				tab.sweep(now, r.IntN(3000))
+				for k, exp := range ref {
+					if _, ok := tab.lookup([]byte(k)); !ok {
+						if exp > now {
+							t.Fatalf("seed %d step %d: sweep removed %s expiring at %d, now %d", seed, step, k, exp, now)
+						}
+						delete(ref, k)
+					}
+				}
+			}
+			if step%997 == 0 || step == 19999 {
+				checkTable(t, tab, ref)
+			}
+		}
+		// Sweeping everything away empties the table and compacts it.
+		tab.sweep(now+10_000, int(tab.used)*3+10)
+		tab.sweep(now+10_000, int(tab.used)*3+10)
+		if tab.live != 0 {
+			t.Fatalf("seed %d: %d records left after a full sweep", seed, tab.live)
+		}
+		if len(tab.slots) != minSlots {
+			t.Fatalf("seed %d: index of %d slots after emptying, want it shrunk to %d", seed, len(tab.slots), minSlots)
+		}
+	}
+}
+
+func checkTable(t *testing.T, tab *table, ref map[string]int64) {
+	t.Helper()
+	if tab.live != len(ref) {
+		t.Fatalf("table holds %d records, reference %d", tab.live, len(ref))
+	}
+	for k, exp := range ref {
+		n, ok := tab.lookup([]byte(k))
+		if !ok || tab.rec(n).id != k || tab.rec(n).exp != exp {
+			t.Fatalf("lookup(%s) = %v, %v", k, ok, tab.rec(n))
+		}
+	}
+	seen := 0
+	tab.each(func(r *record) {
+		if _, ok := ref[r.id]; !ok {
+			t.Fatalf("table iterates %s, which the reference lacks", r.id)
+		}
+		seen++
+	})
+	if seen != len(ref) {
+		t.Fatalf("each visited %d, want %d", seen, len(ref))
+	}
+}
+
+// Compaction moves records to the bottom of the record space and frees
+// whole chunks, without losing or breaking any record.
+func TestTableCompaction(t *testing.T) {
+	tab := newTable()
+	const n = 20 * chunkSize
+	for i := 0; i < n; i++ {
+		rn := tab.insert([]byte(fmt.Sprintf("k%d", i)))
+		tab.rec(rn).exp = int64(i % 10) // one in ten lives on
+		if i%10 == 9 {
+			tab.rec(rn).exp = 1 << 40
+		}
+	}
+	tab.sweep(100, n) // removes 90%
+	tab.sweep(100, 1) // wraps: compaction
+	if tab.live != n/10 {
+		t.Fatalf("%d live, want %d", tab.live, n/10)
+	}
+	if int(tab.used) != tab.live || len(tab.chunks) != (tab.live+chunkSize-1)/chunkSize {
+		t.Fatalf("after compaction used=%d chunks=%d for %d live records", tab.used, len(tab.chunks), tab.live)
+	}
+	for i := 9; i < n; i += 10 {
+		if _, ok := tab.lookup([]byte(fmt.Sprintf("k%d", i))); !ok {
+			t.Fatalf("k%d lost in compaction", i)
+		}
+	}
+}

@@ -1,0 +1,302 @@
+// Package client is floodgate's Go SDK. It asks the cluster where each
+// shard's leader is and sends every check straight there, so no node has to
+// forward it; any node still answers if the routing is stale. When the
+// cluster cannot answer, the client fails closed (an error) or, with
+// FailOpen, admits the request and reports the failure to OnError.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/floodgate/floodgate/cluster/hashing"
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+)
+
+// Errors of the client.
+var (
+	// ErrNoNodes means none of the given addresses answered.
+	ErrNoNodes = errors.New("floodgate: no node reachable")
+)
+
+// Options configure a Client.
+type Options struct {
+	// Addrs are gRPC addresses of some cluster nodes; the client learns
+	// the rest from them.
+	Addrs []string
+	// FailOpen admits requests the cluster cannot answer (Unavailable,
+	// DeadlineExceeded) instead of returning the error. Invalid requests
+	// still fail.
+	FailOpen bool
+	// OnError, if set, hears about every failed call, including those
+	// FailOpen turned into an admission.
+	OnError func(error)
+	// RefreshInterval is how often the routing table is refreshed (default
+	// 5s); it is also refreshed after errors.
+	RefreshInterval time.Duration
+	// DialOptions are added to every connection (default: insecure).
+	DialOptions []grpc.DialOption
+}
+
+// Client is a floodgate client. It is safe for concurrent use.
+type Client struct {
+	opts Options
+
+	mu      sync.RWMutex
+	conns   map[string]*grpc.ClientConn
+	shards  int
+	leaders []string // shard → leader's gRPC address
+	nodes   []string // every node's gRPC address
+
+	rr      atomic.Uint64
+	refresh chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// New connects to the cluster at opts.Addrs and loads its routing table.
+func New(ctx context.Context, opts Options) (*Client, error) {
+	if len(opts.Addrs) == 0 {
+		return nil, fmt.Errorf("%w: no addresses given", ErrNoNodes)
+	}
+	if opts.RefreshInterval <= 0 {
+		opts.RefreshInterval = 5 * time.Second
+	}
+	c := &Client{
+		opts:    opts,
+		conns:   map[string]*grpc.ClientConn{},
+		nodes:   append([]string(nil), opts.Addrs...),
+		refresh: make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	if err := c.loadRoutes(ctx); err != nil {
+		c.closeConns()
+		return nil, err
+	}
+	go c.refresher()
+	return c, nil
+}
+
+// Allow checks one request on the leader of its key's shard.
+func (c *Client) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResponse, error) {
+	resp, err := pb.NewRateLimiterClient(c.connFor(req.Key)).Allow(ctx, req)
+	if err != nil {
+		return c.failed(err)
+	}
+	return resp, nil
+}
+
+// AllowBatch checks many requests: they are split by shard leader and sent
+// to each leader at once; results come back in request order.
+func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.AllowBatchResponse, error) {
+	groups := map[string][]int{}
+	for i, r := range reqs {
+		addr := c.route(r.Key)
+		groups[addr] = append(groups[addr], i)
+	}
+	out := &pb.AllowBatchResponse{Results: make([]*pb.AllowBatchItem, len(reqs))}
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	for addr, idx := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sub := &pb.AllowBatchRequest{Requests: make([]*pb.AllowRequest, len(idx))}
+			for j, i := range idx {
+				sub.Requests[j] = reqs[i]
+			}
+			resp, err := pb.NewRateLimiterClient(c.conn(addr)).AllowBatch(ctx, sub)
+			if err == nil && len(resp.Results) != len(idx) {
+				err = fmt.Errorf("floodgate: %s answered %d of %d checks", addr, len(resp.Results), len(idx))
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				return
+			}
+			for j, i := range idx {
+				out.Results[i] = resp.Results[j]
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		if _, ferr := c.failed(firstErr); ferr != nil {
+			return nil, ferr
+		}
+		for i := range out.Results {
+			if out.Results[i] == nil {
+				out.Results[i] = &pb.AllowBatchItem{Response: &pb.AllowResponse{Allowed: true, Remaining: -1}}
+			}
+		}
+	}
+	return out, nil
+}
+
+// Admin returns the Admin service of one of the nodes.
+func (c *Client) Admin() pb.AdminClient { return pb.NewAdminClient(c.anyConn()) }
+
+// Close stops the client and closes its connections.
+func (c *Client) Close() error {
+	close(c.stop)
+	<-c.done
+	c.closeConns()
+	return nil
+}
+
+// failed reports err and, under FailOpen, turns an unavailable cluster
+// into an admission (Remaining -1: unknown).
+func (c *Client) failed(err error) (*pb.AllowResponse, error) {
+	if c.opts.OnError != nil {
+		c.opts.OnError(err)
+	}
+	code := status.Code(err)
+	if code == codes.Unavailable || code == codes.DeadlineExceeded {
+		c.kick()
+		if c.opts.FailOpen {
+			return &pb.AllowResponse{Allowed: true, Remaining: -1}, nil
+		}
+	}
+	return nil, err
+}
+
+// route returns the address of the node that should answer for key: its
+// shard's leader when known and reachable, any node otherwise.
+func (c *Client) route(key string) string {
+	c.mu.RLock()
+	var addr string
+	if c.shards > 0 {
+		addr = c.leaders[hashing.ShardOf(key, c.shards)]
+	}
+	c.mu.RUnlock()
+	if addr != "" && c.conn(addr).GetState() != connectivity.TransientFailure {
+		return addr
+	}
+	return c.anyAddr()
+}
+
+func (c *Client) connFor(key string) *grpc.ClientConn { return c.conn(c.route(key)) }
+
+// anyAddr picks a node round-robin, skipping those known to be down.
+func (c *Client) anyAddr() string {
+	c.mu.RLock()
+	nodes := c.nodes
+	c.mu.RUnlock()
+	start := int(c.rr.Add(1))
+	for i := range nodes {
+		addr := nodes[(start+i)%len(nodes)]
+		if c.conn(addr).GetState() != connectivity.TransientFailure {
+			return addr
+		}
+	}
+	return nodes[start%len(nodes)]
+}
+
+func (c *Client) anyConn() *grpc.ClientConn { return c.conn(c.anyAddr()) }
+
+func (c *Client) conn(addr string) *grpc.ClientConn {
+	c.mu.RLock()
+	cc := c.conns[addr]
+	c.mu.RUnlock()
+	if cc != nil {
+		return cc
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cc = c.conns[addr]; cc == nil {
+		opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, c.opts.DialOptions...)
+		var err error
+		if cc, err = grpc.NewClient(addr, opts...); err != nil {
+			cc, _ = grpc.NewClient("passthrough:///invalid", opts...)
+		}
+		c.conns[addr] = cc
+	}
+	return cc
+}
+
+// loadRoutes asks the nodes, in turn, for the cluster status and installs
+// the shard count, the shard leaders and the node list.
+func (c *Client) loadRoutes(ctx context.Context) error {
+	c.mu.RLock()
+	nodes := append([]string(nil), c.nodes...)
+	c.mu.RUnlock()
+	var last error
+	for _, addr := range nodes {
+		st, err := pb.NewAdminClient(c.conn(addr)).Status(ctx, &pb.StatusRequest{})
+		if err != nil {
+			last = err
+			continue
+		}
+		if st.Shards == 0 {
+			last = fmt.Errorf("%s is not a cluster member yet", addr)
+			continue
+		}
+		addrOf := map[string]string{}
+		var all []string
+		for _, n := range st.Nodes {
+			addrOf[n.Id] = n.GrpcAddr
+			all = append(all, n.GrpcAddr)
+		}
+		leaders := make([]string, st.Shards)
+		for _, s := range st.ShardStatus {
+			if int(s.Id) < len(leaders) {
+				leaders[s.Id] = addrOf[s.Leader]
+			}
+		}
+		c.mu.Lock()
+		c.shards, c.leaders, c.nodes = int(st.Shards), leaders, all
+		c.mu.Unlock()
+		return nil
+	}
+	return fmt.Errorf("%w: %v", ErrNoNodes, last)
+}
+
+func (c *Client) kick() {
+	select {
+	case c.refresh <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Client) refresher() {
+	defer close(c.done)
+	t := time.NewTicker(c.opts.RefreshInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		case <-c.refresh:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = c.loadRoutes(ctx)
+		cancel()
+	}
+}
+
+func (c *Client) closeConns() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for addr, cc := range c.conns {
+		cc.Close()
+		delete(c.conns, addr)
+	}
+}

@@ -1,0 +1,172 @@
+// Command bench starts a three-node floodgate cluster on this machine and
+// measures, in one run: single Allow calls from concurrent clients, batch
+// calls of 100 checks, and a bare gRPC health-check loop as the reference
+// for what one gRPC round trip costs here. `make bench` runs it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/rpc/client"
+	"github.com/floodgate/floodgate/test/e2e"
+)
+
+func main() {
+	var (
+		clients  = flag.Int("clients", 64, "concurrent clients")
+		duration = flag.Duration("duration", 10*time.Second, "length of each measurement")
+		warmup   = flag.Duration("warmup", 2*time.Second, "unmeasured load before each measurement")
+		batch    = flag.Int("batch", 100, "checks per batch call")
+		keys     = flag.Int("keys", 100_000, "distinct keys the load spreads over")
+		shards   = flag.Int("shards", 64, "shards of the benchmark cluster")
+	)
+	flag.Parse()
+	if err := run(*clients, *duration, *warmup, *batch, *keys, *shards); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(clients int, duration, warmup time.Duration, batch, keys, shards int) error {
+	dir, err := os.MkdirTemp("", "floodgate-bench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin, err := e2e.Build(dir)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := e2e.StartCluster(ctx, bin, dir, 3, "--shards", fmt.Sprint(shards))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var addrs []string
+	for _, n := range c.Nodes {
+		addrs = append(addrs, n.GRPC)
+	}
+	cl, err := client.New(ctx, client.Options{Addrs: addrs})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	fmt.Printf("floodgate cluster benchmark: 3 nodes on this machine, %d shards, fsync on, %d clients, %s per run\n\n",
+		shards, clients, duration)
+	fmt.Printf("%-34s %14s %14s %10s %10s\n", "workload", "calls/s", "decisions/s", "p50", "p99")
+
+	lim := &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 1000, WindowMs: 1000}
+	key := func(r *rand.Rand) string { return fmt.Sprintf("user:%d", r.IntN(keys)) }
+
+	health := measure(clients, duration, warmup, func(i int, _ *rand.Rand) (int, error) {
+		_, err := healthpb.NewHealthClient(c.Nodes[i%3].Conn()).Check(context.Background(), &healthpb.HealthCheckRequest{})
+		return 1, err
+	})
+	health.print("gRPC health check (reference)")
+
+	single := measure(clients, duration, warmup, func(_ int, r *rand.Rand) (int, error) {
+		_, err := cl.Allow(context.Background(), &pb.AllowRequest{Key: key(r), Limit: lim})
+		return 1, err
+	})
+	single.print("Allow, strict, sliding log")
+
+	batched := measure(clients, duration, warmup, func(_ int, r *rand.Rand) (int, error) {
+		reqs := make([]*pb.AllowRequest, batch)
+		for i := range reqs {
+			reqs[i] = &pb.AllowRequest{Key: key(r), Limit: lim}
+		}
+		_, err := cl.AllowBatch(context.Background(), reqs)
+		return batch, err
+	})
+	batched.print(fmt.Sprintf("AllowBatch of %d, strict", batch))
+
+	fmt.Printf("\nsingle Allow / health check:        %.2f (goal at least 0.5)\n", single.callsPerSec()/health.callsPerSec())
+	fmt.Printf("batched decisions / single Allow:   %.1f (goal at least 20)\n", batched.decisionsPerSec()/single.callsPerSec())
+	return nil
+}
+
+// result is one measured workload.
+type result struct {
+	calls, decisions, errors int64
+	elapsed                  time.Duration
+	hist                     *hdrhistogram.Histogram
+	firstErr                 error
+}
+
+func (r *result) callsPerSec() float64     { return float64(r.calls) / r.elapsed.Seconds() }
+func (r *result) decisionsPerSec() float64 { return float64(r.decisions) / r.elapsed.Seconds() }
+
+func (r *result) print(name string) {
+	fmt.Printf("%-34s %14.0f %14.0f %10s %10s", name, r.callsPerSec(), r.decisionsPerSec(),
+		time.Duration(r.hist.ValueAtQuantile(50)).Round(time.Microsecond),
+		time.Duration(r.hist.ValueAtQuantile(99)).Round(time.Microsecond))
+	if r.errors > 0 {
+		fmt.Printf("  (%d errors, first: %v)", r.errors, r.firstErr)
+	}
+	fmt.Println()
+}
+
+// measure runs op from clients goroutines: first for warmup, then for
+// duration, recording every call's latency.
+func measure(clients int, duration, warmup time.Duration, op func(i int, r *rand.Rand) (int, error)) *result {
+	res := &result{hist: hdrhistogram.New(1, int64(10*time.Second), 3)}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := time.Now()
+	measureFrom := start.Add(warmup)
+	end := measureFrom.Add(duration)
+	for i := 0; i < clients; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(i), 42))
+			local := hdrhistogram.New(1, int64(10*time.Second), 3)
+			var calls, decisions, errs int64
+			var firstErr error
+			for {
+				t0 := time.Now()
+				if t0.After(end) {
+					break
+				}
+				n, err := op(i, r)
+				if t0.Before(measureFrom) {
+					continue
+				}
+				calls++
+				if err != nil {
+					errs++
+					if firstErr == nil {
+						firstErr = err
+					}
+					continue
+				}
+				decisions += int64(n)
+				_ = local.RecordValue(int64(time.Since(t0)))
+			}
+			mu.Lock()
+			res.calls += calls
+			res.decisions += decisions
+			res.errors += errs
+			if res.firstErr == nil {
+				res.firstErr = firstErr
+			}
+			res.hist.Merge(local)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	res.elapsed = duration
+	return res
+}

@@ -1,0 +1,159 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"time"
+
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+)
+
+// Cluster is a set of floodgate processes.
+type Cluster struct {
+	Bin   Binaries
+	Dir   string
+	Nodes []*Node
+	Args  []string // extra flags for every node
+}
+
+// StartCluster starts n nodes: the first creates the cluster, the others
+// join it. It returns once every shard is settled (see Settled).
+func StartCluster(ctx context.Context, bin Binaries, dir string, n int, args ...string) (*Cluster, error) {
+	c := &Cluster{Bin: bin, Dir: dir, Args: args}
+	for i := 1; i <= n; i++ {
+		node, err := c.NewNode(fmt.Sprintf("n%d", i))
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		var join []string
+		if i > 1 {
+			join = []string{c.Nodes[0].GRPC}
+		}
+		if err := node.Start(join...); err != nil {
+			c.Close()
+			return nil, err
+		}
+		if err := node.WaitServing(ctx); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	if err := c.WaitSettled(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// NewNode prepares a node with the cluster's flags and adds it to Nodes.
+func (c *Cluster) NewNode(id string) (*Node, error) {
+	node, err := NewNode(c.Bin, c.Dir, id, c.Args...)
+	if err != nil {
+		return nil, err
+	}
+	c.Nodes = append(c.Nodes, node)
+	return node, nil
+}
+
+// Running returns the nodes whose process is up.
+func (c *Cluster) Running() []*Node {
+	var out []*Node
+	for _, n := range c.Nodes {
+		if n.Running() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Status asks the running nodes, in turn, for the cluster status.
+func (c *Cluster) Status(ctx context.Context) (*pb.StatusResponse, error) {
+	var last error
+	for _, n := range c.Running() {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := n.Admin().Status(cctx, &pb.StatusRequest{})
+		cancel()
+		if err == nil {
+			return st, nil
+		}
+		last = err
+	}
+	return nil, fmt.Errorf("no node answered status: %v", last)
+}
+
+// Settled reports nil when every shard has exactly its placed replicas,
+// all voting, and is led by its preferred leader.
+func Settled(st *pb.StatusResponse) error {
+	for _, s := range st.ShardStatus {
+		if len(s.Desired) == 0 || s.Leader != s.Desired[0] {
+			return fmt.Errorf("shard %d led by %q, preferred %v", s.Id, s.Leader, s.Desired)
+		}
+		if len(s.Replicas) != len(s.Desired) {
+			return fmt.Errorf("shard %d has %d replicas, placement %v", s.Id, len(s.Replicas), s.Desired)
+		}
+		for _, r := range s.Replicas {
+			if r.Suffrage != "voter" {
+				return fmt.Errorf("shard %d: %s is a %s", s.Id, r.NodeId, r.Suffrage)
+			}
+		}
+	}
+	return nil
+}
+
+// WaitSettled waits until the status of every running node is Settled.
+func (c *Cluster) WaitSettled(ctx context.Context) error {
+	var last error
+	for {
+		last = nil
+		for _, n := range c.Running() {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			st, err := n.Admin().Status(cctx, &pb.StatusRequest{})
+			cancel()
+			if err == nil {
+				err = Settled(st)
+			}
+			if err != nil {
+				last = fmt.Errorf("%s: %w", n.ID, err)
+				break
+			}
+		}
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster not settled: %w (last: %v)", ctx.Err(), last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Ctl runs floodgatectl with args against the node at addr.
+func (c *Cluster) Ctl(ctx context.Context, addr string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, c.Bin.Ctl, append([]string{"--addr", addr}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("floodgatectl %v: %v: %s", args, err, errb.String())
+	}
+	return out.String(), nil
+}
+
+// Close kills every process.
+func (c *Cluster) Close() {
+	for _, n := range c.Nodes {
+		n.Close()
+	}
+}
+
+// Logs returns the tail of every node's log, for failure reports.
+func (c *Cluster) Logs(lines int) string {
+	var b bytes.Buffer
+	for _, n := range c.Nodes {
+		fmt.Fprintf(&b, "==== %s\n%s\n", n.ID, tail(n.Log(), lines))
+	}
+	return b.String()
+}

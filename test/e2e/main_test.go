@@ -1,0 +1,89 @@
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/cluster/hashing"
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+)
+
+// bin holds the binaries built once for all tests.
+var bin Binaries
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("e2e: skipped in -short mode")
+		os.Exit(0)
+	}
+	dir, err := os.MkdirTemp("", "floodgate-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin, err = Build(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// startCluster starts an n-node cluster for t and stops it when t ends,
+// printing the nodes' logs if t failed.
+func startCluster(t *testing.T, n int, args ...string) *Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c, err := StartCluster(ctx, bin, t.TempDir(), n, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(c.Logs(40))
+		}
+		c.Close()
+	})
+	return c
+}
+
+// keysInShard returns n keys that hash to shard.
+func keysInShard(prefix string, shard, shards, n int) []string {
+	var keys []string
+	for i := 0; len(keys) < n; i++ {
+		k := fmt.Sprintf("%s-%d", prefix, i)
+		if hashing.ShardOf(k, shards) == shard {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// oneKeyPerShard returns a key in each shard.
+func oneKeyPerShard(prefix string, shards int) []string {
+	keys := make([]string, shards)
+	found := 0
+	for i := 0; found < shards; i++ {
+		k := fmt.Sprintf("%s-%d", prefix, i)
+		if s := hashing.ShardOf(k, shards); keys[s] == "" {
+			keys[s] = k
+			found++
+		}
+	}
+	return keys
+}
+
+func slidingLog(limit int64, window time.Duration) *pb.Limit {
+	return &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: limit, WindowMs: window.Milliseconds()}
+}
+
+func cost(c int64) *int64 { return &c }
