@@ -91,7 +91,9 @@ func (c Config) WithDefaults() Config {
 		c.MaxBatch = 4096
 	}
 	if c.MaxInFlight == 0 {
-		c.MaxInFlight = 2
+		// One entry in flight per shard: checks arriving meanwhile ride in the
+		// next entry, so a busy shard writes fewer, larger entries.
+		c.MaxInFlight = 1
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
 )
 
 const (
@@ -35,7 +36,15 @@ func openGroupStore(dir string, syncer *Syncer, logger hclog.Logger) (*groupStor
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db"), NoSync: true})
+	bolt, err := raftboltdb.New(raftboltdb.Options{
+		Path:   filepath.Join(dir, "raft.db"),
+		NoSync: true,
+		// Appending a log entry dirties a leaf page and the meta page;
+		// writing the freelist too on every commit would add a page to
+		// every flush. Without it bolt rebuilds the freelist on open (as
+		// etcd runs it).
+		BoltOptions: &bbolt.Options{NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
+	})
 	if err != nil {
 		return nil, fmt.Errorf("open raft log in %s: %w", dir, err)
 	}

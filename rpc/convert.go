@@ -88,7 +88,6 @@ func limitFromProto(pl *pb.Limit, field string, maxLog int64) (window.Limit, err
 	return l, nil
 }
 
-
 // atField reports a validation error under its API path: prefix (such as
 // "requests[3].limit.") and the field, in the proto's spelling.
 func atField(prefix string, err error) error {

@@ -24,6 +24,7 @@ type options struct {
 	rpc      rpc.Config
 	httpAddr string
 	logLevel slog.Level
+	pprof    bool
 }
 
 // parseOptions reads args, then the environment (FLOODGATE_GRPC_ADDR for
@@ -52,6 +53,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		maxLog     = fs.Int64("max-log-length", 10_000, "largest limit a sliding log may have")
 		leaderWait = fs.Duration("leader-wait", 2*time.Second, "how long a check waits for its shard to elect a leader")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
+		profiles   = fs.Bool("pprof", false, "serve Go profiles at /debug/pprof/ on the HTTP address")
 	)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -91,6 +93,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		rpc:      rpc.Config{MaxLogLength: *maxLog, LeaderWait: *leaderWait},
 		httpAddr: *httpAddr,
 		logLevel: lvl,
+		pprof:    *profiles,
 	}, nil
 }
 

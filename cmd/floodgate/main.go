@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -63,7 +64,7 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 	}()
 	var hs *http.Server
 	if opts.httpAddr != "" {
-		if hs, err = serveHTTP(opts.httpAddr, node, log); err != nil {
+		if hs, err = serveHTTP(opts.httpAddr, opts.pprof, node, log); err != nil {
 			gs.Stop()
 			node.Close()
 			return err
@@ -106,7 +107,7 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 }
 
 // serveHTTP serves liveness and readiness on addr.
-func serveHTTP(addr string, node *cluster.Node, log *slog.Logger) (*http.Server, error) {
+func serveHTTP(addr string, profiles bool, node *cluster.Node, log *slog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("http-addr: %w", err)
@@ -122,6 +123,10 @@ func serveHTTP(addr string, node *cluster.Node, log *slog.Logger) (*http.Server,
 		}
 		http.Error(w, "not a cluster member yet", http.StatusServiceUnavailable)
 	})
+	if profiles {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	}
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

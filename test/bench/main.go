@@ -8,8 +8,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,27 +33,36 @@ func main() {
 		batch    = flag.Int("batch", 100, "checks per batch call")
 		keys     = flag.Int("keys", 100_000, "distinct keys the load spreads over")
 		shards   = flag.Int("shards", 64, "shards of the benchmark cluster")
+		nodeArgs = flag.String("node-args", "", "extra flags for every node, space-separated")
+		profile  = flag.String("profile", "", "save node n1's CPU profile of each workload into this directory")
 	)
 	flag.Parse()
-	if err := run(*clients, *duration, *warmup, *batch, *keys, *shards); err != nil {
+	if *profile != "" {
+		*nodeArgs += " --pprof"
+	}
+	if err := run(*clients, *duration, *warmup, *batch, *keys, *shards, strings.Fields(*nodeArgs), *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(clients int, duration, warmup time.Duration, batch, keys, shards int) error {
+func run(clients int, duration, warmup time.Duration, batch, keys, shards int, nodeArgs []string, profileDir string) error {
 	dir, err := os.MkdirTemp("", "floodgate-bench")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	if os.Getenv("BENCH_KEEP") == "" {
+		defer os.RemoveAll(dir)
+	} else {
+		fmt.Println("keeping", dir)
+	}
 	bin, err := e2e.Build(dir)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := e2e.StartCluster(ctx, bin, dir, 3, "--shards", fmt.Sprint(shards))
+	c, err := e2e.StartCluster(ctx, bin, dir, 3, append([]string{"--shards", fmt.Sprint(shards)}, nodeArgs...)...)
 	if err != nil {
 		return err
 	}
@@ -63,24 +76,35 @@ func run(clients int, duration, warmup time.Duration, batch, keys, shards int) e
 		return err
 	}
 	defer cl.Close()
-	fmt.Printf("floodgate cluster benchmark: 3 nodes on this machine, %d shards, fsync on, %d clients, %s per run\n\n",
-		shards, clients, duration)
+	fmt.Printf("floodgate cluster benchmark: 3 nodes on this machine, %d shards, %d clients, %s per run, node flags %q\n\n",
+		shards, clients, duration, nodeArgs)
 	fmt.Printf("%-34s %14s %14s %10s %10s\n", "workload", "calls/s", "decisions/s", "p50", "p99")
 
 	lim := &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 1000, WindowMs: 1000}
 	key := func(r *rand.Rand) string { return fmt.Sprintf("user:%d", r.IntN(keys)) }
 
+	prof := func(name string) func() {
+		if profileDir == "" {
+			return func() {}
+		}
+		return profileNode(c.Nodes[0].HTTP, filepath.Join(profileDir, name+".pprof"), warmup, duration)
+	}
+	done := prof("health")
 	health := measure(clients, duration, warmup, func(i int, _ *rand.Rand) (int, error) {
 		_, err := healthpb.NewHealthClient(c.Nodes[i%3].Conn()).Check(context.Background(), &healthpb.HealthCheckRequest{})
 		return 1, err
 	})
+	done()
 	health.print("gRPC health check (reference)")
+	done = prof("allow")
 
 	single := measure(clients, duration, warmup, func(_ int, r *rand.Rand) (int, error) {
 		_, err := cl.Allow(context.Background(), &pb.AllowRequest{Key: key(r), Limit: lim})
 		return 1, err
 	})
+	done()
 	single.print("Allow, strict, sliding log")
+	done = prof("batch")
 
 	batched := measure(clients, duration, warmup, func(_ int, r *rand.Rand) (int, error) {
 		reqs := make([]*pb.AllowRequest, batch)
@@ -90,11 +114,38 @@ func run(clients int, duration, warmup time.Duration, batch, keys, shards int) e
 		_, err := cl.AllowBatch(context.Background(), reqs)
 		return batch, err
 	})
+	done()
 	batched.print(fmt.Sprintf("AllowBatch of %d, strict", batch))
 
 	fmt.Printf("\nsingle Allow / health check:        %.2f (goal at least 0.5)\n", single.callsPerSec()/health.callsPerSec())
 	fmt.Printf("batched decisions / single Allow:   %.1f (goal at least 20)\n", batched.decisionsPerSec()/single.callsPerSec())
 	return nil
+}
+
+// profileNode starts fetching a CPU profile of the node serving HTTP at
+// addr, covering the measured part of a workload; the returned function
+// waits for it.
+func profileNode(addr, path string, warmup, duration time.Duration) func() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		time.Sleep(warmup)
+		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(duration.Seconds()))
+		resp, err := http.Get(url)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "profile:", err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "profile:", err)
+			return
+		}
+		defer f.Close()
+		_, _ = io.Copy(f, resp.Body)
+	}()
+	return func() { <-done }
 }
 
 // result is one measured workload.

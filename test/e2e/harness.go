@@ -64,16 +64,16 @@ func moduleRoot() (string, error) {
 
 // Node is one floodgate process.
 type Node struct {
-	ID                           string
-	Dir                          string
-	GRPC, HTTP, Raft, Gossip     string
-	Args                         []string // extra flags
-	bin                          string
-	mu                           sync.Mutex
-	cmd                          *exec.Cmd
-	exited                       chan struct{}
-	conn                         *grpc.ClientConn
-	logPath                      string
+	ID                       string
+	Dir                      string
+	GRPC, HTTP, Raft, Gossip string
+	Args                     []string // extra flags
+	bin                      string
+	mu                       sync.Mutex
+	cmd                      *exec.Cmd
+	exited                   chan struct{}
+	conn                     *grpc.ClientConn
+	logPath                  string
 }
 
 // NewNode prepares (does not start) a node with free loopback ports and a
