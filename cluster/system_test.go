@@ -2,17 +2,17 @@ package cluster_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/test/inproc"
 )
 
 func TestThreeNodesSettle(t *testing.T) {
-	nodes := cluster3(t)
-	waitSettled(t, nodes, 10*time.Second)
-	st, err := nodes[1].admin().Status(context.Background(), &pb.StatusRequest{})
+	nodes := inproc.Cluster(t, 3)
+	inproc.WaitSettled(t, nodes, 10*time.Second)
+	st, err := nodes[1].Admin().Status(context.Background(), &pb.StatusRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,47 +24,52 @@ func TestThreeNodesSettle(t *testing.T) {
 			t.Errorf("node %s holds %d replicas, want all 8", n.Id, n.Replicas)
 		}
 	}
+	leaders := map[string]int{}
+	for _, s := range st.ShardStatus {
+		leaders[s.Leader]++
+	}
+	if len(leaders) < 2 {
+		t.Errorf("every shard led by one node: %v (leadership should follow the placement)", leaders)
+	}
 }
 
 func TestJoinFreshNodeByAdmin(t *testing.T) {
-	n1 := start(t, nodeConfig(t, "n1"))
-	n2 := start(t, nodeConfig(t, "n2")) // a cluster of its own
+	n1 := inproc.Start(t, inproc.Config(t, "n1"))
+	n2 := inproc.Start(t, inproc.Config(t, "n2")) // a cluster of its own
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	resp, err := n1.admin().Join(ctx, &pb.JoinRequest{NodeAddr: n2.cfg.GRPCAddr})
+	resp, err := n1.Admin().Join(ctx, &pb.JoinRequest{NodeAddr: n2.Cfg.GRPCAddr})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.NodeId != "n2" || resp.ClusterId != n1.node.View().ClusterID {
+	if resp.NodeId != "n2" || resp.ClusterId != n1.Node.View().ClusterID {
 		t.Fatalf("join answered %v", resp)
 	}
-	waitSettled(t, []*testNode{n1, n2}, 30*time.Second)
+	inproc.WaitSettled(t, []*inproc.Node{n1, n2}, 30*time.Second)
 	// Joined once, n2 is no longer fresh: it cannot be pulled elsewhere.
-	n3 := start(t, nodeConfig(t, "n3"))
-	if _, err := n3.admin().Join(ctx, &pb.JoinRequest{NodeAddr: n2.cfg.GRPCAddr}); err == nil {
+	n3 := inproc.Start(t, inproc.Config(t, "n3"))
+	if _, err := n3.Admin().Join(ctx, &pb.JoinRequest{NodeAddr: n2.Cfg.GRPCAddr}); err == nil {
 		t.Fatal("joined a member of another cluster")
 	}
 }
 
 func TestLeaveDrainsAndRemoves(t *testing.T) {
-	nodes := cluster3(t)
-	cfg := nodeConfig(t, "n4")
-	cfg.Join = []string{nodes[0].cfg.GRPCAddr}
-	n4 := start(t, cfg)
-	nodes = append(nodes, n4)
-	waitSettled(t, nodes, 30*time.Second)
-	if _, err := nodes[0].admin().Leave(context.Background(), &pb.LeaveRequest{NodeId: "n2"}); err != nil {
+	nodes := inproc.Cluster(t, 3)
+	cfg := inproc.Config(t, "n4")
+	cfg.Join = []string{nodes[0].Cfg.GRPCAddr}
+	nodes = append(nodes, inproc.Start(t, cfg))
+	inproc.WaitSettled(t, nodes, 30*time.Second)
+	if _, err := nodes[0].Admin().Leave(context.Background(), &pb.LeaveRequest{NodeId: "n2"}); err != nil {
 		t.Fatal(err)
 	}
-	left := nodes[1]
 	select {
-	case <-left.node.Left():
+	case <-nodes[1].Node.Left():
 	case <-time.After(30 * time.Second):
 		t.Fatal("n2 was not removed")
 	}
-	rest := []*testNode{nodes[0], nodes[2], nodes[3]}
-	waitSettled(t, rest, 30*time.Second)
-	st, err := nodes[0].admin().Status(context.Background(), &pb.StatusRequest{})
+	rest := []*inproc.Node{nodes[0], nodes[2], nodes[3]}
+	inproc.WaitSettled(t, rest, 30*time.Second)
+	st, err := nodes[0].Admin().Status(context.Background(), &pb.StatusRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,19 +78,24 @@ func TestLeaveDrainsAndRemoves(t *testing.T) {
 			t.Fatalf("n2 still listed: %v", n)
 		}
 	}
+	// The last active node cannot leave: nothing could take its replicas.
+	lone := inproc.Start(t, inproc.Config(t, "lone"))
+	if _, err := lone.Admin().Leave(context.Background(), &pb.LeaveRequest{}); err == nil {
+		t.Fatal("the only node of a cluster left it")
+	}
 }
 
 func TestRestartsKeepMembership(t *testing.T) {
-	nodes := cluster3(t)
-	nodes[1].restart()
-	waitSettled(t, nodes, 30*time.Second)
-	restartAll(t, nodes...)
-	waitSettled(t, nodes, 30*time.Second)
-	st, err := nodes[2].admin().Status(context.Background(), &pb.StatusRequest{})
+	nodes := inproc.Cluster(t, 3)
+	nodes[1].Restart()
+	inproc.WaitSettled(t, nodes, 30*time.Second)
+	inproc.RestartAll(t, nodes...)
+	inproc.WaitSettled(t, nodes, 30*time.Second)
+	st, err := nodes[2].Admin().Status(context.Background(), &pb.StatusRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(len(st.Nodes)); got != "3" {
-		t.Fatalf("%s nodes after a full restart", got)
+	if len(st.Nodes) != 3 {
+		t.Fatalf("%d nodes after a full restart", len(st.Nodes))
 	}
 }

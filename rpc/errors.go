@@ -10,14 +10,15 @@ import (
 	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/rpc/validate"
 	"github.com/floodgate/floodgate/window"
 )
 
 // Errors of the rpc layer.
 var (
 	// ErrInvalid marks a request that can never succeed; the message names
-	// the field. It maps to InvalidArgument.
-	ErrInvalid = errors.New("invalid request")
+	// the field. It maps to InvalidArgument (it is validate.ErrInvalid).
+	ErrInvalid = validate.ErrInvalid
 )
 
 // codeOf maps an error to the gRPC code a client should see.

@@ -11,6 +11,7 @@ import (
 	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/policy"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/rpc/validate"
 	"github.com/floodgate/floodgate/window"
 )
 
@@ -60,8 +61,8 @@ func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 // before anything is counted; then each shard's checks go to its leader in
 // one call, all shards at once.
 func (s *Server) AllowBatch(ctx context.Context, req *pb.AllowBatchRequest) (*pb.AllowBatchResponse, error) {
-	if len(req.Requests) > MaxBatch {
-		return nil, toStatus(fmt.Errorf("%w: requests: %d checks is more than %d", ErrInvalid, len(req.Requests), MaxBatch))
+	if err := validate.Batch(len(req.Requests)); err != nil {
+		return nil, toStatus(err)
 	}
 	checks := make([]fsm.Check, len(req.Requests))
 	byShard := map[int][]int{}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/floodgate/floodgate/cluster/hashing"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/rpc/validate"
 )
 
 // Errors of the client.
@@ -88,8 +90,12 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// Allow checks one request on the leader of its key's shard.
+// Allow checks one request on the leader of its key's shard. An invalid
+// request fails at once (InvalidArgument), whatever FailOpen says.
 func (c *Client) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResponse, error) {
+	if err := check(req, ""); err != nil {
+		return nil, err
+	}
 	resp, err := pb.NewRateLimiterClient(c.connFor(req.Key)).Allow(ctx, req)
 	if err != nil {
 		return c.failed(err)
@@ -100,6 +106,14 @@ func (c *Client) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 // AllowBatch checks many requests: they are split by shard leader and sent
 // to each leader at once; results come back in request order.
 func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.AllowBatchResponse, error) {
+	if err := validate.Batch(len(reqs)); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	for i, r := range reqs {
+		if err := check(r, fmt.Sprintf("requests[%d].", i)); err != nil {
+			return nil, err
+		}
+	}
 	groups := map[string][]int{}
 	for i, r := range reqs {
 		addr := c.route(r.Key)
@@ -158,6 +172,15 @@ func (c *Client) Close() error {
 	close(c.stop)
 	<-c.done
 	c.closeConns()
+	return nil
+}
+
+// check validates req locally, with the rules the servers apply (except
+// the sliding-log cap, which is the servers' setting).
+func check(req *pb.AllowRequest, field string) error {
+	if _, err := validate.Request(req, field, math.MaxInt64); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
 	return nil
 }
 

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Flags win over FLOODGATE_* variables, which win over the YAML file,
+// which wins over the defaults.
+func TestOptionsPrecedence(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "floodgate.yaml")
+	yaml := "grpc-addr: 10.0.0.1:1\nraft-addr: 10.0.0.1:2\nshards: 16\njoin: [10.0.0.9:7700, 10.0.0.8:7700]\ndead-after: 1m\n"
+	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"FLOODGATE_RAFT_ADDR": "10.0.0.2:2", "FLOODGATE_REPLICAS": "5", "FLOODGATE_NODE_ID": "from-env"}
+	o, err := parseOptions([]string{"--config", file, "--replicas", "1", "--data-dir", t.TempDir()},
+		func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.cluster
+	if c.GRPCAddr != "10.0.0.1:1" || c.RaftAddr != "10.0.0.2:2" || c.Shards != 16 || c.Replicas != 1 ||
+		c.NodeID != "from-env" || c.DeadAfter != time.Minute || c.GossipAddr != "127.0.0.1:7703" ||
+		strings.Join(c.Join, ",") != "10.0.0.9:7700,10.0.0.8:7700" {
+		t.Fatalf("options %+v", c)
+	}
+}
+
+func TestOptionsErrorsNameTheSetting(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("shardz: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--config", bad}, nil, `unknown setting "shardz"`},
+		{nil, map[string]string{"FLOODGATE_SHARDS": "many"}, "FLOODGATE_SHARDS"},
+		{[]string{"--log-level", "loud"}, nil, "log-level"},
+		{[]string{"stray"}, nil, `unexpected argument "stray"`},
+	} {
+		_, err := parseOptions(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v %v: got %v, want an error mentioning %s", tc.args, tc.env, err, tc.want)
+		}
+	}
+}
+
+// With no flags: a single node on loopback, data in ./floodgate-data, and
+// a node id that stays the same across restarts.
+func TestDefaults(t *testing.T) {
+	dir := t.TempDir()
+	o, err := parseOptions(nil, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.cluster.DataDir != "./floodgate-data" || o.cluster.GRPCAddr != "127.0.0.1:7700" || len(o.cluster.Join) != 0 ||
+		o.cluster.Shards != 64 || o.cluster.Replicas != 3 || !o.cluster.Fsync {
+		t.Fatalf("defaults %+v", o.cluster)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "node-id"), []byte("n7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o, err = parseOptions([]string{"--data-dir", dir}, func(string) string { return "" }, io.Discard)
+	if err != nil || o.cluster.NodeID != "n7" {
+		t.Fatalf("node id from the data dir: %v %v", o.cluster.NodeID, err)
+	}
+}
