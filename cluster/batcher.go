@@ -25,6 +25,9 @@ type batcher struct {
 	// notLeader builds the error for a request this replica cannot serve,
 	// with a hint of the current leader.
 	notLeader func() error
+	// room says whether an elastic policy may stretch now; the leader
+	// writes its answer into the entry so every replica applies the same.
+	room func(*policy.Policy) bool
 
 	in     chan *request
 	stop   chan struct{}
@@ -40,7 +43,7 @@ type request struct {
 	done    chan struct{}
 }
 
-func newBatcher(group string, r *raft.Raft, cfg Config, notLeader func() error) *batcher {
+func newBatcher(group string, r *raft.Raft, cfg Config, notLeader func() error, room func(*policy.Policy) bool) *batcher {
 	b := &batcher{
 		group:       group,
 		r:           r,
@@ -48,6 +51,7 @@ func newBatcher(group string, r *raft.Raft, cfg Config, notLeader func() error) 
 		maxInFlight: cfg.MaxInFlight,
 		timeout:     cfg.CommitTimeout,
 		notLeader:   notLeader,
+		room:        room,
 		in:          make(chan *request, 1024),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
@@ -132,6 +136,11 @@ func (b *batcher) apply(batch []*request, committed chan<- struct{}) {
 			checks = append(checks, req.checks...)
 		}
 	}
+	for i := range checks {
+		if checks[i].Policy.Mode == policy.Elastic {
+			checks[i].Elastic = b.room(checks[i].Policy)
+		}
+	}
 	f := b.r.Apply(fsm.EncodeAllow(nil, ts, checks), b.timeout)
 	go func() {
 		defer func() { committed <- struct{}{} }()
@@ -147,17 +156,23 @@ func (b *batcher) apply(batch []*request, committed chan<- struct{}) {
 	}()
 }
 
+// classify turns a failed Apply into NotLeaderError or ErrNoLeader when
+// the entry never reached the log (safe to retry elsewhere), or
+// ErrUnavailable when its outcome is unknown.
+func (b *batcher) classify(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return b.notLeader()
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return fmt.Errorf("%s: %w: raft queue full", b.group, ErrNoLeader)
+	}
+	return fmt.Errorf("%s: %w: %w", b.group, ErrUnavailable, err)
+}
+
 // wait waits for f and classifies its failure.
 func (b *batcher) wait(f raft.ApplyFuture) ([]policy.Result, error) {
 	if err := f.Error(); err != nil {
-		switch {
-		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
-			return nil, b.notLeader() // refused before it reached the log
-		case errors.Is(err, raft.ErrEnqueueTimeout):
-			return nil, fmt.Errorf("%s: %w: raft queue full", b.group, ErrNoLeader)
-		default:
-			return nil, fmt.Errorf("%s: %w: %w", b.group, ErrUnavailable, err)
-		}
+		return nil, b.classify(err)
 	}
 	switch resp := f.Response().(type) {
 	case []policy.Result:

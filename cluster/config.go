@@ -63,6 +63,13 @@ type Config struct {
 	MaxInFlight int
 	// CommitTimeout bounds how long a check waits for its entry to commit.
 	CommitTimeout time.Duration
+	// FastFlushInterval is how often a shard leader replicates the counts
+	// of fast-consistency checks; FastMaxPending is the cost it lets wait
+	// (it flushes early when that much is waiting, and makes further fast
+	// checks wait while a flush is in flight). A failover can lose at most
+	// 2×FastMaxPending cost per shard: fast mode's overshoot bound.
+	FastFlushInterval time.Duration
+	FastMaxPending    int64
 
 	Logger *slog.Logger
 }
@@ -87,6 +94,10 @@ func (c Config) WithDefaults() Config {
 	def(&c.ReconcileInterval, 250*time.Millisecond)
 	def(&c.GossipInterval, 200*time.Millisecond)
 	def(&c.CommitTimeout, 5*time.Second)
+	def(&c.FastFlushInterval, 5*time.Millisecond)
+	if c.FastMaxPending == 0 {
+		c.FastMaxPending = 1000
+	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 4096
 	}
@@ -121,6 +132,9 @@ func (c Config) Validate() error {
 	}
 	if c.Replicas < 1 || c.Replicas > MaxReplicas {
 		return fmt.Errorf("%w: replicas: must be between 1 and %d, got %d", ErrConfig, MaxReplicas, c.Replicas)
+	}
+	if c.FastMaxPending < 1 {
+		return fmt.Errorf("%w: fast-max-pending: must be at least 1, got %d", ErrConfig, c.FastMaxPending)
 	}
 	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
 		return fmt.Errorf("%w: leader lease timeout must not exceed the heartbeat timeout", ErrConfig)

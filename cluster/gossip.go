@@ -40,9 +40,11 @@ type gossip struct {
 	// down records since when each node has been dead or gone.
 	down   map[string]time.Time
 	events chan struct{}
+	// onMsg receives the messages other nodes send (their rates).
+	onMsg func([]byte)
 }
 
-func startGossip(cfg Config) (*gossip, error) {
+func startGossip(cfg Config, onMsg func([]byte)) (*gossip, error) {
 	host, portStr, err := net.SplitHostPort(cfg.GossipAddr)
 	if err != nil {
 		return nil, err
@@ -55,7 +57,8 @@ func startGossip(cfg Config) (*gossip, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gossip{self: cfg.NodeID, meta: meta, log: cfg.Logger, start: time.Now(), down: map[string]time.Time{}, events: make(chan struct{}, 1)}
+	g := &gossip{self: cfg.NodeID, meta: meta, log: cfg.Logger, start: time.Now(), down: map[string]time.Time{},
+		events: make(chan struct{}, 1), onMsg: onMsg}
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = cfg.NodeID
 	mc.BindAddr, mc.BindPort = host, port
@@ -151,8 +154,22 @@ func (g *gossip) NodeMeta(limit int) []byte {
 	return g.meta
 }
 
-// NotifyMsg implements memberlist.Delegate; floodgate sends no messages.
-func (g *gossip) NotifyMsg([]byte) {}
+// NotifyMsg implements memberlist.Delegate: a message from another node.
+func (g *gossip) NotifyMsg(b []byte) {
+	if g.onMsg != nil && len(b) > 0 {
+		g.onMsg(b)
+	}
+}
+
+// send sends msg to every other alive member, best effort (UDP): a lost
+// message is replaced by the next one.
+func (g *gossip) send(msg []byte) {
+	for _, m := range g.ml.Members() {
+		if m.Name != g.self && m.State == memberlist.StateAlive {
+			_ = g.ml.SendBestEffort(m, msg)
+		}
+	}
+}
 
 // GetBroadcasts implements memberlist.Delegate.
 func (g *gossip) GetBroadcasts(int, int) [][]byte { return nil }

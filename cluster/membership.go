@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/policy"
 	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
 )
 
@@ -145,10 +146,11 @@ func (n *Node) AddNode(ctx context.Context, node *metav1.Node) (string, []string
 }
 
 // Fresh reports whether this node may join another cluster: it created a
-// cluster of its own (no --join) that never had another member.
+// cluster of its own (no --join) that never had another member, and holds
+// no policies.
 func (n *Node) Fresh() bool {
 	v := n.View()
-	if len(v.Nodes) > 1 || (len(v.Nodes) == 1 && v.Nodes[0].Id != n.cfg.NodeID) {
+	if len(v.Nodes) > 1 || (len(v.Nodes) == 1 && v.Nodes[0].Id != n.cfg.NodeID) || len(v.Policies) > 0 {
 		return false
 	}
 	cfg, err := n.metaGroup().configuration()
@@ -230,6 +232,20 @@ func (n *Node) Leave(ctx context.Context, id string) error {
 	return n.applyMeta(ctx, fsm.MetaSetNodeState, &metav1.SetNodeState{Id: id, State: metav1.NodeState_NODE_STATE_LEAVING})
 }
 
+// SetPolicies stores named policies in the meta group, all or none.
+func (n *Node) SetPolicies(ctx context.Context, ps []*policy.Policy) error {
+	c := &metav1.SetPolicies{}
+	for _, p := range ps {
+		c.Policies = append(c.Policies, p.AppendBinary(nil))
+	}
+	return n.applyMeta(ctx, fsm.MetaSetPolicies, c)
+}
+
+// DeletePolicy removes a named policy. Its counters stay until they expire.
+func (n *Node) DeletePolicy(ctx context.Context, name string) error {
+	return n.applyMeta(ctx, fsm.MetaDeletePolicy, &metav1.DeletePolicy{Name: name})
+}
+
 // applyMeta applies a meta command, on the meta leader: locally when this
 // node leads, otherwise forwarded. Meta commands are idempotent, so
 // retrying one whose outcome was unknown is safe.
@@ -261,7 +277,8 @@ func (n *Node) ApplyMeta(ctx context.Context, cmd []byte) error {
 		}
 		if meta.isLeader() {
 			last = n.applyLocalMeta(meta, cmd)
-			if last == nil || errors.Is(last, fsm.ErrRefused) || errors.Is(last, fsm.ErrUnknownNode) || errors.Is(last, fsm.ErrCorrupt) {
+			if last == nil || errors.Is(last, fsm.ErrRefused) || errors.Is(last, fsm.ErrUnknownNode) ||
+				errors.Is(last, fsm.ErrUnknownPolicy) || errors.Is(last, fsm.ErrCorrupt) {
 				return last
 			}
 			continue
@@ -272,7 +289,7 @@ func (n *Node) ApplyMeta(ctx context.Context, cmd []byte) error {
 			continue
 		}
 		last = n.peers.ApplyMeta(ctx, addr, cmd)
-		if last == nil || errors.Is(last, fsm.ErrRefused) || errors.Is(last, ErrUnknownNode) {
+		if last == nil || errors.Is(last, fsm.ErrRefused) || errors.Is(last, ErrUnknownNode) || errors.Is(last, fsm.ErrUnknownPolicy) {
 			return last
 		}
 	}

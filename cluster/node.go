@@ -56,6 +56,7 @@ type Node struct {
 	wg      sync.WaitGroup
 
 	recon reconcileState
+	rates *rates
 }
 
 // Open opens the node's data and starts its Raft port and gossip. The node
@@ -77,6 +78,7 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 		log:     cfg.Logger.With("node", cfg.NodeID),
 		peers:   peers,
 		shards:  map[int]*replica{},
+		rates:   newRates(),
 		started: make(chan struct{}),
 		left:    make(chan struct{}),
 		stop:    make(chan struct{}),
@@ -105,12 +107,13 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 	if err := n.openExistingReplicas(); err != nil {
 		return nil, err
 	}
-	if n.gossip, err = startGossip(n.cfg); err != nil {
+	if n.gossip, err = startGossip(n.cfg, n.learnRates); err != nil {
 		return nil, fmt.Errorf("%w: gossip-addr: %w", ErrConfig, err)
 	}
 	ok = true
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.reconcileLoop()
+	go n.shareRates()
 	return n, nil
 }
 

@@ -88,6 +88,9 @@ func (n *Node) reconcileOnce() {
 			n.recon.mu.Lock()
 			delete(n.recon.leaderSince, r.id)
 			n.recon.mu.Unlock()
+			if r.fsm.FastPending() > 0 {
+				r.fsm.ResetFast() // a former leader's overlay: answers it will never give
+			}
 			continue
 		}
 		n.spawn(r.id, func(ctx context.Context) { n.reconcileShard(ctx, r, v, pl) })

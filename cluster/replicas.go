@@ -20,6 +20,7 @@ type replica struct {
 	group   *Group
 	fsm     *fsm.Shard
 	batcher *batcher
+	fast    *fastLane
 }
 
 func shardName(id int) string { return fmt.Sprintf("shard-%d", id) }
@@ -67,7 +68,9 @@ func (n *Node) ensureReplica(id int) (*replica, error) {
 		return nil, err
 	}
 	r := &replica{id: id, group: g, fsm: f}
-	r.batcher = newBatcher(g.name, g.raft, n.cfg, func() error { return n.notLeader(r) })
+	notLeader := func() error { return n.notLeader(r) }
+	r.batcher = newBatcher(g.name, g.raft, n.cfg, notLeader, n.room)
+	r.fast = newFastLane(g.raft, f, n.cfg, notLeader)
 	n.shards[id] = r
 	return r, nil
 }
@@ -104,11 +107,13 @@ func (n *Node) notLeader(r *replica) error {
 }
 
 func (r *replica) close(handOff bool) {
+	r.fast.close()
 	r.batcher.close()
 	_ = r.group.close(handOff)
 }
 
 func (r *replica) destroy() error {
+	r.fast.close()
 	r.batcher.close()
 	return r.group.destroy()
 }

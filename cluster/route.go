@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -72,15 +73,89 @@ func (n *Node) replicaVoting(r *replica) bool {
 }
 
 // Submit evaluates checks, all of shard, on this node, which must lead the
-// shard: a NotLeaderError (with a hint) otherwise. The checks are committed
-// through Raft before the results return.
+// shard: a NotLeaderError (with a hint) otherwise. Checks of strict
+// policies are committed through Raft before the results return; checks of
+// fast policies are answered at once by the leader's fast lane.
 func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]policy.Result, error) {
 	r := n.replica(shard)
 	if r == nil {
 		rt, _ := n.Route(shard)
 		return nil, &NotLeaderError{Group: shardName(shard), LeaderID: rt.NodeID, LeaderAddr: rt.Addr}
 	}
-	return r.batcher.submit(ctx, checks)
+	var strict []fsm.Check
+	var at []int // where each strict check's result goes
+	out := make([]policy.Result, len(checks))
+	for i, c := range checks {
+		if c.Policy.Consistency != policy.Fast {
+			strict, at = append(strict, c), append(at, i)
+		}
+	}
+	if len(strict) > 0 {
+		res, err := r.batcher.submit(ctx, strict)
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range at {
+			out[i] = res[j]
+			n.countAdmitted(strict[j], res[j])
+		}
+	}
+	decided := len(strict) > 0
+	for i, c := range checks {
+		if c.Policy.Consistency != policy.Fast {
+			continue
+		}
+		if c.Policy.Mode == policy.Elastic {
+			c.Elastic = n.room(c.Policy)
+		}
+		res, err := r.fast.decide(c)
+		if err != nil {
+			if decided {
+				// Some of these checks counted already: a retry elsewhere
+				// would count them twice.
+				return nil, fmt.Errorf("%s: %w: %w", shardName(shard), ErrUnavailable, err)
+			}
+			return nil, err
+		}
+		out[i], decided = res, true
+		n.countAdmitted(c, res)
+	}
+	return out, nil
+}
+
+// countAdmitted adds an admitted check of an elastic policy to this node's
+// rates.
+func (n *Node) countAdmitted(c fsm.Check, res policy.Result) {
+	if c.Policy.Mode == policy.Elastic && res.Allowed && !res.WouldDeny {
+		n.rates.admitted(c.Policy, c.Cost, time.Now())
+	}
+}
+
+// room reports whether an elastic policy may stretch its limits now.
+func (n *Node) room(p *policy.Policy) bool { return n.rates.room(p, time.Now()) }
+
+// ResetKey forgets every count of key under p, on this node, which must
+// lead the key's shard. It returns how many limit states went.
+func (n *Node) ResetKey(ctx context.Context, shard int, key string, p *policy.Policy) (int, error) {
+	r := n.replica(shard)
+	if r == nil || !r.group.isLeader() {
+		rt, _ := n.Route(shard)
+		return 0, &NotLeaderError{Group: shardName(shard), LeaderID: rt.NodeID, LeaderAddr: rt.Addr}
+	}
+	if p.Consistency == policy.Fast {
+		r.fast.drain()
+	}
+	f := r.group.raft.Apply(fsm.EncodeReset(time.Now().UnixNano(), key, p), n.cfg.CommitTimeout)
+	if err := f.Error(); err != nil {
+		return 0, r.batcher.classify(err)
+	}
+	switch resp := f.Response().(type) {
+	case int:
+		return resp, nil
+	case error:
+		return 0, resp
+	}
+	return 0, nil
 }
 
 // Progress reports whether this node runs a replica of group (a shard, or

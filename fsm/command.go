@@ -16,6 +16,11 @@ const (
 	cmdAllow byte = 1
 	// cmdTick carries only a timestamp; it lets an idle shard expire keys.
 	cmdTick byte = 2
+	// cmdReset forgets every state of a key under a policy.
+	cmdReset byte = 3
+	// cmdHits carries fast-mode decisions the leader already answered:
+	// each with its time and outcome, replayed exactly.
+	cmdHits byte = 4
 )
 
 // allowVersion versions the body of cmdAllow.
@@ -28,7 +33,22 @@ type Check struct {
 	Key    string
 	Policy *policy.Policy
 	Cost   int64
+	// Elastic is the leader's judgment, when it wrote the entry, that the
+	// policy's cluster-wide rate leaves room to stretch (elastic policies).
+	Elastic bool
 }
+
+// Hit is a fast-mode decision to replay: what the leader counted, when.
+type Hit struct {
+	Key     string
+	Policy  *policy.Policy
+	Cost    int64
+	Time    int64
+	Outcome policy.Outcome
+}
+
+// checkElastic is the flag bit of a check carrying Elastic.
+const checkElastic = 1
 
 // EncodeAllow appends a cmdAllow entry for checks, stamped with ts (Unix
 // ns, the leader's clock). Policies shared by several checks (the same
@@ -36,26 +56,63 @@ type Check struct {
 func EncodeAllow(dst []byte, ts int64, checks []Check) []byte {
 	dst = append(dst, cmdAllow, allowVersion)
 	dst = binary.AppendVarint(dst, ts)
-	idx := make(map[*policy.Policy]int, 4)
-	order := make([]*policy.Policy, 0, 4)
-	for _, c := range checks {
-		if _, ok := idx[c.Policy]; !ok {
-			idx[c.Policy] = len(order)
-			order = append(order, c.Policy)
-		}
-	}
-	dst = binary.AppendUvarint(dst, uint64(len(order)))
-	for _, p := range order {
-		dst = p.AppendBinary(dst)
-	}
+	dst, idx := appendPolicies(dst, len(checks), func(i int) *policy.Policy { return checks[i].Policy })
 	dst = binary.AppendUvarint(dst, uint64(len(checks)))
 	for _, c := range checks {
 		dst = binary.AppendUvarint(dst, uint64(idx[c.Policy]))
 		dst = binary.AppendUvarint(dst, uint64(len(c.Key)))
 		dst = append(dst, c.Key...)
 		dst = binary.AppendUvarint(dst, uint64(c.Cost))
+		var flags byte
+		if c.Elastic {
+			flags |= checkElastic
+		}
+		dst = append(dst, flags)
 	}
 	return dst
+}
+
+// EncodeHits appends a cmdHits entry stamped with ts.
+func EncodeHits(dst []byte, ts int64, hits []Hit) []byte {
+	dst = append(dst, cmdHits, allowVersion)
+	dst = binary.AppendVarint(dst, ts)
+	dst, idx := appendPolicies(dst, len(hits), func(i int) *policy.Policy { return hits[i].Policy })
+	dst = binary.AppendUvarint(dst, uint64(len(hits)))
+	for _, h := range hits {
+		dst = binary.AppendUvarint(dst, uint64(idx[h.Policy]))
+		dst = binary.AppendUvarint(dst, uint64(len(h.Key)))
+		dst = append(dst, h.Key...)
+		dst = binary.AppendUvarint(dst, uint64(h.Cost))
+		dst = binary.AppendVarint(dst, h.Time)
+		dst = append(dst, byte(h.Outcome))
+	}
+	return dst
+}
+
+// EncodeReset returns a cmdReset entry forgetting key under p.
+func EncodeReset(ts int64, key string, p *policy.Policy) []byte {
+	dst := append([]byte{cmdReset, allowVersion}, binary.AppendVarint(nil, ts)...)
+	dst = p.AppendBinary(dst)
+	dst = binary.AppendUvarint(dst, uint64(len(key)))
+	return append(dst, key...)
+}
+
+// appendPolicies writes the distinct policies of n items (the same pointer
+// is written once) and returns where each went.
+func appendPolicies(dst []byte, n int, at func(int) *policy.Policy) ([]byte, map[*policy.Policy]int) {
+	idx := make(map[*policy.Policy]int, 4)
+	var order []*policy.Policy
+	for i := 0; i < n; i++ {
+		if p := at(i); !containsKey(idx, p) {
+			idx[p] = len(order)
+			order = append(order, p)
+		}
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(order)))
+	for _, p := range order {
+		dst = p.AppendBinary(dst)
+	}
+	return dst, idx
 }
 
 // EncodeTick returns a cmdTick entry stamped with ts.
@@ -63,16 +120,111 @@ func EncodeTick(ts int64) []byte {
 	return binary.AppendVarint([]byte{cmdTick}, ts)
 }
 
-// decodeTick decodes a cmdTick body (after the type byte).
-func decodeTick(b []byte) (int64, error) {
-	ts, n := binary.Varint(b)
-	if n <= 0 || n != len(b) {
-		return 0, fmt.Errorf("%w: tick entry", ErrCorrupt)
-	}
-	return ts, nil
+func containsKey(m map[*policy.Policy]int, p *policy.Policy) bool {
+	_, ok := m[p]
+	return ok
 }
 
-// allowEntry is a decoded cmdAllow body. Keys alias the entry's bytes.
+// reader decodes entry bodies, remembering the first error so call sites
+// stay linear. Byte slices it returns alias the entry.
+type reader struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (r *reader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s at byte %d", ErrCorrupt, what, r.off)
+	}
+}
+
+func (r *reader) byte(what string) byte {
+	if r.err != nil || r.off >= len(r.b) {
+		r.fail(what)
+		return 0
+	}
+	r.off++
+	return r.b[r.off-1]
+}
+
+func (r *reader) uvarint(what string, max uint64) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b[r.off:])
+	if n <= 0 || v > max {
+		r.fail(what)
+		return 0
+	}
+	r.off += n
+	return v
+}
+
+func (r *reader) varint(what string) int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b[r.off:])
+	if n <= 0 {
+		r.fail(what)
+		return 0
+	}
+	r.off += n
+	return v
+}
+
+func (r *reader) bytes(what string) []byte {
+	n := r.uvarint(what, uint64(len(r.b)))
+	if r.err != nil || n > uint64(len(r.b)-r.off) {
+		r.fail(what)
+		return nil
+	}
+	r.off += int(n)
+	return r.b[r.off-int(n) : r.off]
+}
+
+// policy decodes one policy and validates it: the leader did, but checking
+// again keeps a buggy or foreign entry from breaking the table's invariants
+// (two limits sharing a state), identically on every replica.
+func (r *reader) policy() policy.Policy {
+	if r.err != nil {
+		return policy.Policy{}
+	}
+	p, n, err := policy.Decode(r.b[r.off:])
+	if err == nil {
+		err = p.Validate(math.MaxInt64)
+	}
+	if err != nil {
+		r.err = fmt.Errorf("%w: policy: %w", ErrCorrupt, err)
+		return policy.Policy{}
+	}
+	r.off += n
+	return p
+}
+
+// header reads what every batch body starts with: version, time, and the
+// table of policies its items refer to.
+func (r *reader) header() (ts int64, pols []policy.Policy) {
+	if v := r.byte("version"); v != allowVersion && r.err == nil {
+		r.fail("version")
+	}
+	ts = r.varint("timestamp")
+	pols = make([]policy.Policy, r.uvarint("policy count", uint64(len(r.b))))
+	for i := range pols {
+		pols[i] = r.policy()
+	}
+	return ts, pols
+}
+
+func (r *reader) end() error {
+	if r.err == nil && r.off != len(r.b) {
+		r.fail("trailing bytes")
+	}
+	return r.err
+}
+
+// allowEntry is a decoded cmdAllow body.
 type allowEntry struct {
 	ts       int64
 	policies []policy.Policy
@@ -80,73 +232,84 @@ type allowEntry struct {
 }
 
 type entryCheck struct {
-	policy int
-	key    []byte
-	cost   int64
+	policy  int
+	key     []byte
+	cost    int64
+	elastic bool
 }
 
-// decodeAllow decodes a cmdAllow body (after the type byte).
 func decodeAllow(b []byte) (allowEntry, error) {
+	r := reader{b: b}
 	var e allowEntry
-	if len(b) == 0 || b[0] != allowVersion {
-		return e, fmt.Errorf("%w: allow entry version", ErrCorrupt)
-	}
-	off := 1
-	ts, n := binary.Varint(b[off:])
-	if n <= 0 {
-		return e, fmt.Errorf("%w: allow entry timestamp", ErrCorrupt)
-	}
-	e.ts = ts
-	off += n
-	np, n := binary.Uvarint(b[off:])
-	if n <= 0 || np > uint64(len(b)) {
-		return e, fmt.Errorf("%w: allow entry policy count", ErrCorrupt)
-	}
-	off += n
-	e.policies = make([]policy.Policy, np)
-	for i := range e.policies {
-		p, n, err := policy.Decode(b[off:])
-		if err == nil {
-			// The leader validated it; checking again keeps a buggy or
-			// foreign entry from breaking the table's invariants (two limits
-			// sharing one state), identically on every replica.
-			err = p.Validate(math.MaxInt64)
-		}
-		if err != nil {
-			return e, fmt.Errorf("%w: policy %d: %w", ErrCorrupt, i, err)
-		}
-		e.policies[i] = p
-		off += n
-	}
-	nc, n := binary.Uvarint(b[off:])
-	if n <= 0 || nc > uint64(len(b)) {
-		return e, fmt.Errorf("%w: allow entry check count", ErrCorrupt)
-	}
-	off += n
-	e.checks = make([]entryCheck, nc)
+	e.ts, e.policies = r.header()
+	e.checks = make([]entryCheck, r.uvarint("check count", uint64(len(b))))
 	for i := range e.checks {
 		c := &e.checks[i]
-		pi, n1 := binary.Uvarint(b[off:])
-		if n1 <= 0 || pi >= np {
-			return e, fmt.Errorf("%w: check %d policy", ErrCorrupt, i)
-		}
-		off += n1
-		kl, n2 := binary.Uvarint(b[off:])
-		if n2 <= 0 || kl > uint64(len(b)-off-n2) {
-			return e, fmt.Errorf("%w: check %d key", ErrCorrupt, i)
-		}
-		off += n2
-		c.key = b[off : off+int(kl)]
-		off += int(kl)
-		cost, n3 := binary.Uvarint(b[off:])
-		if n3 <= 0 || cost > uint64(window.MaxLimit) {
-			return e, fmt.Errorf("%w: check %d cost", ErrCorrupt, i)
-		}
-		off += n3
-		c.policy = int(pi)
-		c.cost = int64(cost)
+		c.policy = int(r.uvarint("check policy", uint64(max(len(e.policies)-1, 0))))
+		c.key = r.bytes("check key")
+		c.cost = int64(r.uvarint("check cost", uint64(window.MaxLimit)))
+		c.elastic = r.byte("check flags")&checkElastic != 0
 	}
-	return e, nil
+	if len(e.policies) == 0 && len(e.checks) > 0 {
+		r.fail("checks without policies")
+	}
+	return e, r.end()
+}
+
+// hitsEntry is a decoded cmdHits body.
+type hitsEntry struct {
+	ts       int64
+	policies []policy.Policy
+	hits     []entryHit
+}
+
+type entryHit struct {
+	policy  int
+	key     []byte
+	cost    int64
+	time    int64
+	outcome policy.Outcome
+}
+
+func decodeHits(b []byte) (hitsEntry, error) {
+	r := reader{b: b}
+	var e hitsEntry
+	e.ts, e.policies = r.header()
+	e.hits = make([]entryHit, r.uvarint("hit count", uint64(len(b))))
+	for i := range e.hits {
+		h := &e.hits[i]
+		h.policy = int(r.uvarint("hit policy", uint64(max(len(e.policies)-1, 0))))
+		h.key = r.bytes("hit key")
+		h.cost = int64(r.uvarint("hit cost", uint64(window.MaxLimit)))
+		h.time = r.varint("hit time")
+		h.outcome = policy.Outcome(r.byte("hit outcome"))
+		if h.outcome > policy.DeniedCountedReduced {
+			r.fail("hit outcome")
+		}
+	}
+	if len(e.policies) == 0 && len(e.hits) > 0 {
+		r.fail("hits without policies")
+	}
+	return e, r.end()
+}
+
+// decodeReset decodes a cmdReset body.
+func decodeReset(b []byte) (ts int64, p policy.Policy, key []byte, err error) {
+	r := reader{b: b}
+	if v := r.byte("version"); v != allowVersion && r.err == nil {
+		r.fail("version")
+	}
+	ts = r.varint("timestamp")
+	p = r.policy()
+	key = r.bytes("key")
+	return ts, p, key, r.end()
+}
+
+// decodeTick decodes a cmdTick body.
+func decodeTick(b []byte) (int64, error) {
+	r := reader{b: b}
+	ts := r.varint("tick timestamp")
+	return ts, r.end()
 }
 
 // appendID appends the state identity of limit l of the policy named scope

@@ -13,4 +13,6 @@ var (
 	ErrRefused = errors.New("meta command refused")
 	// ErrUnknownNode marks a command about a node that is not a member.
 	ErrUnknownNode = errors.New("unknown node")
+	// ErrUnknownPolicy marks a command about a policy that does not exist.
+	ErrUnknownPolicy = errors.New("unknown policy")
 )

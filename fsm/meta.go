@@ -3,6 +3,8 @@ package fsm
 import (
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/floodgate/floodgate/policy"
 	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
 )
 
@@ -22,6 +25,8 @@ const (
 	MetaSetNodeState byte = 3
 	MetaRemoveNode   byte = 4
 	MetaShardReport  byte = 5
+	MetaSetPolicies  byte = 6
+	MetaDeletePolicy byte = 7
 )
 
 // MetaView is an immutable copy of the meta state. Readers get the latest
@@ -35,9 +40,14 @@ type MetaView struct {
 	// Reports holds each shard's latest leadership report (nil if none),
 	// indexed by shard. Never modify them.
 	Reports []*metav1.ShardReport
+	// Policies holds the named policies. Never modify them.
+	Policies map[string]*policy.Policy
 	// Index is the Raft index of the latest applied command.
 	Index uint64
 }
+
+// Policy returns the named policy, or nil.
+func (v *MetaView) Policy(name string) *policy.Policy { return v.Policies[name] }
 
 // Node returns the node with id, or nil.
 func (v *MetaView) Node(id string) *metav1.Node {
@@ -163,6 +173,32 @@ func applyMeta(cur *MetaView, typ byte, body []byte) (*MetaView, error) {
 			return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
 		next.Nodes = slices.DeleteFunc(slices.Clone(cur.Nodes), func(n *metav1.Node) bool { return n.Id == c.Id })
+	case MetaSetPolicies:
+		var c metav1.SetPolicies
+		if err := proto.Unmarshal(body, &c); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		next.Policies = maps.Clone(cur.Policies)
+		if next.Policies == nil {
+			next.Policies = map[string]*policy.Policy{}
+		}
+		for i, b := range c.Policies {
+			p, err := decodeStoredPolicy(b)
+			if err != nil {
+				return nil, fmt.Errorf("%w: policies[%d]: %w", ErrRefused, i, err)
+			}
+			next.Policies[p.Name] = p
+		}
+	case MetaDeletePolicy:
+		var c metav1.DeletePolicy
+		if err := proto.Unmarshal(body, &c); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		if cur.Policies[c.Name] == nil {
+			return nil, fmt.Errorf("%w: %q", ErrUnknownPolicy, c.Name)
+		}
+		next.Policies = maps.Clone(cur.Policies)
+		delete(next.Policies, c.Name)
 	case MetaShardReport:
 		var c metav1.ShardReport
 		if err := proto.Unmarshal(body, &c); err != nil {
@@ -196,6 +232,26 @@ func withNode(nodes []*metav1.Node, n *metav1.Node) []*metav1.Node {
 	return out
 }
 
+// decodeStoredPolicy decodes and checks a named policy: the API validated
+// it, and checking again keeps the stored state sound, on every replica
+// alike.
+func decodeStoredPolicy(b []byte) (*policy.Policy, error) {
+	p, n, err := policy.Decode(b)
+	if err == nil && n != len(b) {
+		err = fmt.Errorf("%w: trailing bytes", policy.ErrCorrupt)
+	}
+	if err == nil {
+		err = p.Validate(math.MaxInt64)
+	}
+	if err == nil && p.Name == "" {
+		err = fmt.Errorf("%w: a stored policy needs a name", ErrRefused)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
 // metaVersion is the first byte of a meta snapshot; the rest is a
 // deterministic protobuf encoding of metav1.State.
 const metaVersion = 1
@@ -204,6 +260,9 @@ const metaVersion = 1
 func (m *Meta) Snapshot() (raft.FSMSnapshot, error) {
 	v := m.View()
 	st := &metav1.State{ClusterId: v.ClusterID, Shards: uint32(v.Shards), Replicas: uint32(v.Replicas), Nodes: v.Nodes}
+	for _, name := range slices.Sorted(maps.Keys(v.Policies)) {
+		st.Policies = append(st.Policies, v.Policies[name].AppendBinary(nil))
+	}
 	for _, r := range v.Reports {
 		if r != nil {
 			st.ShardReports = append(st.ShardReports, r)
@@ -237,6 +296,14 @@ func (m *Meta) Restore(rc io.ReadCloser) error {
 		if int(r.Shard) < len(v.Reports) {
 			v.Reports[r.Shard] = r
 		}
+	}
+	v.Policies = map[string]*policy.Policy{}
+	for i, b := range st.Policies {
+		p, err := decodeStoredPolicy(b)
+		if err != nil {
+			return fmt.Errorf("%w: meta snapshot policy %d: %w", ErrCorrupt, i, err)
+		}
+		v.Policies[p.Name] = p
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

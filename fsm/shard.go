@@ -11,8 +11,8 @@ import (
 )
 
 // Sweep budgets: how many records the expiry sweeper looks at per applied
-// entry and check, and at least per tick. Enough to reclaim keys faster
-// than checks create them, small enough to keep applies short.
+// entry and item, and at least per tick. Enough to reclaim keys faster than
+// checks create them, small enough to keep applies short.
 const (
 	sweepPerEntry = 16
 	sweepPerCheck = 2
@@ -22,16 +22,21 @@ const (
 // Shard is the state machine of one shard's Raft group: the state of every
 // limit of every key of the shard. It never reads the clock: time is the
 // leader's timestamp in each entry, clamped so it never goes backwards.
+//
+// On the leader it also keeps the fast-mode overlay (fast.go): states that
+// include decisions answered but not yet committed. The overlay is never
+// part of the replicated state.
 type Shard struct {
 	mu  sync.Mutex
 	tab *table
 	now int64  // log time: the latest timestamp applied
-	ids []byte // scratch: the identities of the current check's limits
+	ids []byte // scratch: the identities of the current item's states
+	ov  overlay
 }
 
 // NewShard returns an empty shard state machine.
 func NewShard() *Shard {
-	return &Shard{tab: newTable()}
+	return &Shard{tab: newTable(), ov: overlay{entries: map[string]*overlayState{}}}
 }
 
 // Apply implements raft.FSM. For a cmdAllow entry it returns
@@ -58,9 +63,10 @@ func (s *Shard) apply(l *raft.Log) interface{} {
 	if l.Type != raft.LogCommand || len(l.Data) == 0 {
 		return nil
 	}
+	body := l.Data[1:]
 	switch l.Data[0] {
 	case cmdAllow:
-		e, err := decodeAllow(l.Data[1:])
+		e, err := decodeAllow(body)
 		if err != nil {
 			return fmt.Errorf("entry %d: %w", l.Index, err)
 		}
@@ -68,12 +74,30 @@ func (s *Shard) apply(l *raft.Log) interface{} {
 		out := make([]policy.Result, len(e.checks))
 		for i := range e.checks {
 			c := &e.checks[i]
-			out[i] = s.eval(&e.policies[c.policy], c.key, c.cost)
+			out[i] = s.eval(&e.policies[c.policy], c.key, c.cost, c.elastic)
 		}
 		s.tab.sweep(s.now, sweepPerEntry+sweepPerCheck*len(e.checks))
 		return out
+	case cmdHits:
+		e, err := decodeHits(body)
+		if err != nil {
+			return fmt.Errorf("entry %d: %w", l.Index, err)
+		}
+		for i := range e.hits {
+			s.replay(&e.policies[e.hits[i].policy], &e.hits[i])
+		}
+		s.advance(e.ts)
+		s.tab.sweep(s.now, sweepPerEntry+sweepPerCheck*len(e.hits))
+		return nil
+	case cmdReset:
+		ts, p, key, err := decodeReset(body)
+		if err != nil {
+			return fmt.Errorf("entry %d: %w", l.Index, err)
+		}
+		s.advance(ts)
+		return s.reset(&p, key)
 	case cmdTick:
-		ts, err := decodeTick(l.Data[1:])
+		ts, err := decodeTick(body)
 		if err != nil {
 			return fmt.Errorf("entry %d: %w", l.Index, err)
 		}
@@ -92,45 +116,113 @@ func (s *Shard) advance(ts int64) {
 	}
 }
 
-// eval answers one check of the entry being applied.
-func (s *Shard) eval(p *policy.Policy, key []byte, cost int64) policy.Result {
-	n := len(p.Limits)
-	var (
-		states [policy.MaxLimits]*window.State
-		fresh  [policy.MaxLimits]window.State
-		recs   [policy.MaxLimits]uint32
-		found  [policy.MaxLimits]bool
-		ends   [policy.MaxLimits + 1]int
-	)
+// touched is the set of states one check works on: one per limit of its
+// policy and one for the reduced limit.
+type touched struct {
+	n      int
+	states [policy.MaxLimits + 1]*window.State
+	fresh  [policy.MaxLimits + 1]window.State
+	recs   [policy.MaxLimits + 1]uint32
+	found  [policy.MaxLimits + 1]bool
+	ends   [policy.MaxLimits + 2]int // identity i is s.ids[ends[i]:ends[i+1]]
+}
+
+// limitOf returns the i-th state's limit of p and the scope its counters
+// live in: the policy's name, and a scope of their own for the reduced
+// limit (a limit may share its window with one of the main limits).
+func limitOf(p *policy.Policy, i int) (*window.Limit, string) {
+	if i < len(p.Limits) {
+		return &p.Limits[i].Limit, p.Name
+	}
+	return &p.Reduced.Limit, p.Name + "/reduced"
+}
+
+// gather finds the states a check of p on key works on: stored ones, or
+// zero states not stored yet. With forget, a stored state past its expiry
+// is zeroed first (it means nothing any more; zeroing frees its buffer);
+// the fast path reads without writing, so it never changes the replicated
+// state outside Apply.
+func (s *Shard) gather(t *touched, p *policy.Policy, key []byte, forget bool) {
 	s.ids = s.ids[:0]
-	for i := 0; i < n; i++ {
-		s.ids = appendID(s.ids, key, p.Name, &p.Limits[i])
-		ends[i+1] = len(s.ids)
-		if rn, ok := s.tab.lookup(s.ids[ends[i]:ends[i+1]]); ok {
-			r := s.tab.rec(rn)
-			if r.exp <= s.now {
-				// Past its expiry a state means nothing: start fresh (and
-				// let go of its buffer) rather than rely on it aging well.
-				r.st = window.State{}
+	t.n = p.States()
+	for i := 0; i < t.n; i++ {
+		l, scope := limitOf(p, i)
+		s.ids = appendID(s.ids, key, scope, l)
+		t.ends[i+1] = len(s.ids)
+		t.fresh[i] = window.State{}
+		rn, ok := s.tab.lookup(s.ids[t.ends[i]:t.ends[i+1]])
+		if !ok {
+			t.states[i], t.found[i] = &t.fresh[i], false
+			continue
+		}
+		r := s.tab.rec(rn)
+		if r.exp <= s.now {
+			if !forget {
+				t.states[i], t.found[i] = &t.fresh[i], false
+				continue
 			}
-			states[i], recs[i], found[i] = &r.st, rn, true
-		} else {
-			states[i] = &fresh[i]
+			r.st = window.State{}
 		}
+		t.states[i], t.recs[i], t.found[i] = &r.st, rn, true
 	}
-	res := p.Evaluate(states[:n], s.now, cost)
-	if !res.Allowed || cost == 0 {
-		return res
-	}
-	for i := 0; i < n; i++ {
-		if !found[i] {
-			recs[i] = s.tab.insert(s.ids[ends[i]:ends[i+1]])
-			s.tab.rec(recs[i]).st = fresh[i]
+}
+
+func (s *Shard) id(t *touched, i int) []byte { return s.ids[t.ends[i]:t.ends[i+1]] }
+
+// store keeps what a decision counted: new states get records, and every
+// state its new expiry.
+func (s *Shard) store(t *touched, p *policy.Policy) {
+	for i := 0; i < t.n; i++ {
+		if !t.found[i] {
+			if t.fresh[i] == (window.State{}) {
+				continue
+			}
+			t.recs[i] = s.tab.insert(s.id(t, i))
+			s.tab.rec(t.recs[i]).st = t.fresh[i]
 		}
-		r := s.tab.rec(recs[i])
-		r.exp = p.Limits[i].Expiry(&r.st)
+		l, _ := limitOf(p, i)
+		r := s.tab.rec(t.recs[i])
+		r.exp = l.Expiry(&r.st)
+	}
+}
+
+// eval answers one check of the entry being applied.
+func (s *Shard) eval(p *policy.Policy, key []byte, cost int64, elastic bool) policy.Result {
+	var t touched
+	s.gather(&t, p, key, true)
+	res := p.Evaluate(t.states[:t.n], s.now, cost, elastic)
+	if res.Outcome != policy.Denied {
+		s.store(&t, p)
+		s.mirror(&t, p, cost, res.Outcome)
 	}
 	return res
+}
+
+// replay counts a fast-mode decision exactly as the leader answered it.
+func (s *Shard) replay(p *policy.Policy, h *entryHit) {
+	s.advance(h.time)
+	if h.outcome == policy.Denied {
+		return
+	}
+	var t touched
+	s.gather(&t, p, h.key, true)
+	p.Record(t.states[:t.n], s.now, h.cost, h.outcome)
+	s.store(&t, p)
+}
+
+// reset forgets every state of key under p; it returns how many went.
+func (s *Shard) reset(p *policy.Policy, key []byte) int {
+	var t touched
+	s.gather(&t, p, key, true)
+	n := 0
+	for i := 0; i < t.n; i++ {
+		if t.found[i] {
+			s.tab.remove(t.recs[i])
+			n++
+		}
+		delete(s.ov.entries, string(s.id(&t, i)))
+	}
+	return n
 }
 
 // Stats describes the shard's state.

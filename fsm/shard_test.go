@@ -21,7 +21,7 @@ func allowLog(index uint64, ts int64, checks ...Check) *raft.Log {
 	return &raft.Log{Index: index, Type: raft.LogCommand, Data: EncodeAllow(nil, ts, checks)}
 }
 
-func inline(l window.Limit) *policy.Policy { return &policy.Policy{Limits: []window.Limit{l}} }
+func inline(l window.Limit) *policy.Policy { return &policy.Policy{Limits: []policy.Limit{{Limit: l}}} }
 
 func TestApplyAnswersInOrder(t *testing.T) {
 	s := NewShard()
@@ -52,9 +52,9 @@ func TestApplyAnswersInOrder(t *testing.T) {
 // only then.
 func TestPolicyLimitsAreAtomic(t *testing.T) {
 	s := NewShard()
-	p := &policy.Policy{Name: "api", Limits: []window.Limit{
-		{Algorithm: window.SlidingLog, Limit: 10, Window: 60 * sec},
-		{Algorithm: window.SlidingCounter, Limit: 15, Window: 3600 * sec, Buckets: 60},
+	p := &policy.Policy{Name: "api", Limits: []policy.Limit{
+		{Limit: window.Limit{Algorithm: window.SlidingLog, Limit: 10, Window: 60 * sec}},
+		{Limit: window.Limit{Algorithm: window.SlidingCounter, Limit: 15, Window: 3600 * sec, Buckets: 60}},
 	}}
 	admitted := 0
 	ts := int64(1_700_000_000) * sec
@@ -123,10 +123,19 @@ func randomLog(seed uint64, n int) []*raft.Log {
 		inline(window.Limit{Algorithm: window.FixedWindow, Limit: 100, Calendar: window.CalendarMonth}),
 		inline(window.Limit{Algorithm: window.TokenBucket, Limit: 10, Window: 10 * sec, Burst: 4}),
 		inline(window.Limit{Algorithm: window.GCRA, Limit: 3, Window: sec}),
-		{Name: "two", Limits: []window.Limit{
-			{Algorithm: window.SlidingLog, Limit: 3, Window: 5 * sec},
-			{Algorithm: window.SlidingCounter, Limit: 8, Window: 60 * sec, Buckets: 12},
+		{Name: "two", Limits: []policy.Limit{
+			{Limit: window.Limit{Algorithm: window.SlidingLog, Limit: 3, Window: 5 * sec}},
+			{Limit: window.Limit{Algorithm: window.SlidingCounter, Limit: 8, Window: 60 * sec, Buckets: 12}},
 		}},
+		{Name: "reduced", CountDenied: true,
+			Limits:  []policy.Limit{{Limit: window.Limit{Algorithm: window.SlidingLog, Limit: 4, Window: 20 * sec}}},
+			Reduced: &policy.Limit{Limit: window.Limit{Algorithm: window.SlidingLog, Limit: 2, Window: 20 * sec}}},
+		{Name: "soft", Mode: policy.Soft, SoftPercent: 50,
+			Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 4, Window: 10 * sec}}}},
+		{Name: "shadow", Mode: policy.Shadow,
+			Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.TokenBucket, Limit: 3, Window: 10 * sec}}}},
+		{Name: "elastic", Mode: policy.Elastic, ElasticCeilingPercent: 200, ElasticCapacity: 100,
+			Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.SlidingCounterWeighted, Limit: 5, Window: 30 * sec, Buckets: 3}}}},
 	}
 	ts := int64(1_700_000_000) * sec
 	var logs []*raft.Log
@@ -136,14 +145,29 @@ func randomLog(seed uint64, n int) []*raft.Log {
 			ts += 120 * sec
 		}
 		stamp := ts - int64(r.IntN(3))*sec // sometimes behind the previous entry
-		if r.IntN(20) == 0 {
+		switch r.IntN(20) {
+		case 0:
 			logs = append(logs, &raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: EncodeTick(stamp)})
+			continue
+		case 1:
+			data := EncodeReset(stamp, fmt.Sprintf("k%d", r.IntN(40)), pols[r.IntN(len(pols))])
+			logs = append(logs, &raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: data})
+			continue
+		case 2, 3:
+			var hits []Hit
+			for j := r.IntN(6); j >= 0; j-- {
+				hits = append(hits, Hit{Key: fmt.Sprintf("k%d", r.IntN(40)), Policy: pols[r.IntN(len(pols))],
+					Cost: int64(1 + r.IntN(2)), Time: stamp - int64(r.IntN(900))*int64(time.Millisecond),
+					Outcome: policy.Outcome(r.IntN(5))})
+			}
+			data := EncodeHits(nil, stamp, hits)
+			logs = append(logs, &raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: data})
 			continue
 		}
 		var checks []Check
 		for j := r.IntN(8); j >= 0; j-- {
 			p := pols[r.IntN(len(pols))]
-			checks = append(checks, Check{Key: fmt.Sprintf("k%d", r.IntN(40)), Policy: p, Cost: int64(r.IntN(3))})
+			checks = append(checks, Check{Key: fmt.Sprintf("k%d", r.IntN(40)), Policy: p, Cost: int64(r.IntN(3)), Elastic: r.IntN(2) == 0})
 		}
 		logs = append(logs, allowLog(uint64(i+1), stamp, checks...))
 	}

@@ -11,21 +11,54 @@ import (
 // encoding changes; decoders keep reading every older version.
 const codecVersion = 1
 
-// AppendBinary appends p's encoding, as carried in shard log entries.
+// Flags of the encoding.
+const (
+	flagCountDenied = 1 << 0
+	flagReduced     = 1 << 1
+)
+
+// AppendBinary appends p's encoding, as carried in shard log entries and
+// stored in the meta group.
 func (p *Policy) AppendBinary(dst []byte) []byte {
 	dst = append(dst, codecVersion)
-	dst = binary.AppendUvarint(dst, uint64(len(p.Name)))
-	dst = append(dst, p.Name...)
+	dst = appendString(dst, p.Name)
+	var flags byte
+	if p.CountDenied {
+		flags |= flagCountDenied
+	}
+	if p.Reduced != nil {
+		flags |= flagReduced
+	}
+	dst = append(dst, flags, byte(p.Mode), byte(p.Consistency))
+	dst = binary.AppendUvarint(dst, uint64(p.SoftPercent))
+	dst = binary.AppendUvarint(dst, uint64(p.ElasticCeilingPercent))
+	dst = binary.AppendUvarint(dst, uint64(p.ElasticCapacity))
+	dst = binary.AppendUvarint(dst, uint64(len(p.KeyBy)))
+	for _, k := range p.KeyBy {
+		dst = appendString(dst, k)
+	}
 	dst = binary.AppendUvarint(dst, uint64(len(p.Limits)))
 	for i := range p.Limits {
-		l := &p.Limits[i]
-		dst = append(dst, byte(l.Algorithm), byte(l.Calendar))
-		dst = binary.AppendUvarint(dst, uint64(l.Limit))
-		dst = binary.AppendUvarint(dst, uint64(l.Window))
-		dst = binary.AppendUvarint(dst, uint64(l.Buckets))
-		dst = binary.AppendUvarint(dst, uint64(l.Burst))
+		dst = appendLimit(dst, &p.Limits[i])
+	}
+	if p.Reduced != nil {
+		dst = appendLimit(dst, p.Reduced)
 	}
 	return dst
+}
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+func appendLimit(dst []byte, l *Limit) []byte {
+	dst = appendString(dst, l.Name)
+	dst = append(dst, byte(l.Algorithm), byte(l.Calendar))
+	dst = binary.AppendUvarint(dst, uint64(l.Limit.Limit))
+	dst = binary.AppendUvarint(dst, uint64(l.Window))
+	dst = binary.AppendUvarint(dst, uint64(l.Buckets))
+	return binary.AppendUvarint(dst, uint64(l.Burst))
 }
 
 // Decode reads a policy that AppendBinary encoded and returns the number of
@@ -38,24 +71,47 @@ func Decode(src []byte) (Policy, int, error) {
 	}
 	var p Policy
 	p.Name = string(d.bytes())
+	flags := d.byte()
+	p.Mode, p.Consistency = Mode(d.byte()), Consistency(d.byte())
+	p.CountDenied = flags&flagCountDenied != 0
+	p.SoftPercent = int64(d.uvarint())
+	p.ElasticCeilingPercent = int64(d.uvarint())
+	p.ElasticCapacity = int64(d.uvarint())
+	nk := d.uvarint()
+	if nk > MaxKeyBy {
+		return Policy{}, 0, fmt.Errorf("%w: %d key_by descriptors", ErrCorrupt, nk)
+	}
+	for i := uint64(0); i < nk; i++ {
+		p.KeyBy = append(p.KeyBy, string(d.bytes()))
+	}
 	n := d.uvarint()
 	if n > MaxLimits {
 		return Policy{}, 0, fmt.Errorf("%w: %d limits", ErrCorrupt, n)
 	}
-	p.Limits = make([]window.Limit, n)
+	p.Limits = make([]Limit, n)
 	for i := range p.Limits {
-		l := &p.Limits[i]
-		l.Algorithm = window.Algorithm(d.byte())
-		l.Calendar = window.Unit(d.byte())
-		l.Limit = int64(d.uvarint())
-		l.Window = int64(d.uvarint())
-		l.Buckets = int32(d.uvarint())
-		l.Burst = int64(d.uvarint())
+		p.Limits[i] = d.limit()
+	}
+	if flags&flagReduced != 0 {
+		r := d.limit()
+		p.Reduced = &r
 	}
 	if d.err != nil {
 		return Policy{}, 0, d.err
 	}
 	return p, d.off, nil
+}
+
+func (d *decoder) limit() Limit {
+	var l Limit
+	l.Name = string(d.bytes())
+	l.Algorithm = window.Algorithm(d.byte())
+	l.Calendar = window.Unit(d.byte())
+	l.Limit.Limit = int64(d.uvarint())
+	l.Window = int64(d.uvarint())
+	l.Buckets = int32(d.uvarint())
+	l.Burst = int64(d.uvarint())
+	return l
 }
 
 // decoder reads varint-encoded fields, remembering the first error so call

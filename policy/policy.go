@@ -18,99 +18,141 @@ var (
 const (
 	// MaxLimits is the most limits one policy checks together.
 	MaxLimits = 8
-	// MaxNameLen bounds a policy name.
+	// MaxNameLen bounds policy and limit names.
 	MaxNameLen = 128
+	// MaxSoftPercent bounds the overage of soft throttling.
+	MaxSoftPercent = 1000
+	// MaxKeyBy bounds the descriptors a policy keys by.
+	MaxKeyBy = 8
 )
 
-// Policy is a list of limits checked atomically for one key.
+// Mode is how a policy throttles. Stored in log entries: never renumber.
+type Mode uint8
+
+// The throttling modes.
+const (
+	// Hard denies above the limit.
+	Hard Mode = 0
+	// Soft admits up to SoftPercent above the limit.
+	Soft Mode = 1
+	// Shadow never denies; the answer says when it would have.
+	Shadow Mode = 2
+	// Elastic admits above the limit, up to its ceiling, while the
+	// policy's cluster-wide admitted rate is under its capacity.
+	Elastic Mode = 3
+)
+
+// Consistency is when a decision is answered. Stored in log entries.
+type Consistency uint8
+
+// The consistency levels.
+const (
+	// Strict answers once the decision is committed through Raft.
+	Strict Consistency = 0
+	// Fast answers from the leader's memory at once and replicates the
+	// counted requests in batches.
+	Fast Consistency = 1
+)
+
+// Limit is one limit of a policy with an optional name, reported as the
+// limit that decided.
+type Limit struct {
+	Name string
+	window.Limit
+}
+
+// Policy is a list of limits checked together for one key.
 type Policy struct {
 	// Name is the policy's name, empty for a request's inline limit. It
 	// scopes the counters: two policies never share state.
 	Name string
-	// Limits are checked together; each must have a distinct window.
-	Limits []window.Limit
+	// Limits are checked atomically: a request is admitted only when every
+	// limit admits, and counted in every limit only then. Each has a
+	// distinct window.
+	Limits []Limit
+	// Reduced, when set, is the limit that applies once Limits are
+	// exhausted, instead of a hard stop (after 500/hour, 10/minute). Only
+	// requests admitted through it are counted in it.
+	Reduced *Limit
+	// CountDenied counts denied requests too, in every limit checked, so
+	// a client that keeps retrying stays throttled.
+	CountDenied bool
+	Mode        Mode
+	// SoftPercent is how far above its limits a Soft policy admits.
+	SoftPercent int64
+	// ElasticCeilingPercent is how far an Elastic policy may stretch its
+	// limits (200 doubles them) while the policy's cluster-wide admitted
+	// rate is under ElasticCapacity (cost per second).
+	ElasticCeilingPercent int64
+	ElasticCapacity       int64
+	Consistency           Consistency
+	// KeyBy names the request descriptors that make up the key, in order
+	// (for example user, ip); empty means the request gives its key.
+	KeyBy []string
 }
+
+// Outcome is what a decision did to the states, so it can be replayed
+// exactly elsewhere (fast mode replicates outcomes, not requests).
+type Outcome uint8
+
+// The outcomes. Stored in log entries: never renumber.
+const (
+	// Denied counted nothing.
+	Denied Outcome = 0
+	// Admitted counted the cost in every limit.
+	Admitted Outcome = 1
+	// AdmittedReduced counted the cost in the reduced limit only.
+	AdmittedReduced Outcome = 2
+	// DeniedCounted counted the cost in every limit checked (CountDenied).
+	DeniedCounted Outcome = 3
+	// DeniedCountedReduced counted it in the limits and the reduced limit.
+	DeniedCountedReduced Outcome = 4
+)
 
 // Result is the answer of a policy to one request.
 type Result struct {
-	// Allowed reports whether every limit admitted the request.
+	// Allowed reports whether the request may go ahead (always, in Shadow).
 	Allowed bool
-	// Decider is the index of the limit that decided: the one that denied
-	// (the longest wait, when several did), or the one with the least
-	// remaining when all admitted.
+	// WouldDeny reports, in Shadow mode, that enforcing would have denied.
+	WouldDeny bool
+	// Decider is the index of the limit that decided (len(Limits) for the
+	// reduced limit): the one that denied (the longest wait when several
+	// did), or the one with the least remaining when all admitted.
 	Decider int
-	// Limit, Remaining, ResetAt and RetryAfter are those of the decider,
-	// except ResetAt, the latest of all limits.
+	// Limit, Remaining and RetryAfter are the decider's (with Soft or
+	// Elastic, against the stretched limit); ResetAt is the latest of all
+	// limits.
 	Limit      int64
 	Remaining  int64
 	ResetAt    int64
 	RetryAfter int64
+	// Outcome is what the decision counted.
+	Outcome Outcome
 }
 
-// Validate reports why p can never be evaluated; maxLog caps sliding logs.
-func (p *Policy) Validate(maxLog int64) error {
-	if len(p.Name) > MaxNameLen {
-		return invalid("name", "longer than %d bytes", MaxNameLen)
+// States is the number of states a check of p touches: one per limit, and
+// one for the reduced limit.
+func (p *Policy) States() int {
+	if p.Reduced != nil {
+		return len(p.Limits) + 1
 	}
-	if len(p.Limits) == 0 {
-		return invalid("limits", "a policy needs at least one limit")
-	}
-	if len(p.Limits) > MaxLimits {
-		return invalid("limits", "at most %d limits, got %d", MaxLimits, len(p.Limits))
-	}
-	for i := range p.Limits {
-		if err := p.Limits[i].Validate(maxLog); err != nil {
-			return within(fmt.Sprintf("limits[%d].", i), err)
-		}
-		for j := 0; j < i; j++ {
-			if sameWindow(&p.Limits[i], &p.Limits[j]) {
-				return invalid(fmt.Sprintf("limits[%d].window", i), "duplicates the window of limits[%d]", j)
-			}
-		}
-	}
-	return nil
+	return len(p.Limits)
 }
 
-// ValidateCost reports why cost can never be admitted by p: negative, or
-// more than one of its limits admits at once.
-func (p *Policy) ValidateCost(cost int64) error {
-	for i := range p.Limits {
-		if err := p.Limits[i].ValidateCost(cost); err != nil {
-			var fe *window.FieldError
-			if len(p.Limits) > 1 && errors.As(err, &fe) {
-				return invalid(fe.Field, "%s (limits[%d])", fe.Msg, i)
-			}
-			return err
-		}
-	}
-	return nil
-}
-
-func invalid(field, format string, args ...any) error {
-	return &window.FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
-}
-
-// within prefixes the field of a validation error with path.
-func within(path string, err error) error {
-	var fe *window.FieldError
-	if errors.As(err, &fe) {
-		return &window.FieldError{Field: path + fe.Field, Msg: fe.Msg}
-	}
-	return err
-}
-
-// Evaluate answers a request of cost at time now. states[i] is the state of
-// Limits[i] for the request's key. When every limit admits and cost > 0, the
-// cost is recorded in every state; otherwise no state changes meaning.
-func (p *Policy) Evaluate(states []*window.State, now, cost int64) Result {
+// Evaluate answers a request of cost at time now and counts it as its
+// outcome says. states[i] is the state of Limits[i] for the request's key
+// and states[len(Limits)] that of the reduced limit. elastic reports
+// whether the policy's cluster-wide rate leaves room to stretch (used only
+// by Elastic policies).
+func (p *Policy) Evaluate(states []*window.State, now, cost int64, elastic bool) Result {
 	var ds [MaxLimits]window.Decision
 	res := Result{Allowed: true, Decider: -1}
+	stretch := p.stretch(elastic)
 	for i := range p.Limits {
-		d := p.Limits[i].Check(states[i], now, cost)
+		l := scaled(&p.Limits[i].Limit, stretch)
+		d := l.Check(states[i], now, cost)
 		ds[i] = d
-		if d.ResetAt > res.ResetAt {
-			res.ResetAt = d.ResetAt
-		}
+		res.ResetAt = max(res.ResetAt, d.ResetAt)
 		if !d.Allowed {
 			if res.Allowed || d.RetryAfter > ds[res.Decider].RetryAfter {
 				res.Decider = i
@@ -122,24 +164,95 @@ func (p *Policy) Evaluate(states []*window.State, now, cost int64) Result {
 			res.Decider = i
 		}
 	}
-	if res.Allowed && cost > 0 {
-		// After counting, the reset is when the newest count ages out:
-		// each state's expiry (it behaves as fresh from then on).
-		res.ResetAt = now
-		for i := range p.Limits {
-			p.Limits[i].Record(states[i], now, cost)
-			res.ResetAt = max(res.ResetAt, p.Limits[i].Expiry(states[i]))
+	d, lim := ds[res.Decider], scaled(&p.Limits[res.Decider].Limit, stretch).Limit
+	switch {
+	case res.Allowed:
+		res.Outcome = Admitted
+	case p.Reduced != nil:
+		r := len(p.Limits)
+		rd := p.Reduced.Check(states[r], now, cost)
+		res.ResetAt = max(res.ResetAt, rd.ResetAt)
+		if rd.Allowed {
+			res.Allowed, res.Outcome = true, AdmittedReduced
+		} else if p.CountDenied {
+			res.Outcome = DeniedCountedReduced
 		}
+		res.Decider, d, lim = r, rd, p.Reduced.Limit.Limit
+	case p.CountDenied:
+		res.Outcome = DeniedCounted
 	}
-	d := ds[res.Decider]
-	res.Limit = p.Limits[res.Decider].Limit
-	res.Remaining = d.Remaining
-	res.RetryAfter = d.RetryAfter
+	res.Limit, res.Remaining, res.RetryAfter = lim, d.Remaining, d.RetryAfter
+	if cost == 0 {
+		res.Outcome = Denied // a peek counts nothing
+	} else if res.Outcome != Denied {
+		res.ResetAt = max(res.ResetAt, p.Record(states, now, cost, res.Outcome))
+	}
+	if !res.Allowed && p.Mode == Shadow {
+		res.Allowed, res.WouldDeny = true, true
+	}
 	return res
 }
 
-// sameWindow reports whether two limits count over the same window, which
-// would make one of them redundant and their counters indistinguishable.
-func sameWindow(a, b *window.Limit) bool {
-	return a.Window == b.Window && a.Calendar == b.Calendar
+// Record counts cost at now as outcome says and returns when the touched
+// states will be back to full capacity. Evaluate calls it for its own
+// decisions; fast mode calls it to replay decisions made on the leader.
+func (p *Policy) Record(states []*window.State, now, cost int64, outcome Outcome) int64 {
+	var reset int64
+	rec := func(l *window.Limit, s *window.State) {
+		l.Record(s, now, cost)
+		reset = max(reset, l.Expiry(s))
+	}
+	if outcome == Admitted || outcome == DeniedCounted || outcome == DeniedCountedReduced {
+		for i := range p.Limits {
+			rec(&p.Limits[i].Limit, states[i])
+		}
+	}
+	if (outcome == AdmittedReduced || outcome == DeniedCountedReduced) && p.Reduced != nil {
+		rec(&p.Reduced.Limit, states[len(p.Limits)])
+	}
+	return reset
+}
+
+// stretch is the percentage the limits are evaluated at: 100, or more for
+// Soft, and for Elastic while there is room.
+func (p *Policy) stretch(elastic bool) int64 {
+	switch {
+	case p.Mode == Soft:
+		return 100 + p.SoftPercent
+	case p.Mode == Elastic && elastic:
+		return p.ElasticCeilingPercent
+	}
+	return 100
+}
+
+// scaled returns l with its limit (and burst) stretched to pct percent.
+// Counters do not depend on the limit's value, so the same state serves
+// every stretch.
+func scaled(l *window.Limit, pct int64) *window.Limit {
+	if pct == 100 {
+		return l
+	}
+	s := *l
+	s.Limit = min(window.MaxLimit, max(1, l.Limit*pct/100))
+	if s.Burst > 0 {
+		s.Burst = min(window.MaxLimit, max(1, l.Burst*pct/100))
+	}
+	return &s
+}
+
+// DecidedBy names the limit that decided a result: its name, or its place.
+func (p *Policy) DecidedBy(r Result) string {
+	switch {
+	case r.Decider == len(p.Limits) && p.Reduced != nil:
+		if p.Reduced.Name != "" {
+			return p.Reduced.Name
+		}
+		return "reduced"
+	case r.Decider >= 0 && r.Decider < len(p.Limits):
+		if n := p.Limits[r.Decider].Name; n != "" {
+			return n
+		}
+		return fmt.Sprintf("limits[%d]", r.Decider)
+	}
+	return ""
 }

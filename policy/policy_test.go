@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -10,23 +11,70 @@ import (
 
 const sec = int64(time.Second)
 
+func lim(alg window.Algorithm, limit int64, win time.Duration) Limit {
+	l := window.Limit{Algorithm: alg, Limit: limit, Window: int64(win)}
+	if alg == window.SlidingCounter || alg == window.SlidingCounterWeighted {
+		l.Buckets = 60
+	}
+	return Limit{Limit: l}
+}
+
+func states(p *Policy) []*window.State {
+	out := make([]*window.State, p.States())
+	for i := range out {
+		out[i] = &window.State{}
+	}
+	return out
+}
+
+// run sends n checks of cost 1, one per step, and counts the allowed and
+// would-deny answers.
+func run(p *Policy, st []*window.State, start, step int64, n int, elastic bool) (allowed, wouldDeny int, last Result) {
+	for i := 0; i < n; i++ {
+		last = p.Evaluate(st, start+int64(i)*step, 1, elastic)
+		if last.Allowed {
+			allowed++
+		}
+		if last.WouldDeny {
+			wouldDeny++
+		}
+	}
+	return
+}
+
 func TestValidateNamesTheField(t *testing.T) {
-	minute := window.Limit{Algorithm: window.SlidingLog, Limit: 10, Window: 60 * sec}
-	hour := window.Limit{Algorithm: window.SlidingCounter, Limit: 500, Window: 3600 * sec, Buckets: 60}
-	long := make([]window.Limit, MaxLimits+1)
+	minute := lim(window.SlidingLog, 10, time.Minute)
+	hour := lim(window.SlidingCounter, 500, time.Hour)
+	long := make([]Limit, MaxLimits+1)
 	for i := range long {
-		long[i] = window.Limit{Algorithm: window.FixedWindow, Limit: 1, Window: int64(i+1) * sec}
+		long[i] = lim(window.FixedWindow, 1, time.Duration(i+1)*time.Second)
 	}
 	for _, tc := range []struct {
 		p     Policy
 		field string
 	}{
-		{Policy{Name: "ok", Limits: []window.Limit{minute, hour}}, ""},
+		{Policy{Name: "api", Limits: []Limit{minute, hour}}, ""},
+		{Policy{Name: "ok", Mode: Soft, SoftPercent: 10, Limits: []Limit{minute}}, ""},
+		{Policy{Name: "ok", Mode: Elastic, ElasticCeilingPercent: 150, ElasticCapacity: 1000, Limits: []Limit{minute}}, ""},
 		{Policy{Limits: nil}, "limits"},
 		{Policy{Limits: long}, "limits"},
-		{Policy{Name: string(make([]byte, MaxNameLen+1)), Limits: []window.Limit{minute}}, "name"},
-		{Policy{Limits: []window.Limit{minute, {Algorithm: window.FixedWindow, Limit: 0, Window: sec}}}, "limits[1].limit"},
-		{Policy{Limits: []window.Limit{minute, {Algorithm: window.FixedWindow, Limit: 5, Window: 60 * sec}}}, "limits[1].window"},
+		{Policy{Name: "a b", Limits: []Limit{minute}}, "name"},
+		{Policy{Name: string(make([]byte, MaxNameLen+1)), Limits: []Limit{minute}}, "name"},
+		{Policy{Limits: []Limit{minute, lim(window.FixedWindow, 0, time.Second)}}, "limits[1].limit"},
+		{Policy{Limits: []Limit{minute, lim(window.FixedWindow, 5, time.Minute)}}, "limits[1].window"},
+		{Policy{Limits: []Limit{{Name: "x", Limit: minute.Limit}, {Name: "x", Limit: hour.Limit}}}, "limits[1].name"},
+		{Policy{Limits: []Limit{minute}, Reduced: &Limit{Limit: window.Limit{Algorithm: window.SlidingLog, Limit: 3}}}, "reduced.window"},
+		{Policy{Mode: Soft, Limits: []Limit{minute}}, "soft_percent"},
+		{Policy{Mode: Soft, SoftPercent: MaxSoftPercent + 1, Limits: []Limit{minute}}, "soft_percent"},
+		{Policy{Mode: Hard, SoftPercent: 10, Limits: []Limit{minute}}, "soft_percent"},
+		{Policy{Mode: Elastic, ElasticCeilingPercent: 100, ElasticCapacity: 5, Limits: []Limit{minute}}, "elastic.ceiling_percent"},
+		{Policy{Mode: Elastic, ElasticCeilingPercent: 200, Limits: []Limit{minute}}, "elastic.capacity"},
+		{Policy{Mode: Shadow, ElasticCapacity: 5, Limits: []Limit{minute}}, "elastic"},
+		{Policy{Mode: 9, Limits: []Limit{minute}}, "mode"},
+		{Policy{Consistency: 7, Limits: []Limit{minute}}, "consistency"},
+		{Policy{KeyBy: []string{"user", "user"}, Limits: []Limit{minute}}, "key_by[1]"},
+		{Policy{KeyBy: []string{"us,er"}, Limits: []Limit{minute}}, "key_by[0]"},
+		{Policy{Limits: []Limit{{Limit: window.Limit{Algorithm: window.SlidingLog, Limit: 2, Calendar: window.CalendarMonth}}}}, "limits[0].calendar"},
 	} {
 		err := tc.p.Validate(0)
 		if tc.field == "" {
@@ -37,36 +85,36 @@ func TestValidateNamesTheField(t *testing.T) {
 		}
 		var fe *window.FieldError
 		if !errors.As(err, &fe) || fe.Field != tc.field || !errors.Is(err, window.ErrInvalid) {
-			t.Errorf("%v: got %v, want an error naming %s", tc.p.Limits, err, tc.field)
+			t.Errorf("%s: got %v, want an error naming %s", tc.field, err, tc.field)
 		}
 	}
 }
 
-// 10/minute and 500/hour: admitted only when both admit, counted in both
-// only then, and the answer names the limit that decided.
+// 10/minute and 500/hour (25 here): admitted only when both admit, counted
+// in both only then, and the answer names the limit that decided.
 func TestEvaluateIsAtomic(t *testing.T) {
-	p := &Policy{Name: "api", Limits: []window.Limit{
-		{Algorithm: window.SlidingLog, Limit: 10, Window: 60 * sec},
-		{Algorithm: window.SlidingCounter, Limit: 25, Window: 3600 * sec, Buckets: 60},
+	p := &Policy{Name: "api", Limits: []Limit{
+		{Name: "per-minute", Limit: lim(window.SlidingLog, 10, time.Minute).Limit},
+		lim(window.SlidingCounter, 25, time.Hour),
 	}}
-	states := []*window.State{{}, {}}
+	st := states(p)
 	now := int64(1_700_000_000) * sec
 	admitted := 0
 	for minute := 0; minute < 4; minute++ {
 		for i := 0; i < 15; i++ {
-			res := p.Evaluate(states, now+int64(minute)*60*sec+int64(i)*sec, 1)
+			res := p.Evaluate(st, now+int64(minute)*60*sec+int64(i)*sec, 1, false)
 			if res.Allowed {
 				admitted++
 				continue
 			}
-			if minute < 2 && res.Decider != 0 || minute == 3 && res.Decider != 1 {
-				t.Fatalf("minute %d: denied by limit %d", minute, res.Decider)
+			if minute < 2 && p.DecidedBy(res) != "per-minute" || minute == 3 && p.DecidedBy(res) != "limits[1]" {
+				t.Fatalf("minute %d: denied by %s", minute, p.DecidedBy(res))
 			}
 		}
 		if minute == 2 {
 			// Denials count nowhere: this minute the hour admitted 5 and
 			// denied 10, and the minute log holds only the 5.
-			if d := p.Limits[0].Check(states[0], now+2*60*sec+14*sec, 0); d.Remaining != 5 {
+			if d := p.Limits[0].Check(st[0], now+2*60*sec+14*sec, 0); d.Remaining != 5 {
 				t.Fatalf("minute limit has %d remaining, want 5: denied requests were counted", d.Remaining)
 			}
 		}
@@ -76,18 +124,83 @@ func TestEvaluateIsAtomic(t *testing.T) {
 	}
 }
 
+func TestModes(t *testing.T) {
+	now := int64(1_700_000_000) * sec
+	base := []Limit{lim(window.FixedWindow, 10, time.Hour)}
+
+	soft := &Policy{Mode: Soft, SoftPercent: 20, Limits: base}
+	if a, _, last := run(soft, states(soft), now, sec, 20, false); a != 12 || last.Limit != 12 {
+		t.Errorf("soft 20%% over 10: admitted %d (limit %d), want 12", a, last.Limit)
+	}
+
+	shadow := &Policy{Mode: Shadow, Limits: base}
+	st := states(shadow)
+	if a, wd, _ := run(shadow, st, now, sec, 15, false); a != 15 || wd != 5 {
+		t.Errorf("shadow: %d allowed, %d would-deny; want 15 and 5", a, wd)
+	}
+	// Shadow counts what enforcement would have: 10, not 15.
+	if d := base[0].Check(st[0], now+20*sec, 0); d.Remaining != 0 {
+		t.Errorf("shadow counted %d, want exactly the limit", 10-d.Remaining)
+	}
+
+	elastic := &Policy{Mode: Elastic, ElasticCeilingPercent: 200, ElasticCapacity: 50, Limits: base}
+	if a, _, _ := run(elastic, states(elastic), now, sec, 30, true); a != 20 {
+		t.Errorf("elastic with room: admitted %d, want the ceiling 20", a)
+	}
+	if a, _, _ := run(elastic, states(elastic), now, sec, 30, false); a != 10 {
+		t.Errorf("elastic without room: admitted %d, want the base 10", a)
+	}
+
+	// After 5 per hour, 2 per minute instead of a hard stop.
+	reduced := &Policy{Name: "r", Limits: []Limit{lim(window.SlidingLog, 5, time.Hour)},
+		Reduced: &Limit{Name: "slow-lane", Limit: lim(window.SlidingLog, 2, time.Minute).Limit}}
+	st = states(reduced)
+	a1, _, last := run(reduced, st, now, sec, 10, false)
+	a2, _, _ := run(reduced, st, now+60*sec, sec, 10, false)
+	if a1 != 7 || a2 != 2 || reduced.DecidedBy(last) != "slow-lane" || last.Outcome != Denied {
+		t.Errorf("reduced: %d then %d admitted (last decided by %s, %v), want 5+2 then 2", a1, a2, reduced.DecidedBy(last), last.Outcome)
+	}
+
+	// Counting denials keeps a client that keeps trying throttled.
+	counting := &Policy{CountDenied: true, Limits: []Limit{lim(window.SlidingLog, 3, 10*time.Second)}}
+	st = states(counting)
+	run(counting, st, now, sec, 6, false)
+	if res := counting.Evaluate(st, now+12*sec, 1, false); res.Allowed {
+		t.Error("denied requests were not counted: admitted after the first window passed")
+	}
+}
+
+// A peek answers without counting, in every mode.
+func TestPeekCountsNothing(t *testing.T) {
+	p := &Policy{Mode: Shadow, CountDenied: true, Limits: []Limit{lim(window.SlidingLog, 1, time.Minute)}}
+	st := states(p)
+	now := int64(1_700_000_000) * sec
+	for i := 0; i < 3; i++ {
+		if res := p.Evaluate(st, now, 0, false); !res.Allowed || res.WouldDeny || res.Remaining != 1 || res.Outcome != Denied {
+			t.Fatalf("peek %d: %+v", i, res)
+		}
+	}
+	if *st[0] != (window.State{}) {
+		t.Fatal("a peek changed the state")
+	}
+}
+
 func TestEncodingRoundTrips(t *testing.T) {
-	p := Policy{Name: "checkout", Limits: []window.Limit{
-		{Algorithm: window.TokenBucket, Limit: 100, Window: sec, Burst: 20},
-		{Algorithm: window.FixedWindow, Limit: 20000, Calendar: window.CalendarMonth},
-	}}
+	p := Policy{Name: "checkout", Mode: Elastic, ElasticCeilingPercent: 300, ElasticCapacity: 5000,
+		Consistency: Fast, CountDenied: true, KeyBy: []string{"user", "ip"},
+		Limits: []Limit{
+			{Name: "burst", Limit: window.Limit{Algorithm: window.TokenBucket, Limit: 100, Window: sec, Burst: 20}},
+			{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 20000, Calendar: window.CalendarMonth}},
+		},
+		Reduced: &Limit{Name: "slow", Limit: window.Limit{Algorithm: window.GCRA, Limit: 1, Window: sec}},
+	}
 	b := p.AppendBinary([]byte{0xAA})
 	got, n, err := Decode(b[1:])
 	if err != nil || n != len(b)-1 {
 		t.Fatalf("decode: %v, %d of %d bytes", err, n, len(b)-1)
 	}
-	if got.Name != p.Name || len(got.Limits) != 2 || got.Limits[0] != p.Limits[0] || got.Limits[1] != p.Limits[1] {
-		t.Fatalf("round trip: %+v", got)
+	if !reflect.DeepEqual(got, p) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, p)
 	}
 	for i := 0; i < len(b)-1; i++ {
 		if _, _, err := Decode(b[1 : 1+i]); !errors.Is(err, ErrCorrupt) {

@@ -19,11 +19,12 @@ type AdminServer struct {
 	pb.UnimplementedAdminServer
 	node  *cluster.Node
 	peers *Peers
+	cfg   Config
 }
 
 // NewAdminServer returns the Admin service of node.
-func NewAdminServer(node *cluster.Node, peers *Peers) *AdminServer {
-	return &AdminServer{node: node, peers: peers}
+func NewAdminServer(node *cluster.Node, peers *Peers, cfg Config) *AdminServer {
+	return &AdminServer{node: node, peers: peers, cfg: cfg}
 }
 
 // Status implements pb.AdminServer.

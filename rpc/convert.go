@@ -5,23 +5,29 @@ import (
 
 	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/policy"
+	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 	"github.com/floodgate/floodgate/rpc/validate"
 )
 
 // parseCheck validates one request and turns it into the check a shard log
-// entry carries; field prefixes error messages.
-func parseCheck(req *pb.AllowRequest, field string, maxLog int64) (fsm.Check, error) {
-	c, err := validate.Request(req, field, maxLog)
+// entry carries, resolving a named policy from the node's meta state;
+// field prefixes error messages.
+func (s *Server) parseCheck(req *pb.AllowRequest, field string) (fsm.Check, error) {
+	c, err := validate.Request(req, field, s.cfg.MaxLogLength, s.resolve)
 	if err != nil {
 		return fsm.Check{}, err
 	}
 	return fsm.Check{Key: c.Key, Policy: c.Policy, Cost: c.Cost}, nil
 }
 
-// resultToProto converts a decision; times become Unix milliseconds, a
-// retry-after rounded up so a client that waits exactly that long is in time.
-func resultToProto(r policy.Result) *pb.AllowResponse {
+// resolve finds a named policy in this node's copy of the meta state.
+func (s *Server) resolve(name string) *policy.Policy { return s.node.View().Policy(name) }
+
+// resultToProto converts a decision on c; times become Unix milliseconds,
+// a retry-after rounded up so a client that waits exactly that long is in
+// time.
+func resultToProto(c fsm.Check, r policy.Result) *pb.AllowResponse {
 	ms := int64(time.Millisecond)
 	return &pb.AllowResponse{
 		Allowed:      r.Allowed,
@@ -29,5 +35,24 @@ func resultToProto(r policy.Result) *pb.AllowResponse {
 		Remaining:    r.Remaining,
 		ResetAtMs:    (r.ResetAt + ms - 1) / ms,
 		RetryAfterMs: (r.RetryAfter + ms - 1) / ms,
+		DecidedBy:    c.Policy.DecidedBy(r),
+		WouldDeny:    r.WouldDeny,
+		Key:          c.Key,
+	}
+}
+
+// decisionToProto and decisionFromProto carry a result between nodes at
+// full precision.
+func decisionToProto(r policy.Result) *peerv1.Decision {
+	return &peerv1.Decision{
+		Allowed: r.Allowed, Decider: int32(r.Decider), Limit: r.Limit, Remaining: r.Remaining,
+		ResetAt: r.ResetAt, RetryAfter: r.RetryAfter, WouldDeny: r.WouldDeny, Outcome: uint32(r.Outcome),
+	}
+}
+
+func decisionFromProto(d *peerv1.Decision) policy.Result {
+	return policy.Result{
+		Allowed: d.GetAllowed(), Decider: int(d.GetDecider()), Limit: d.GetLimit(), Remaining: d.GetRemaining(),
+		ResetAt: d.GetResetAt(), RetryAfter: d.GetRetryAfter(), WouldDeny: d.GetWouldDeny(), Outcome: policy.Outcome(d.GetOutcome()),
 	}
 }

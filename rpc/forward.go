@@ -186,11 +186,7 @@ func decodeResults(shard int, rs []*peerv1.ForwardResult) ([]policy.Result, erro
 	for i, r := range rs {
 		switch r.Code {
 		case peerv1.ForwardResult_OK:
-			d := r.Decision
-			out[i] = policy.Result{
-				Allowed: d.GetAllowed(), Decider: int(d.GetDecider()), Limit: d.GetLimit(),
-				Remaining: d.GetRemaining(), ResetAt: d.GetResetAt(), RetryAfter: d.GetRetryAfter(),
-			}
+			out[i] = decisionFromProto(r.Decision)
 		case peerv1.ForwardResult_NOT_LEADER:
 			return nil, &cluster.NotLeaderError{Group: fmt.Sprintf("shard-%d", shard), LeaderID: r.LeaderId, LeaderAddr: r.LeaderAddr}
 		default:

@@ -24,7 +24,7 @@ func NewGRPCServer(node *cluster.Node, peers *Peers, cfg Config, opts ...grpc.Se
 	gs := grpc.NewServer(opts...)
 	srv := NewServer(node, peers, cfg)
 	pb.RegisterRateLimiterServer(gs, srv)
-	pb.RegisterAdminServer(gs, NewAdminServer(node, peers))
+	pb.RegisterAdminServer(gs, NewAdminServer(node, peers, srv.cfg))
 	peerv1.RegisterPeerServer(gs, NewPeerServer(node, srv.cfg))
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)

@@ -78,11 +78,7 @@ func forwardResult(res []policy.Result, j int, err error) *peerv1.ForwardResult 
 	var nl *cluster.NotLeaderError
 	switch {
 	case err == nil:
-		r := res[j]
-		return &peerv1.ForwardResult{Decision: &peerv1.Decision{
-			Allowed: r.Allowed, Decider: int32(r.Decider), Limit: r.Limit,
-			Remaining: r.Remaining, ResetAt: r.ResetAt, RetryAfter: r.RetryAfter,
-		}}
+		return &peerv1.ForwardResult{Decision: decisionToProto(res[j])}
 	case errors.As(err, &nl):
 		return &peerv1.ForwardResult{Code: peerv1.ForwardResult_NOT_LEADER, LeaderId: nl.LeaderID, LeaderAddr: nl.LeaderAddr, Message: err.Error()}
 	case errors.Is(err, cluster.ErrNoLeader):
@@ -139,4 +135,20 @@ func (p *PeerServer) AddNode(ctx context.Context, req *peerv1.AddNodeRequest) (*
 		return nil, toStatus(err)
 	}
 	return &peerv1.AddNodeResponse{ClusterId: cid, GossipAddrs: gossip}, nil
+}
+
+// ResetKey implements peerv1.PeerServer: the receiver must lead the shard.
+func (p *PeerServer) ResetKey(ctx context.Context, req *peerv1.PeerResetRequest) (*peerv1.PeerResetResponse, error) {
+	pol, _, err := policy.Decode(req.Policy)
+	if err == nil {
+		err = pol.Validate(math.MaxInt64)
+	}
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("%w: policy: %w", ErrInvalid, err))
+	}
+	n, err := p.node.ResetKey(ctx, int(req.Shard), req.Key, &pol)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &peerv1.PeerResetResponse{States: int32(n)}, nil
 }

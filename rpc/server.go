@@ -46,7 +46,7 @@ func NewServer(node *cluster.Node, peers *Peers, cfg Config) *Server {
 
 // Allow implements pb.RateLimiterServer.
 func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResponse, error) {
-	c, err := parseCheck(req, "", s.cfg.MaxLogLength)
+	c, err := s.parseCheck(req, "")
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -54,7 +54,7 @@ func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return resultToProto(res[0]), nil
+	return resultToProto(c, res[0]), nil
 }
 
 // AllowBatch implements pb.RateLimiterServer. Every request is validated
@@ -67,7 +67,7 @@ func (s *Server) AllowBatch(ctx context.Context, req *pb.AllowBatchRequest) (*pb
 	checks := make([]fsm.Check, len(req.Requests))
 	byShard := map[int][]int{}
 	for i, r := range req.Requests {
-		c, err := parseCheck(r, fmt.Sprintf("requests[%d].", i), s.cfg.MaxLogLength)
+		c, err := s.parseCheck(r, fmt.Sprintf("requests[%d].", i))
 		if err != nil {
 			return nil, toStatus(err)
 		}
@@ -90,7 +90,7 @@ func (s *Server) AllowBatch(ctx context.Context, req *pb.AllowBatchRequest) (*pb
 				if err != nil {
 					out.Results[i] = &pb.AllowBatchItem{Error: &pb.ItemError{Code: uint32(codeOf(err)), Message: err.Error()}}
 				} else {
-					out.Results[i] = &pb.AllowBatchItem{Response: resultToProto(res[j])}
+					out.Results[i] = &pb.AllowBatchItem{Response: resultToProto(checks[i], res[j])}
 				}
 			}
 		}()

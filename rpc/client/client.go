@@ -178,7 +178,7 @@ func (c *Client) Close() error {
 // check validates req locally, with the rules the servers apply (except
 // the sliding-log cap, which is the servers' setting).
 func check(req *pb.AllowRequest, field string) error {
-	if _, err := validate.Request(req, field, math.MaxInt64); err != nil {
+	if _, err := validate.Request(req, field, math.MaxInt64, nil); err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	return nil

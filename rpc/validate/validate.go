@@ -7,6 +7,9 @@ package validate
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/floodgate/floodgate/policy"
@@ -36,32 +39,132 @@ type Check struct {
 	Cost   int64
 }
 
-// Request validates one request with an inline limit. field prefixes error
-// messages ("requests[3]." in a batch) so they name the field exactly;
-// maxLog caps sliding logs (window.DefaultMaxLogLength when 0).
-func Request(req *pb.AllowRequest, field string, maxLog int64) (Check, error) {
+// Resolver finds a named policy, or returns nil.
+type Resolver func(name string) *policy.Policy
+
+// Request validates one request. field prefixes error messages
+// ("requests[3]." in a batch) so they name the field exactly; maxLog caps
+// sliding logs (window.DefaultMaxLogLength when 0). resolve looks named
+// policies up; without one (the SDK, which does not know them) a request
+// naming a policy is checked as far as it can be, and its Check has a nil
+// Policy.
+func Request(req *pb.AllowRequest, field string, maxLog int64, resolve Resolver) (Check, error) {
 	if req == nil {
 		return Check{}, fmt.Errorf("%w: %s: missing", ErrInvalid, trimDot(field))
 	}
-	if req.Key == "" {
-		return Check{}, fmt.Errorf("%w: %skey: must not be empty", ErrInvalid, field)
-	}
-	if len(req.Key) > MaxKeyLen {
-		return Check{}, fmt.Errorf("%w: %skey: %d bytes is longer than %d", ErrInvalid, field, len(req.Key), MaxKeyLen)
-	}
-	l, err := Limit(req.Limit, field+"limit.", maxLog)
+	p, err := requestPolicy(req.Policy, req.Limit, field, maxLog, resolve)
 	if err != nil {
 		return Check{}, err
 	}
-	p := &policy.Policy{Limits: []window.Limit{l}}
+	key, err := Key(req.Key, req.Descriptors, p, field)
+	if err != nil {
+		return Check{}, err
+	}
 	cost := int64(1)
 	if req.Cost != nil {
 		cost = *req.Cost
 	}
-	if err := p.ValidateCost(cost); err != nil {
-		return Check{}, AtField(field, err)
+	if p != nil {
+		if err := p.ValidateCost(cost); err != nil {
+			return Check{}, AtField(field, err)
+		}
+	} else if cost < 0 {
+		return Check{}, fmt.Errorf("%w: %scost: must not be negative, got %d", ErrInvalid, field, cost)
 	}
-	return Check{Key: req.Key, Policy: p, Cost: cost}, nil
+	return Check{Key: key, Policy: p, Cost: cost}, nil
+}
+
+// requestPolicy finds the policy of a request: named, or inline.
+func requestPolicy(name string, limit *pb.Limit, field string, maxLog int64, resolve Resolver) (*policy.Policy, error) {
+	switch {
+	case name != "" && limit != nil:
+		return nil, fmt.Errorf("%w: %slimit: give either a policy or an inline limit, not both", ErrInvalid, field)
+	case name != "":
+		if resolve == nil {
+			return nil, nil
+		}
+		if p := resolve(name); p != nil {
+			return p, nil
+		}
+		return nil, fmt.Errorf("%w: %spolicy: unknown policy %q", ErrInvalid, field, name)
+	}
+	l, err := Limit(limit, field+"limit.", maxLog)
+	if err != nil {
+		return nil, err
+	}
+	return &policy.Policy{Limits: []policy.Limit{{Limit: l}}}, nil
+}
+
+// Key returns the key a request is counted under: key itself, or built
+// from descriptors ("ip=10.0.0.1,user=42") in p's key_by order or sorted
+// by name. Names are letters, digits and _.:-; in values, ',', '=' and '\'
+// are escaped with a backslash, so different descriptors never make the
+// same key.
+func Key(key string, descriptors map[string]string, p *policy.Policy, field string) (string, error) {
+	var keyBy []string
+	if p != nil {
+		keyBy = p.KeyBy
+	}
+	switch {
+	case key != "" && len(descriptors) > 0:
+		return "", fmt.Errorf("%w: %sdescriptors: give either a key or descriptors, not both", ErrInvalid, field)
+	case len(keyBy) > 0 && key != "":
+		return "", fmt.Errorf("%w: %skey: policy %s builds its keys from descriptors %s", ErrInvalid, field, p.Name, strings.Join(keyBy, ", "))
+	case len(descriptors) > 0:
+		names := keyBy
+		if len(names) == 0 {
+			names = slices.Sorted(maps.Keys(descriptors))
+		}
+		var b strings.Builder
+		for i, name := range names {
+			v, ok := descriptors[name]
+			if !ok {
+				return "", fmt.Errorf("%w: %sdescriptors: missing %q (policy %s keys by %s)", ErrInvalid, field, name, p.Name, strings.Join(keyBy, ", "))
+			}
+			if !validName(name) {
+				return "", fmt.Errorf("%w: %sdescriptors: name %q must be letters, digits or _.:-", ErrInvalid, field, name)
+			}
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(name)
+			b.WriteByte('=')
+			for j := 0; j < len(v); j++ {
+				if c := v[j]; c == ',' || c == '=' || c == '\\' {
+					b.WriteByte('\\')
+				}
+				b.WriteByte(v[j])
+			}
+		}
+		if len(descriptors) > len(names) {
+			for name := range descriptors {
+				if !slices.Contains(names, name) {
+					return "", fmt.Errorf("%w: %sdescriptors.%s: policy %s keys by %s only", ErrInvalid, field, name, p.Name, strings.Join(keyBy, ", "))
+				}
+			}
+		}
+		key = b.String()
+	case key == "":
+		return "", fmt.Errorf("%w: %skey: must not be empty", ErrInvalid, field)
+	}
+	if len(key) > MaxKeyLen {
+		return "", fmt.Errorf("%w: %skey: %d bytes is longer than %d", ErrInvalid, field, len(key), MaxKeyLen)
+	}
+	return key, nil
+}
+
+// validName reports whether s is a non-empty run of letters, digits, _.:-
+func validName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // Batch validates the size of a batch.
@@ -132,11 +235,30 @@ func AtField(prefix string, err error) error {
 	if !errors.As(err, &fe) {
 		return fmt.Errorf("%w: %s%v", ErrInvalid, prefix, err)
 	}
-	name := fe.Field
-	if name == "window" {
-		name = "window_ms" // the API's spelling
+	return fmt.Errorf("%w: %s%s: %s", ErrInvalid, prefix, apiPath(fe.Field), fe.Msg)
+}
+
+// apiPath spells a policy or limit field path as the API does: a limit's
+// fields sit under "limit" in a policy ("limits[1].limit.window_ms").
+func apiPath(path string) string {
+	parent, field := "", path
+	if i := strings.LastIndexByte(path, '.'); i >= 0 {
+		parent, field = path[:i], path[i+1:]
 	}
-	return fmt.Errorf("%w: %s%s: %s", ErrInvalid, prefix, name, fe.Msg)
+	switch field {
+	case "window":
+		field = "window_ms"
+	case "algorithm", "limit", "buckets", "calendar", "burst":
+	default:
+		return path
+	}
+	if parent == "" {
+		return field
+	}
+	if parent == "reduced" || strings.HasPrefix(parent, "limits[") {
+		return parent + ".limit." + field
+	}
+	return parent + "." + field
 }
 
 func trimDot(field string) string {

@@ -596,11 +596,427 @@ func (x *LeaveResponse) GetNodeId() string {
 	return ""
 }
 
+type SetPoliciesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Policies      []*Policy              `protobuf:"bytes,1,rep,name=policies,proto3" json:"policies,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPoliciesRequest) Reset() {
+	*x = SetPoliciesRequest{}
+	mi := &file_floodgate_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPoliciesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPoliciesRequest) ProtoMessage() {}
+
+func (x *SetPoliciesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPoliciesRequest.ProtoReflect.Descriptor instead.
+func (*SetPoliciesRequest) Descriptor() ([]byte, []int) {
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SetPoliciesRequest) GetPolicies() []*Policy {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+type SetPoliciesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Names         []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPoliciesResponse) Reset() {
+	*x = SetPoliciesResponse{}
+	mi := &file_floodgate_v1_admin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPoliciesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPoliciesResponse) ProtoMessage() {}
+
+func (x *SetPoliciesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_v1_admin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPoliciesResponse.ProtoReflect.Descriptor instead.
+func (*SetPoliciesResponse) Descriptor() ([]byte, []int) {
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SetPoliciesResponse) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+type GetPolicyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPolicyRequest) Reset() {
+	*x = GetPolicyRequest{}
+	mi := &file_floodgate_v1_admin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPolicyRequest) ProtoMessage() {}
+
+func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_v1_admin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
+func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *GetPolicyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ListPoliciesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPoliciesRequest) Reset() {
+	*x = ListPoliciesRequest{}
+	mi := &file_floodgate_v1_admin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPoliciesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPoliciesRequest) ProtoMessage() {}
+
+func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_v1_admin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
+func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{12}
+}
+
+type ListPoliciesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Policies      []*Policy              `protobuf:"bytes,1,rep,name=policies,proto3" json:"policies,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPoliciesResponse) Reset() {
+	*x = ListPoliciesResponse{}
+	mi := &file_floodgate_v1_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPoliciesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPoliciesResponse) ProtoMessage() {}
+
+func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_v1_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
+func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ListPoliciesResponse) GetPolicies() []*Policy {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+type DeletePolicyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletePolicyRequest) Reset() {
+	*x = DeletePolicyRequest{}
+	mi := &file_floodgate_v1_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePolicyRequest) ProtoMessage() {}
+
+func (x *DeletePolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_v1_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePolicyRequest.ProtoReflect.Descriptor instead.
+func (*DeletePolicyRequest) Descriptor() ([]byte, []int) {
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *DeletePolicyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeletePolicyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletePolicyResponse) Reset() {
+	*x = DeletePolicyResponse{}
+	mi := &file_floodgate_v1_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePolicyResponse) ProtoMessage() {}
+
+func (x *DeletePolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_v1_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePolicyResponse.ProtoReflect.Descriptor instead.
+func (*DeletePolicyResponse) Descriptor() ([]byte, []int) {
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{15}
+}
+
+type ResetKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The named policy whose counts to forget, or an inline limit.
+	Policy string `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	Limit  *Limit `protobuf:"bytes,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The key, or the descriptors it is built from, as in AllowRequest.
+	Key           string            `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Descriptors   map[string]string `protobuf:"bytes,3,rep,name=descriptors,proto3" json:"descriptors,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetKeyRequest) Reset() {
+	*x = ResetKeyRequest{}
+	mi := &file_floodgate_v1_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetKeyRequest) ProtoMessage() {}
+
+func (x *ResetKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_v1_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetKeyRequest.ProtoReflect.Descriptor instead.
+func (*ResetKeyRequest) Descriptor() ([]byte, []int) {
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ResetKeyRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *ResetKeyRequest) GetLimit() *Limit {
+	if x != nil {
+		return x.Limit
+	}
+	return nil
+}
+
+func (x *ResetKeyRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ResetKeyRequest) GetDescriptors() map[string]string {
+	if x != nil {
+		return x.Descriptors
+	}
+	return nil
+}
+
+type ResetKeyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key whose counts were forgotten.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// How many limit states were removed (0 if the key had none).
+	States        int32 `protobuf:"varint,2,opt,name=states,proto3" json:"states,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetKeyResponse) Reset() {
+	*x = ResetKeyResponse{}
+	mi := &file_floodgate_v1_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetKeyResponse) ProtoMessage() {}
+
+func (x *ResetKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_v1_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetKeyResponse.ProtoReflect.Descriptor instead.
+func (*ResetKeyResponse) Descriptor() ([]byte, []int) {
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ResetKeyResponse) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ResetKeyResponse) GetStates() int32 {
+	if x != nil {
+		return x.States
+	}
+	return 0
+}
+
 var File_floodgate_v1_admin_proto protoreflect.FileDescriptor
 
 const file_floodgate_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x18floodgate/v1/admin.proto\x12\ffloodgate.v1\"\x0f\n" +
+	"\x18floodgate/v1/admin.proto\x12\ffloodgate.v1\x1a\x19floodgate/v1/policy.proto\x1a\x1cfloodgate/v1/ratelimit.proto\"\x0f\n" +
 	"\rStatusRequest\"\x8b\x02\n" +
 	"\x0eStatusResponse\x12\x1d\n" +
 	"\n" +
@@ -646,11 +1062,39 @@ const file_floodgate_v1_admin_proto_rawDesc = "" +
 	"\fLeaveRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"(\n" +
 	"\rLeaveResponse\x12\x17\n" +
-	"\anode_id\x18\x01 \x01(\tR\x06nodeId2\xcd\x01\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"F\n" +
+	"\x12SetPoliciesRequest\x120\n" +
+	"\bpolicies\x18\x01 \x03(\v2\x14.floodgate.v1.PolicyR\bpolicies\"+\n" +
+	"\x13SetPoliciesResponse\x12\x14\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\"&\n" +
+	"\x10GetPolicyRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
+	"\x13ListPoliciesRequest\"H\n" +
+	"\x14ListPoliciesResponse\x120\n" +
+	"\bpolicies\x18\x01 \x03(\v2\x14.floodgate.v1.PolicyR\bpolicies\")\n" +
+	"\x13DeletePolicyRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x16\n" +
+	"\x14DeletePolicyResponse\"\xf8\x01\n" +
+	"\x0fResetKeyRequest\x12\x16\n" +
+	"\x06policy\x18\x01 \x01(\tR\x06policy\x12)\n" +
+	"\x05limit\x18\x04 \x01(\v2\x13.floodgate.v1.LimitR\x05limit\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12P\n" +
+	"\vdescriptors\x18\x03 \x03(\v2..floodgate.v1.ResetKeyRequest.DescriptorsEntryR\vdescriptors\x1a>\n" +
+	"\x10DescriptorsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"<\n" +
+	"\x10ResetKeyResponse\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
+	"\x06states\x18\x02 \x01(\x05R\x06states2\xdd\x04\n" +
 	"\x05Admin\x12C\n" +
 	"\x06Status\x12\x1b.floodgate.v1.StatusRequest\x1a\x1c.floodgate.v1.StatusResponse\x12=\n" +
 	"\x04Join\x12\x19.floodgate.v1.JoinRequest\x1a\x1a.floodgate.v1.JoinResponse\x12@\n" +
-	"\x05Leave\x12\x1a.floodgate.v1.LeaveRequest\x1a\x1b.floodgate.v1.LeaveResponseB?Z=github.com/floodgate/floodgate/proto/floodgate/v1;floodgatev1b\x06proto3"
+	"\x05Leave\x12\x1a.floodgate.v1.LeaveRequest\x1a\x1b.floodgate.v1.LeaveResponse\x12R\n" +
+	"\vSetPolicies\x12 .floodgate.v1.SetPoliciesRequest\x1a!.floodgate.v1.SetPoliciesResponse\x12A\n" +
+	"\tGetPolicy\x12\x1e.floodgate.v1.GetPolicyRequest\x1a\x14.floodgate.v1.Policy\x12U\n" +
+	"\fListPolicies\x12!.floodgate.v1.ListPoliciesRequest\x1a\".floodgate.v1.ListPoliciesResponse\x12U\n" +
+	"\fDeletePolicy\x12!.floodgate.v1.DeletePolicyRequest\x1a\".floodgate.v1.DeletePolicyResponse\x12I\n" +
+	"\bResetKey\x12\x1d.floodgate.v1.ResetKeyRequest\x1a\x1e.floodgate.v1.ResetKeyResponseB?Z=github.com/floodgate/floodgate/proto/floodgate/v1;floodgatev1b\x06proto3"
 
 var (
 	file_floodgate_v1_admin_proto_rawDescOnce sync.Once
@@ -664,33 +1108,59 @@ func file_floodgate_v1_admin_proto_rawDescGZIP() []byte {
 	return file_floodgate_v1_admin_proto_rawDescData
 }
 
-var file_floodgate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_floodgate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_floodgate_v1_admin_proto_goTypes = []any{
-	(*StatusRequest)(nil),  // 0: floodgate.v1.StatusRequest
-	(*StatusResponse)(nil), // 1: floodgate.v1.StatusResponse
-	(*NodeStatus)(nil),     // 2: floodgate.v1.NodeStatus
-	(*ShardStatus)(nil),    // 3: floodgate.v1.ShardStatus
-	(*Replica)(nil),        // 4: floodgate.v1.Replica
-	(*JoinRequest)(nil),    // 5: floodgate.v1.JoinRequest
-	(*JoinResponse)(nil),   // 6: floodgate.v1.JoinResponse
-	(*LeaveRequest)(nil),   // 7: floodgate.v1.LeaveRequest
-	(*LeaveResponse)(nil),  // 8: floodgate.v1.LeaveResponse
+	(*StatusRequest)(nil),        // 0: floodgate.v1.StatusRequest
+	(*StatusResponse)(nil),       // 1: floodgate.v1.StatusResponse
+	(*NodeStatus)(nil),           // 2: floodgate.v1.NodeStatus
+	(*ShardStatus)(nil),          // 3: floodgate.v1.ShardStatus
+	(*Replica)(nil),              // 4: floodgate.v1.Replica
+	(*JoinRequest)(nil),          // 5: floodgate.v1.JoinRequest
+	(*JoinResponse)(nil),         // 6: floodgate.v1.JoinResponse
+	(*LeaveRequest)(nil),         // 7: floodgate.v1.LeaveRequest
+	(*LeaveResponse)(nil),        // 8: floodgate.v1.LeaveResponse
+	(*SetPoliciesRequest)(nil),   // 9: floodgate.v1.SetPoliciesRequest
+	(*SetPoliciesResponse)(nil),  // 10: floodgate.v1.SetPoliciesResponse
+	(*GetPolicyRequest)(nil),     // 11: floodgate.v1.GetPolicyRequest
+	(*ListPoliciesRequest)(nil),  // 12: floodgate.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil), // 13: floodgate.v1.ListPoliciesResponse
+	(*DeletePolicyRequest)(nil),  // 14: floodgate.v1.DeletePolicyRequest
+	(*DeletePolicyResponse)(nil), // 15: floodgate.v1.DeletePolicyResponse
+	(*ResetKeyRequest)(nil),      // 16: floodgate.v1.ResetKeyRequest
+	(*ResetKeyResponse)(nil),     // 17: floodgate.v1.ResetKeyResponse
+	nil,                          // 18: floodgate.v1.ResetKeyRequest.DescriptorsEntry
+	(*Policy)(nil),               // 19: floodgate.v1.Policy
+	(*Limit)(nil),                // 20: floodgate.v1.Limit
 }
 var file_floodgate_v1_admin_proto_depIdxs = []int32{
-	2, // 0: floodgate.v1.StatusResponse.nodes:type_name -> floodgate.v1.NodeStatus
-	3, // 1: floodgate.v1.StatusResponse.shard_status:type_name -> floodgate.v1.ShardStatus
-	4, // 2: floodgate.v1.ShardStatus.replicas:type_name -> floodgate.v1.Replica
-	0, // 3: floodgate.v1.Admin.Status:input_type -> floodgate.v1.StatusRequest
-	5, // 4: floodgate.v1.Admin.Join:input_type -> floodgate.v1.JoinRequest
-	7, // 5: floodgate.v1.Admin.Leave:input_type -> floodgate.v1.LeaveRequest
-	1, // 6: floodgate.v1.Admin.Status:output_type -> floodgate.v1.StatusResponse
-	6, // 7: floodgate.v1.Admin.Join:output_type -> floodgate.v1.JoinResponse
-	8, // 8: floodgate.v1.Admin.Leave:output_type -> floodgate.v1.LeaveResponse
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	2,  // 0: floodgate.v1.StatusResponse.nodes:type_name -> floodgate.v1.NodeStatus
+	3,  // 1: floodgate.v1.StatusResponse.shard_status:type_name -> floodgate.v1.ShardStatus
+	4,  // 2: floodgate.v1.ShardStatus.replicas:type_name -> floodgate.v1.Replica
+	19, // 3: floodgate.v1.SetPoliciesRequest.policies:type_name -> floodgate.v1.Policy
+	19, // 4: floodgate.v1.ListPoliciesResponse.policies:type_name -> floodgate.v1.Policy
+	20, // 5: floodgate.v1.ResetKeyRequest.limit:type_name -> floodgate.v1.Limit
+	18, // 6: floodgate.v1.ResetKeyRequest.descriptors:type_name -> floodgate.v1.ResetKeyRequest.DescriptorsEntry
+	0,  // 7: floodgate.v1.Admin.Status:input_type -> floodgate.v1.StatusRequest
+	5,  // 8: floodgate.v1.Admin.Join:input_type -> floodgate.v1.JoinRequest
+	7,  // 9: floodgate.v1.Admin.Leave:input_type -> floodgate.v1.LeaveRequest
+	9,  // 10: floodgate.v1.Admin.SetPolicies:input_type -> floodgate.v1.SetPoliciesRequest
+	11, // 11: floodgate.v1.Admin.GetPolicy:input_type -> floodgate.v1.GetPolicyRequest
+	12, // 12: floodgate.v1.Admin.ListPolicies:input_type -> floodgate.v1.ListPoliciesRequest
+	14, // 13: floodgate.v1.Admin.DeletePolicy:input_type -> floodgate.v1.DeletePolicyRequest
+	16, // 14: floodgate.v1.Admin.ResetKey:input_type -> floodgate.v1.ResetKeyRequest
+	1,  // 15: floodgate.v1.Admin.Status:output_type -> floodgate.v1.StatusResponse
+	6,  // 16: floodgate.v1.Admin.Join:output_type -> floodgate.v1.JoinResponse
+	8,  // 17: floodgate.v1.Admin.Leave:output_type -> floodgate.v1.LeaveResponse
+	10, // 18: floodgate.v1.Admin.SetPolicies:output_type -> floodgate.v1.SetPoliciesResponse
+	19, // 19: floodgate.v1.Admin.GetPolicy:output_type -> floodgate.v1.Policy
+	13, // 20: floodgate.v1.Admin.ListPolicies:output_type -> floodgate.v1.ListPoliciesResponse
+	15, // 21: floodgate.v1.Admin.DeletePolicy:output_type -> floodgate.v1.DeletePolicyResponse
+	17, // 22: floodgate.v1.Admin.ResetKey:output_type -> floodgate.v1.ResetKeyResponse
+	15, // [15:23] is the sub-list for method output_type
+	7,  // [7:15] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_floodgate_v1_admin_proto_init() }
@@ -698,13 +1168,15 @@ func file_floodgate_v1_admin_proto_init() {
 	if File_floodgate_v1_admin_proto != nil {
 		return
 	}
+	file_floodgate_v1_policy_proto_init()
+	file_floodgate_v1_ratelimit_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_floodgate_v1_admin_proto_rawDesc), len(file_floodgate_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

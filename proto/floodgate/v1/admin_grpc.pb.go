@@ -19,9 +19,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_Status_FullMethodName = "/floodgate.v1.Admin/Status"
-	Admin_Join_FullMethodName   = "/floodgate.v1.Admin/Join"
-	Admin_Leave_FullMethodName  = "/floodgate.v1.Admin/Leave"
+	Admin_Status_FullMethodName       = "/floodgate.v1.Admin/Status"
+	Admin_Join_FullMethodName         = "/floodgate.v1.Admin/Join"
+	Admin_Leave_FullMethodName        = "/floodgate.v1.Admin/Leave"
+	Admin_SetPolicies_FullMethodName  = "/floodgate.v1.Admin/SetPolicies"
+	Admin_GetPolicy_FullMethodName    = "/floodgate.v1.Admin/GetPolicy"
+	Admin_ListPolicies_FullMethodName = "/floodgate.v1.Admin/ListPolicies"
+	Admin_DeletePolicy_FullMethodName = "/floodgate.v1.Admin/DeletePolicy"
+	Admin_ResetKey_FullMethodName     = "/floodgate.v1.Admin/ResetKey"
 )
 
 // AdminClient is the client API for Admin service.
@@ -41,6 +46,18 @@ type AdminClient interface {
 	// Leave drains a node: its replicas and leaderships move to other nodes,
 	// then it is removed from the cluster and shuts down.
 	Leave(ctx context.Context, in *LeaveRequest, opts ...grpc.CallOption) (*LeaveResponse, error)
+	// SetPolicies creates or replaces named policies, all or none. They are
+	// stored in the meta Raft group and survive restarts.
+	SetPolicies(ctx context.Context, in *SetPoliciesRequest, opts ...grpc.CallOption) (*SetPoliciesResponse, error)
+	// GetPolicy returns one named policy.
+	GetPolicy(ctx context.Context, in *GetPolicyRequest, opts ...grpc.CallOption) (*Policy, error)
+	// ListPolicies returns every named policy, sorted by name.
+	ListPolicies(ctx context.Context, in *ListPoliciesRequest, opts ...grpc.CallOption) (*ListPoliciesResponse, error)
+	// DeletePolicy removes a named policy; its counters expire on their own.
+	DeletePolicy(ctx context.Context, in *DeletePolicyRequest, opts ...grpc.CallOption) (*DeletePolicyResponse, error)
+	// ResetKey forgets every count of a key under a policy (or an inline
+	// limit), through Raft.
+	ResetKey(ctx context.Context, in *ResetKeyRequest, opts ...grpc.CallOption) (*ResetKeyResponse, error)
 }
 
 type adminClient struct {
@@ -81,6 +98,56 @@ func (c *adminClient) Leave(ctx context.Context, in *LeaveRequest, opts ...grpc.
 	return out, nil
 }
 
+func (c *adminClient) SetPolicies(ctx context.Context, in *SetPoliciesRequest, opts ...grpc.CallOption) (*SetPoliciesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetPoliciesResponse)
+	err := c.cc.Invoke(ctx, Admin_SetPolicies_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) GetPolicy(ctx context.Context, in *GetPolicyRequest, opts ...grpc.CallOption) (*Policy, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Policy)
+	err := c.cc.Invoke(ctx, Admin_GetPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListPolicies(ctx context.Context, in *ListPoliciesRequest, opts ...grpc.CallOption) (*ListPoliciesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPoliciesResponse)
+	err := c.cc.Invoke(ctx, Admin_ListPolicies_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DeletePolicy(ctx context.Context, in *DeletePolicyRequest, opts ...grpc.CallOption) (*DeletePolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeletePolicyResponse)
+	err := c.cc.Invoke(ctx, Admin_DeletePolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ResetKey(ctx context.Context, in *ResetKeyRequest, opts ...grpc.CallOption) (*ResetKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResetKeyResponse)
+	err := c.cc.Invoke(ctx, Admin_ResetKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -98,6 +165,18 @@ type AdminServer interface {
 	// Leave drains a node: its replicas and leaderships move to other nodes,
 	// then it is removed from the cluster and shuts down.
 	Leave(context.Context, *LeaveRequest) (*LeaveResponse, error)
+	// SetPolicies creates or replaces named policies, all or none. They are
+	// stored in the meta Raft group and survive restarts.
+	SetPolicies(context.Context, *SetPoliciesRequest) (*SetPoliciesResponse, error)
+	// GetPolicy returns one named policy.
+	GetPolicy(context.Context, *GetPolicyRequest) (*Policy, error)
+	// ListPolicies returns every named policy, sorted by name.
+	ListPolicies(context.Context, *ListPoliciesRequest) (*ListPoliciesResponse, error)
+	// DeletePolicy removes a named policy; its counters expire on their own.
+	DeletePolicy(context.Context, *DeletePolicyRequest) (*DeletePolicyResponse, error)
+	// ResetKey forgets every count of a key under a policy (or an inline
+	// limit), through Raft.
+	ResetKey(context.Context, *ResetKeyRequest) (*ResetKeyResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -116,6 +195,21 @@ func (UnimplementedAdminServer) Join(context.Context, *JoinRequest) (*JoinRespon
 }
 func (UnimplementedAdminServer) Leave(context.Context, *LeaveRequest) (*LeaveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Leave not implemented")
+}
+func (UnimplementedAdminServer) SetPolicies(context.Context, *SetPoliciesRequest) (*SetPoliciesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetPolicies not implemented")
+}
+func (UnimplementedAdminServer) GetPolicy(context.Context, *GetPolicyRequest) (*Policy, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetPolicy not implemented")
+}
+func (UnimplementedAdminServer) ListPolicies(context.Context, *ListPoliciesRequest) (*ListPoliciesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPolicies not implemented")
+}
+func (UnimplementedAdminServer) DeletePolicy(context.Context, *DeletePolicyRequest) (*DeletePolicyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeletePolicy not implemented")
+}
+func (UnimplementedAdminServer) ResetKey(context.Context, *ResetKeyRequest) (*ResetKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResetKey not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -192,6 +286,96 @@ func _Admin_Leave_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_SetPolicies_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetPoliciesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).SetPolicies(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_SetPolicies_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).SetPolicies(ctx, req.(*SetPoliciesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_GetPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).GetPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_GetPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).GetPolicy(ctx, req.(*GetPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListPolicies_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPoliciesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListPolicies(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListPolicies_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListPolicies(ctx, req.(*ListPoliciesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DeletePolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeletePolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DeletePolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DeletePolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DeletePolicy(ctx, req.(*DeletePolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ResetKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ResetKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ResetKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ResetKey(ctx, req.(*ResetKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -210,6 +394,26 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Leave",
 			Handler:    _Admin_Leave_Handler,
+		},
+		{
+			MethodName: "SetPolicies",
+			Handler:    _Admin_SetPolicies_Handler,
+		},
+		{
+			MethodName: "GetPolicy",
+			Handler:    _Admin_GetPolicy_Handler,
+		},
+		{
+			MethodName: "ListPolicies",
+			Handler:    _Admin_ListPolicies_Handler,
+		},
+		{
+			MethodName: "DeletePolicy",
+			Handler:    _Admin_DeletePolicy_Handler,
+		},
+		{
+			MethodName: "ResetKey",
+			Handler:    _Admin_ResetKey_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

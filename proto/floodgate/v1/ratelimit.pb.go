@@ -246,15 +246,22 @@ func (x *Limit) GetBurst() int64 {
 	return 0
 }
 
-// AllowRequest is one check.
+// AllowRequest is one check: a key (given, or built from descriptors),
+// a named policy or an inline limit, and a cost.
 type AllowRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The key being limited, 1..1024 bytes (a user id, an IP, ...).
 	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	// The limit to apply, given inline.
+	// The limit to apply, given inline. Unset when policy is set.
 	Limit *Limit `protobuf:"bytes,2,opt,name=limit,proto3" json:"limit,omitempty"`
 	// Units to count; 1 when unset. 0 peeks: answers without counting.
-	Cost          *int64 `protobuf:"varint,3,opt,name=cost,proto3,oneof" json:"cost,omitempty"`
+	Cost *int64 `protobuf:"varint,3,opt,name=cost,proto3,oneof" json:"cost,omitempty"`
+	// A named policy (see Admin.SetPolicies) to apply instead of a limit.
+	Policy string `protobuf:"bytes,4,opt,name=policy,proto3" json:"policy,omitempty"`
+	// Descriptors to build the key from instead of key: user=42 and
+	// ip=10.0.0.1 make the key "ip=10.0.0.1,user=42" (in the policy's
+	// key_by order, or sorted by name). The answer shows the key.
+	Descriptors   map[string]string `protobuf:"bytes,5,rep,name=descriptors,proto3" json:"descriptors,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -310,6 +317,20 @@ func (x *AllowRequest) GetCost() int64 {
 	return 0
 }
 
+func (x *AllowRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *AllowRequest) GetDescriptors() map[string]string {
+	if x != nil {
+		return x.Descriptors
+	}
+	return nil
+}
+
 // AllowResponse is the decision for one check.
 type AllowResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -322,7 +343,14 @@ type AllowResponse struct {
 	// When the limit is back to full capacity, Unix milliseconds.
 	ResetAtMs int64 `protobuf:"varint,4,opt,name=reset_at_ms,json=resetAtMs,proto3" json:"reset_at_ms,omitempty"`
 	// When denied: milliseconds until the same request would be admitted.
-	RetryAfterMs  int64 `protobuf:"varint,5,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	RetryAfterMs int64 `protobuf:"varint,5,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	// The limit that decided: its name in the policy, limits[i], or reduced.
+	DecidedBy string `protobuf:"bytes,6,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	// Shadow mode: enforcing the policy would have denied this request
+	// (allowed is still true).
+	WouldDeny bool `protobuf:"varint,7,opt,name=would_deny,json=wouldDeny,proto3" json:"would_deny,omitempty"`
+	// The key the request was counted under.
+	Key           string `protobuf:"bytes,8,opt,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -390,6 +418,27 @@ func (x *AllowResponse) GetRetryAfterMs() int64 {
 		return x.RetryAfterMs
 	}
 	return 0
+}
+
+func (x *AllowResponse) GetDecidedBy() string {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return ""
+}
+
+func (x *AllowResponse) GetWouldDeny() bool {
+	if x != nil {
+		return x.WouldDeny
+	}
+	return false
+}
+
+func (x *AllowResponse) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
 }
 
 // AllowBatchRequest carries up to 1,000 checks.
@@ -602,18 +651,28 @@ const file_floodgate_v1_ratelimit_proto_rawDesc = "" +
 	"\twindow_ms\x18\x03 \x01(\x03R\bwindowMs\x12\x18\n" +
 	"\abuckets\x18\x04 \x01(\x05R\abuckets\x126\n" +
 	"\bcalendar\x18\x05 \x01(\x0e2\x1a.floodgate.v1.CalendarUnitR\bcalendar\x12\x14\n" +
-	"\x05burst\x18\x06 \x01(\x03R\x05burst\"m\n" +
+	"\x05burst\x18\x06 \x01(\x03R\x05burst\"\x94\x02\n" +
 	"\fAllowRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12)\n" +
 	"\x05limit\x18\x02 \x01(\v2\x13.floodgate.v1.LimitR\x05limit\x12\x17\n" +
-	"\x04cost\x18\x03 \x01(\x03H\x00R\x04cost\x88\x01\x01B\a\n" +
-	"\x05_cost\"\xa3\x01\n" +
+	"\x04cost\x18\x03 \x01(\x03H\x00R\x04cost\x88\x01\x01\x12\x16\n" +
+	"\x06policy\x18\x04 \x01(\tR\x06policy\x12M\n" +
+	"\vdescriptors\x18\x05 \x03(\v2+.floodgate.v1.AllowRequest.DescriptorsEntryR\vdescriptors\x1a>\n" +
+	"\x10DescriptorsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\a\n" +
+	"\x05_cost\"\xf3\x01\n" +
 	"\rAllowResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
 	"\tremaining\x18\x03 \x01(\x03R\tremaining\x12\x1e\n" +
 	"\vreset_at_ms\x18\x04 \x01(\x03R\tresetAtMs\x12$\n" +
-	"\x0eretry_after_ms\x18\x05 \x01(\x03R\fretryAfterMs\"K\n" +
+	"\x0eretry_after_ms\x18\x05 \x01(\x03R\fretryAfterMs\x12\x1d\n" +
+	"\n" +
+	"decided_by\x18\x06 \x01(\tR\tdecidedBy\x12\x1d\n" +
+	"\n" +
+	"would_deny\x18\a \x01(\bR\twouldDeny\x12\x10\n" +
+	"\x03key\x18\b \x01(\tR\x03key\"K\n" +
 	"\x11AllowBatchRequest\x126\n" +
 	"\brequests\x18\x01 \x03(\v2\x1a.floodgate.v1.AllowRequestR\brequests\"L\n" +
 	"\x12AllowBatchResponse\x126\n" +
@@ -658,7 +717,7 @@ func file_floodgate_v1_ratelimit_proto_rawDescGZIP() []byte {
 }
 
 var file_floodgate_v1_ratelimit_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_floodgate_v1_ratelimit_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_floodgate_v1_ratelimit_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_floodgate_v1_ratelimit_proto_goTypes = []any{
 	(Algorithm)(0),             // 0: floodgate.v1.Algorithm
 	(CalendarUnit)(0),          // 1: floodgate.v1.CalendarUnit
@@ -669,24 +728,26 @@ var file_floodgate_v1_ratelimit_proto_goTypes = []any{
 	(*AllowBatchResponse)(nil), // 6: floodgate.v1.AllowBatchResponse
 	(*AllowBatchItem)(nil),     // 7: floodgate.v1.AllowBatchItem
 	(*ItemError)(nil),          // 8: floodgate.v1.ItemError
+	nil,                        // 9: floodgate.v1.AllowRequest.DescriptorsEntry
 }
 var file_floodgate_v1_ratelimit_proto_depIdxs = []int32{
-	0, // 0: floodgate.v1.Limit.algorithm:type_name -> floodgate.v1.Algorithm
-	1, // 1: floodgate.v1.Limit.calendar:type_name -> floodgate.v1.CalendarUnit
-	2, // 2: floodgate.v1.AllowRequest.limit:type_name -> floodgate.v1.Limit
-	3, // 3: floodgate.v1.AllowBatchRequest.requests:type_name -> floodgate.v1.AllowRequest
-	7, // 4: floodgate.v1.AllowBatchResponse.results:type_name -> floodgate.v1.AllowBatchItem
-	4, // 5: floodgate.v1.AllowBatchItem.response:type_name -> floodgate.v1.AllowResponse
-	8, // 6: floodgate.v1.AllowBatchItem.error:type_name -> floodgate.v1.ItemError
-	3, // 7: floodgate.v1.RateLimiter.Allow:input_type -> floodgate.v1.AllowRequest
-	5, // 8: floodgate.v1.RateLimiter.AllowBatch:input_type -> floodgate.v1.AllowBatchRequest
-	4, // 9: floodgate.v1.RateLimiter.Allow:output_type -> floodgate.v1.AllowResponse
-	6, // 10: floodgate.v1.RateLimiter.AllowBatch:output_type -> floodgate.v1.AllowBatchResponse
-	9, // [9:11] is the sub-list for method output_type
-	7, // [7:9] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	0,  // 0: floodgate.v1.Limit.algorithm:type_name -> floodgate.v1.Algorithm
+	1,  // 1: floodgate.v1.Limit.calendar:type_name -> floodgate.v1.CalendarUnit
+	2,  // 2: floodgate.v1.AllowRequest.limit:type_name -> floodgate.v1.Limit
+	9,  // 3: floodgate.v1.AllowRequest.descriptors:type_name -> floodgate.v1.AllowRequest.DescriptorsEntry
+	3,  // 4: floodgate.v1.AllowBatchRequest.requests:type_name -> floodgate.v1.AllowRequest
+	7,  // 5: floodgate.v1.AllowBatchResponse.results:type_name -> floodgate.v1.AllowBatchItem
+	4,  // 6: floodgate.v1.AllowBatchItem.response:type_name -> floodgate.v1.AllowResponse
+	8,  // 7: floodgate.v1.AllowBatchItem.error:type_name -> floodgate.v1.ItemError
+	3,  // 8: floodgate.v1.RateLimiter.Allow:input_type -> floodgate.v1.AllowRequest
+	5,  // 9: floodgate.v1.RateLimiter.AllowBatch:input_type -> floodgate.v1.AllowBatchRequest
+	4,  // 10: floodgate.v1.RateLimiter.Allow:output_type -> floodgate.v1.AllowResponse
+	6,  // 11: floodgate.v1.RateLimiter.AllowBatch:output_type -> floodgate.v1.AllowBatchResponse
+	10, // [10:12] is the sub-list for method output_type
+	8,  // [8:10] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_floodgate_v1_ratelimit_proto_init() }
@@ -701,7 +762,7 @@ func file_floodgate_v1_ratelimit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_floodgate_v1_ratelimit_proto_rawDesc), len(file_floodgate_v1_ratelimit_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

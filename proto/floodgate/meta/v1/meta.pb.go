@@ -502,21 +502,114 @@ func (x *ShardReport) GetReplicas() []*Replica {
 	return nil
 }
 
+// SetPolicies creates or replaces named policies, all or none. Each is
+// the policy package's binary encoding (the form shard log entries carry).
+type SetPolicies struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Policies      [][]byte               `protobuf:"bytes,1,rep,name=policies,proto3" json:"policies,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPolicies) Reset() {
+	*x = SetPolicies{}
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPolicies) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPolicies) ProtoMessage() {}
+
+func (x *SetPolicies) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPolicies.ProtoReflect.Descriptor instead.
+func (*SetPolicies) Descriptor() ([]byte, []int) {
+	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SetPolicies) GetPolicies() [][]byte {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+// DeletePolicy removes a named policy.
+type DeletePolicy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletePolicy) Reset() {
+	*x = DeletePolicy{}
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePolicy) ProtoMessage() {}
+
+func (x *DeletePolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePolicy.ProtoReflect.Descriptor instead.
+func (*DeletePolicy) Descriptor() ([]byte, []int) {
+	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DeletePolicy) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 // State is the whole meta state, as written in a snapshot.
 type State struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClusterId     string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	Shards        uint32                 `protobuf:"varint,2,opt,name=shards,proto3" json:"shards,omitempty"`
-	Replicas      uint32                 `protobuf:"varint,3,opt,name=replicas,proto3" json:"replicas,omitempty"`
-	Nodes         []*Node                `protobuf:"bytes,4,rep,name=nodes,proto3" json:"nodes,omitempty"`
-	ShardReports  []*ShardReport         `protobuf:"bytes,5,rep,name=shard_reports,json=shardReports,proto3" json:"shard_reports,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId    string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Shards       uint32                 `protobuf:"varint,2,opt,name=shards,proto3" json:"shards,omitempty"`
+	Replicas     uint32                 `protobuf:"varint,3,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	Nodes        []*Node                `protobuf:"bytes,4,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	ShardReports []*ShardReport         `protobuf:"bytes,5,rep,name=shard_reports,json=shardReports,proto3" json:"shard_reports,omitempty"`
+	// Policies sorted by name, each in the policy binary encoding.
+	Policies      [][]byte `protobuf:"bytes,6,rep,name=policies,proto3" json:"policies,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[7]
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -528,7 +621,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[7]
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -541,7 +634,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{7}
+	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *State) GetClusterId() string {
@@ -575,6 +668,13 @@ func (x *State) GetNodes() []*Node {
 func (x *State) GetShardReports() []*ShardReport {
 	if x != nil {
 		return x.ShardReports
+	}
+	return nil
+}
+
+func (x *State) GetPolicies() [][]byte {
+	if x != nil {
+		return x.Policies
 	}
 	return nil
 }
@@ -614,14 +714,19 @@ const file_floodgate_meta_v1_meta_proto_rawDesc = "" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\tR\x06leader\x12\x12\n" +
 	"\x04term\x18\x03 \x01(\x04R\x04term\x126\n" +
-	"\breplicas\x18\x04 \x03(\v2\x1a.floodgate.meta.v1.ReplicaR\breplicas\"\xce\x01\n" +
+	"\breplicas\x18\x04 \x03(\v2\x1a.floodgate.meta.v1.ReplicaR\breplicas\")\n" +
+	"\vSetPolicies\x12\x1a\n" +
+	"\bpolicies\x18\x01 \x03(\fR\bpolicies\"\"\n" +
+	"\fDeletePolicy\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xea\x01\n" +
 	"\x05State\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x16\n" +
 	"\x06shards\x18\x02 \x01(\rR\x06shards\x12\x1a\n" +
 	"\breplicas\x18\x03 \x01(\rR\breplicas\x12-\n" +
 	"\x05nodes\x18\x04 \x03(\v2\x17.floodgate.meta.v1.NodeR\x05nodes\x12C\n" +
-	"\rshard_reports\x18\x05 \x03(\v2\x1e.floodgate.meta.v1.ShardReportR\fshardReports*k\n" +
+	"\rshard_reports\x18\x05 \x03(\v2\x1e.floodgate.meta.v1.ShardReportR\fshardReports\x12\x1a\n" +
+	"\bpolicies\x18\x06 \x03(\fR\bpolicies*k\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11NODE_STATE_ACTIVE\x10\x01\x12\x16\n" +
@@ -641,7 +746,7 @@ func file_floodgate_meta_v1_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_floodgate_meta_v1_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_floodgate_meta_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_floodgate_meta_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_floodgate_meta_v1_meta_proto_goTypes = []any{
 	(NodeState)(0),       // 0: floodgate.meta.v1.NodeState
 	(*Node)(nil),         // 1: floodgate.meta.v1.Node
@@ -651,7 +756,9 @@ var file_floodgate_meta_v1_meta_proto_goTypes = []any{
 	(*RemoveNode)(nil),   // 5: floodgate.meta.v1.RemoveNode
 	(*Replica)(nil),      // 6: floodgate.meta.v1.Replica
 	(*ShardReport)(nil),  // 7: floodgate.meta.v1.ShardReport
-	(*State)(nil),        // 8: floodgate.meta.v1.State
+	(*SetPolicies)(nil),  // 8: floodgate.meta.v1.SetPolicies
+	(*DeletePolicy)(nil), // 9: floodgate.meta.v1.DeletePolicy
+	(*State)(nil),        // 10: floodgate.meta.v1.State
 }
 var file_floodgate_meta_v1_meta_proto_depIdxs = []int32{
 	0, // 0: floodgate.meta.v1.Node.state:type_name -> floodgate.meta.v1.NodeState
@@ -678,7 +785,7 @@ func file_floodgate_meta_v1_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_floodgate_meta_v1_meta_proto_rawDesc), len(file_floodgate_meta_v1_meta_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -76,7 +76,112 @@ func (x ForwardResult_Code) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ForwardResult_Code.Descriptor instead.
 func (ForwardResult_Code) EnumDescriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{2, 0}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{4, 0}
+}
+
+type PeerResetRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Shard uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	Key   string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// The policy in its binary encoding.
+	Policy        []byte `protobuf:"bytes,3,opt,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerResetRequest) Reset() {
+	*x = PeerResetRequest{}
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerResetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerResetRequest) ProtoMessage() {}
+
+func (x *PeerResetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerResetRequest.ProtoReflect.Descriptor instead.
+func (*PeerResetRequest) Descriptor() ([]byte, []int) {
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *PeerResetRequest) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *PeerResetRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *PeerResetRequest) GetPolicy() []byte {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+type PeerResetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	States        int32                  `protobuf:"varint,1,opt,name=states,proto3" json:"states,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerResetResponse) Reset() {
+	*x = PeerResetResponse{}
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerResetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerResetResponse) ProtoMessage() {}
+
+func (x *PeerResetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerResetResponse.ProtoReflect.Descriptor instead.
+func (*PeerResetResponse) Descriptor() ([]byte, []int) {
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PeerResetResponse) GetStates() int32 {
+	if x != nil {
+		return x.States
+	}
+	return 0
 }
 
 // ForwardCheck is a validated check routed to its shard leader. The policy
@@ -94,7 +199,7 @@ type ForwardCheck struct {
 
 func (x *ForwardCheck) Reset() {
 	*x = ForwardCheck{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[0]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -106,7 +211,7 @@ func (x *ForwardCheck) String() string {
 func (*ForwardCheck) ProtoMessage() {}
 
 func (x *ForwardCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[0]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -119,7 +224,7 @@ func (x *ForwardCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardCheck.ProtoReflect.Descriptor instead.
 func (*ForwardCheck) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{0}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ForwardCheck) GetShard() uint32 {
@@ -159,7 +264,7 @@ type ForwardRequest struct {
 
 func (x *ForwardRequest) Reset() {
 	*x = ForwardRequest{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[1]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -171,7 +276,7 @@ func (x *ForwardRequest) String() string {
 func (*ForwardRequest) ProtoMessage() {}
 
 func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[1]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -184,7 +289,7 @@ func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardRequest.ProtoReflect.Descriptor instead.
 func (*ForwardRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{1}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ForwardRequest) GetChecks() []*ForwardCheck {
@@ -210,7 +315,7 @@ type ForwardResult struct {
 
 func (x *ForwardResult) Reset() {
 	*x = ForwardResult{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[2]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -222,7 +327,7 @@ func (x *ForwardResult) String() string {
 func (*ForwardResult) ProtoMessage() {}
 
 func (x *ForwardResult) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[2]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -235,7 +340,7 @@ func (x *ForwardResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardResult.ProtoReflect.Descriptor instead.
 func (*ForwardResult) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{2}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ForwardResult) GetCode() ForwardResult_Code {
@@ -282,13 +387,15 @@ type Decision struct {
 	Remaining     int64                  `protobuf:"varint,4,opt,name=remaining,proto3" json:"remaining,omitempty"`
 	ResetAt       int64                  `protobuf:"varint,5,opt,name=reset_at,json=resetAt,proto3" json:"reset_at,omitempty"`
 	RetryAfter    int64                  `protobuf:"varint,6,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	WouldDeny     bool                   `protobuf:"varint,7,opt,name=would_deny,json=wouldDeny,proto3" json:"would_deny,omitempty"`
+	Outcome       uint32                 `protobuf:"varint,8,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[3]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -300,7 +407,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[3]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -313,7 +420,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{3}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Decision) GetAllowed() bool {
@@ -358,6 +465,20 @@ func (x *Decision) GetRetryAfter() int64 {
 	return 0
 }
 
+func (x *Decision) GetWouldDeny() bool {
+	if x != nil {
+		return x.WouldDeny
+	}
+	return false
+}
+
+func (x *Decision) GetOutcome() uint32 {
+	if x != nil {
+		return x.Outcome
+	}
+	return 0
+}
+
 type ForwardResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Results       []*ForwardResult       `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
@@ -367,7 +488,7 @@ type ForwardResponse struct {
 
 func (x *ForwardResponse) Reset() {
 	*x = ForwardResponse{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[4]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -379,7 +500,7 @@ func (x *ForwardResponse) String() string {
 func (*ForwardResponse) ProtoMessage() {}
 
 func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[4]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -392,7 +513,7 @@ func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardResponse.ProtoReflect.Descriptor instead.
 func (*ForwardResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{4}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ForwardResponse) GetResults() []*ForwardResult {
@@ -412,7 +533,7 @@ type ApplyMetaRequest struct {
 
 func (x *ApplyMetaRequest) Reset() {
 	*x = ApplyMetaRequest{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[5]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -424,7 +545,7 @@ func (x *ApplyMetaRequest) String() string {
 func (*ApplyMetaRequest) ProtoMessage() {}
 
 func (x *ApplyMetaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[5]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -437,7 +558,7 @@ func (x *ApplyMetaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyMetaRequest.ProtoReflect.Descriptor instead.
 func (*ApplyMetaRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{5}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ApplyMetaRequest) GetCommand() []byte {
@@ -455,7 +576,7 @@ type ApplyMetaResponse struct {
 
 func (x *ApplyMetaResponse) Reset() {
 	*x = ApplyMetaResponse{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[6]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -467,7 +588,7 @@ func (x *ApplyMetaResponse) String() string {
 func (*ApplyMetaResponse) ProtoMessage() {}
 
 func (x *ApplyMetaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[6]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -480,7 +601,7 @@ func (x *ApplyMetaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyMetaResponse.ProtoReflect.Descriptor instead.
 func (*ApplyMetaResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{6}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{8}
 }
 
 type ShardProgressRequest struct {
@@ -494,7 +615,7 @@ type ShardProgressRequest struct {
 
 func (x *ShardProgressRequest) Reset() {
 	*x = ShardProgressRequest{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[7]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -506,7 +627,7 @@ func (x *ShardProgressRequest) String() string {
 func (*ShardProgressRequest) ProtoMessage() {}
 
 func (x *ShardProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[7]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -519,7 +640,7 @@ func (x *ShardProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardProgressRequest.ProtoReflect.Descriptor instead.
 func (*ShardProgressRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{7}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ShardProgressRequest) GetShard() uint32 {
@@ -548,7 +669,7 @@ type ShardProgressResponse struct {
 
 func (x *ShardProgressResponse) Reset() {
 	*x = ShardProgressResponse{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -560,7 +681,7 @@ func (x *ShardProgressResponse) String() string {
 func (*ShardProgressResponse) ProtoMessage() {}
 
 func (x *ShardProgressResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -573,7 +694,7 @@ func (x *ShardProgressResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardProgressResponse.ProtoReflect.Descriptor instead.
 func (*ShardProgressResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{8}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ShardProgressResponse) GetPresent() bool {
@@ -605,7 +726,7 @@ type HelloRequest struct {
 
 func (x *HelloRequest) Reset() {
 	*x = HelloRequest{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +738,7 @@ func (x *HelloRequest) String() string {
 func (*HelloRequest) ProtoMessage() {}
 
 func (x *HelloRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +751,7 @@ func (x *HelloRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HelloRequest.ProtoReflect.Descriptor instead.
 func (*HelloRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{9}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{11}
 }
 
 type HelloResponse struct {
@@ -646,7 +767,7 @@ type HelloResponse struct {
 
 func (x *HelloResponse) Reset() {
 	*x = HelloResponse{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -658,7 +779,7 @@ func (x *HelloResponse) String() string {
 func (*HelloResponse) ProtoMessage() {}
 
 func (x *HelloResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -671,7 +792,7 @@ func (x *HelloResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HelloResponse.ProtoReflect.Descriptor instead.
 func (*HelloResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{10}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HelloResponse) GetNode() *v1.Node {
@@ -705,7 +826,7 @@ type JoinClusterRequest struct {
 
 func (x *JoinClusterRequest) Reset() {
 	*x = JoinClusterRequest{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -717,7 +838,7 @@ func (x *JoinClusterRequest) String() string {
 func (*JoinClusterRequest) ProtoMessage() {}
 
 func (x *JoinClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -730,7 +851,7 @@ func (x *JoinClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinClusterRequest.ProtoReflect.Descriptor instead.
 func (*JoinClusterRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{11}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *JoinClusterRequest) GetAddrs() []string {
@@ -749,7 +870,7 @@ type JoinClusterResponse struct {
 
 func (x *JoinClusterResponse) Reset() {
 	*x = JoinClusterResponse{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[12]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -761,7 +882,7 @@ func (x *JoinClusterResponse) String() string {
 func (*JoinClusterResponse) ProtoMessage() {}
 
 func (x *JoinClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[12]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -774,7 +895,7 @@ func (x *JoinClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinClusterResponse.ProtoReflect.Descriptor instead.
 func (*JoinClusterResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{12}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *JoinClusterResponse) GetClusterId() string {
@@ -793,7 +914,7 @@ type AddNodeRequest struct {
 
 func (x *AddNodeRequest) Reset() {
 	*x = AddNodeRequest{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[13]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +926,7 @@ func (x *AddNodeRequest) String() string {
 func (*AddNodeRequest) ProtoMessage() {}
 
 func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[13]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +939,7 @@ func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
 func (*AddNodeRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{13}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AddNodeRequest) GetNode() *v1.Node {
@@ -839,7 +960,7 @@ type AddNodeResponse struct {
 
 func (x *AddNodeResponse) Reset() {
 	*x = AddNodeResponse{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[14]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +972,7 @@ func (x *AddNodeResponse) String() string {
 func (*AddNodeResponse) ProtoMessage() {}
 
 func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[14]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +985,7 @@ func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeResponse.ProtoReflect.Descriptor instead.
 func (*AddNodeResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{14}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AddNodeResponse) GetClusterId() string {
@@ -885,7 +1006,13 @@ var File_floodgate_peer_v1_peer_proto protoreflect.FileDescriptor
 
 const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x1cfloodgate/peer/v1/peer.proto\x12\x11floodgate.peer.v1\x1a\x1cfloodgate/meta/v1/meta.proto\"b\n" +
+	"\x1cfloodgate/peer/v1/peer.proto\x12\x11floodgate.peer.v1\x1a\x1cfloodgate/meta/v1/meta.proto\"R\n" +
+	"\x10PeerResetRequest\x12\x14\n" +
+	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n" +
+	"\x06policy\x18\x03 \x01(\fR\x06policy\"+\n" +
+	"\x11PeerResetResponse\x12\x16\n" +
+	"\x06states\x18\x01 \x01(\x05R\x06states\"b\n" +
 	"\fForwardCheck\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n" +
@@ -904,7 +1031,7 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"\x02OK\x10\x00\x12\x0e\n" +
 	"\n" +
 	"NOT_LEADER\x10\x01\x12\x0f\n" +
-	"\vUNAVAILABLE\x10\x02\"\xae\x01\n" +
+	"\vUNAVAILABLE\x10\x02\"\xe7\x01\n" +
 	"\bDecision\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x18\n" +
 	"\adecider\x18\x02 \x01(\x05R\adecider\x12\x14\n" +
@@ -912,7 +1039,10 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"\tremaining\x18\x04 \x01(\x03R\tremaining\x12\x19\n" +
 	"\breset_at\x18\x05 \x01(\x03R\aresetAt\x12\x1f\n" +
 	"\vretry_after\x18\x06 \x01(\x03R\n" +
-	"retryAfter\"M\n" +
+	"retryAfter\x12\x1d\n" +
+	"\n" +
+	"would_deny\x18\a \x01(\bR\twouldDeny\x12\x18\n" +
+	"\aoutcome\x18\b \x01(\rR\aoutcome\"M\n" +
 	"\x0fForwardResponse\x12:\n" +
 	"\aresults\x18\x01 \x03(\v2 .floodgate.peer.v1.ForwardResultR\aresults\",\n" +
 	"\x10ApplyMetaRequest\x12\x18\n" +
@@ -942,14 +1072,15 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"\x0fAddNodeResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12!\n" +
-	"\fgossip_addrs\x18\x02 \x03(\tR\vgossipAddrs2\x90\x04\n" +
+	"\fgossip_addrs\x18\x02 \x03(\tR\vgossipAddrs2\xe7\x04\n" +
 	"\x04Peer\x12P\n" +
 	"\aForward\x12!.floodgate.peer.v1.ForwardRequest\x1a\".floodgate.peer.v1.ForwardResponse\x12V\n" +
 	"\tApplyMeta\x12#.floodgate.peer.v1.ApplyMetaRequest\x1a$.floodgate.peer.v1.ApplyMetaResponse\x12b\n" +
 	"\rShardProgress\x12'.floodgate.peer.v1.ShardProgressRequest\x1a(.floodgate.peer.v1.ShardProgressResponse\x12J\n" +
 	"\x05Hello\x12\x1f.floodgate.peer.v1.HelloRequest\x1a .floodgate.peer.v1.HelloResponse\x12\\\n" +
 	"\vJoinCluster\x12%.floodgate.peer.v1.JoinClusterRequest\x1a&.floodgate.peer.v1.JoinClusterResponse\x12P\n" +
-	"\aAddNode\x12!.floodgate.peer.v1.AddNodeRequest\x1a\".floodgate.peer.v1.AddNodeResponseB?Z=github.com/floodgate/floodgate/proto/floodgate/peer/v1;peerv1b\x06proto3"
+	"\aAddNode\x12!.floodgate.peer.v1.AddNodeRequest\x1a\".floodgate.peer.v1.AddNodeResponse\x12U\n" +
+	"\bResetKey\x12#.floodgate.peer.v1.PeerResetRequest\x1a$.floodgate.peer.v1.PeerResetResponseB?Z=github.com/floodgate/floodgate/proto/floodgate/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_floodgate_peer_v1_peer_proto_rawDescOnce sync.Once
@@ -964,47 +1095,51 @@ func file_floodgate_peer_v1_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_floodgate_peer_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_floodgate_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_floodgate_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_floodgate_peer_v1_peer_proto_goTypes = []any{
 	(ForwardResult_Code)(0),       // 0: floodgate.peer.v1.ForwardResult.Code
-	(*ForwardCheck)(nil),          // 1: floodgate.peer.v1.ForwardCheck
-	(*ForwardRequest)(nil),        // 2: floodgate.peer.v1.ForwardRequest
-	(*ForwardResult)(nil),         // 3: floodgate.peer.v1.ForwardResult
-	(*Decision)(nil),              // 4: floodgate.peer.v1.Decision
-	(*ForwardResponse)(nil),       // 5: floodgate.peer.v1.ForwardResponse
-	(*ApplyMetaRequest)(nil),      // 6: floodgate.peer.v1.ApplyMetaRequest
-	(*ApplyMetaResponse)(nil),     // 7: floodgate.peer.v1.ApplyMetaResponse
-	(*ShardProgressRequest)(nil),  // 8: floodgate.peer.v1.ShardProgressRequest
-	(*ShardProgressResponse)(nil), // 9: floodgate.peer.v1.ShardProgressResponse
-	(*HelloRequest)(nil),          // 10: floodgate.peer.v1.HelloRequest
-	(*HelloResponse)(nil),         // 11: floodgate.peer.v1.HelloResponse
-	(*JoinClusterRequest)(nil),    // 12: floodgate.peer.v1.JoinClusterRequest
-	(*JoinClusterResponse)(nil),   // 13: floodgate.peer.v1.JoinClusterResponse
-	(*AddNodeRequest)(nil),        // 14: floodgate.peer.v1.AddNodeRequest
-	(*AddNodeResponse)(nil),       // 15: floodgate.peer.v1.AddNodeResponse
-	(*v1.Node)(nil),               // 16: floodgate.meta.v1.Node
+	(*PeerResetRequest)(nil),      // 1: floodgate.peer.v1.PeerResetRequest
+	(*PeerResetResponse)(nil),     // 2: floodgate.peer.v1.PeerResetResponse
+	(*ForwardCheck)(nil),          // 3: floodgate.peer.v1.ForwardCheck
+	(*ForwardRequest)(nil),        // 4: floodgate.peer.v1.ForwardRequest
+	(*ForwardResult)(nil),         // 5: floodgate.peer.v1.ForwardResult
+	(*Decision)(nil),              // 6: floodgate.peer.v1.Decision
+	(*ForwardResponse)(nil),       // 7: floodgate.peer.v1.ForwardResponse
+	(*ApplyMetaRequest)(nil),      // 8: floodgate.peer.v1.ApplyMetaRequest
+	(*ApplyMetaResponse)(nil),     // 9: floodgate.peer.v1.ApplyMetaResponse
+	(*ShardProgressRequest)(nil),  // 10: floodgate.peer.v1.ShardProgressRequest
+	(*ShardProgressResponse)(nil), // 11: floodgate.peer.v1.ShardProgressResponse
+	(*HelloRequest)(nil),          // 12: floodgate.peer.v1.HelloRequest
+	(*HelloResponse)(nil),         // 13: floodgate.peer.v1.HelloResponse
+	(*JoinClusterRequest)(nil),    // 14: floodgate.peer.v1.JoinClusterRequest
+	(*JoinClusterResponse)(nil),   // 15: floodgate.peer.v1.JoinClusterResponse
+	(*AddNodeRequest)(nil),        // 16: floodgate.peer.v1.AddNodeRequest
+	(*AddNodeResponse)(nil),       // 17: floodgate.peer.v1.AddNodeResponse
+	(*v1.Node)(nil),               // 18: floodgate.meta.v1.Node
 }
 var file_floodgate_peer_v1_peer_proto_depIdxs = []int32{
-	1,  // 0: floodgate.peer.v1.ForwardRequest.checks:type_name -> floodgate.peer.v1.ForwardCheck
+	3,  // 0: floodgate.peer.v1.ForwardRequest.checks:type_name -> floodgate.peer.v1.ForwardCheck
 	0,  // 1: floodgate.peer.v1.ForwardResult.code:type_name -> floodgate.peer.v1.ForwardResult.Code
-	4,  // 2: floodgate.peer.v1.ForwardResult.decision:type_name -> floodgate.peer.v1.Decision
-	3,  // 3: floodgate.peer.v1.ForwardResponse.results:type_name -> floodgate.peer.v1.ForwardResult
-	16, // 4: floodgate.peer.v1.HelloResponse.node:type_name -> floodgate.meta.v1.Node
-	16, // 5: floodgate.peer.v1.AddNodeRequest.node:type_name -> floodgate.meta.v1.Node
-	2,  // 6: floodgate.peer.v1.Peer.Forward:input_type -> floodgate.peer.v1.ForwardRequest
-	6,  // 7: floodgate.peer.v1.Peer.ApplyMeta:input_type -> floodgate.peer.v1.ApplyMetaRequest
-	8,  // 8: floodgate.peer.v1.Peer.ShardProgress:input_type -> floodgate.peer.v1.ShardProgressRequest
-	10, // 9: floodgate.peer.v1.Peer.Hello:input_type -> floodgate.peer.v1.HelloRequest
-	12, // 10: floodgate.peer.v1.Peer.JoinCluster:input_type -> floodgate.peer.v1.JoinClusterRequest
-	14, // 11: floodgate.peer.v1.Peer.AddNode:input_type -> floodgate.peer.v1.AddNodeRequest
-	5,  // 12: floodgate.peer.v1.Peer.Forward:output_type -> floodgate.peer.v1.ForwardResponse
-	7,  // 13: floodgate.peer.v1.Peer.ApplyMeta:output_type -> floodgate.peer.v1.ApplyMetaResponse
-	9,  // 14: floodgate.peer.v1.Peer.ShardProgress:output_type -> floodgate.peer.v1.ShardProgressResponse
-	11, // 15: floodgate.peer.v1.Peer.Hello:output_type -> floodgate.peer.v1.HelloResponse
-	13, // 16: floodgate.peer.v1.Peer.JoinCluster:output_type -> floodgate.peer.v1.JoinClusterResponse
-	15, // 17: floodgate.peer.v1.Peer.AddNode:output_type -> floodgate.peer.v1.AddNodeResponse
-	12, // [12:18] is the sub-list for method output_type
-	6,  // [6:12] is the sub-list for method input_type
+	6,  // 2: floodgate.peer.v1.ForwardResult.decision:type_name -> floodgate.peer.v1.Decision
+	5,  // 3: floodgate.peer.v1.ForwardResponse.results:type_name -> floodgate.peer.v1.ForwardResult
+	18, // 4: floodgate.peer.v1.HelloResponse.node:type_name -> floodgate.meta.v1.Node
+	18, // 5: floodgate.peer.v1.AddNodeRequest.node:type_name -> floodgate.meta.v1.Node
+	4,  // 6: floodgate.peer.v1.Peer.Forward:input_type -> floodgate.peer.v1.ForwardRequest
+	8,  // 7: floodgate.peer.v1.Peer.ApplyMeta:input_type -> floodgate.peer.v1.ApplyMetaRequest
+	10, // 8: floodgate.peer.v1.Peer.ShardProgress:input_type -> floodgate.peer.v1.ShardProgressRequest
+	12, // 9: floodgate.peer.v1.Peer.Hello:input_type -> floodgate.peer.v1.HelloRequest
+	14, // 10: floodgate.peer.v1.Peer.JoinCluster:input_type -> floodgate.peer.v1.JoinClusterRequest
+	16, // 11: floodgate.peer.v1.Peer.AddNode:input_type -> floodgate.peer.v1.AddNodeRequest
+	1,  // 12: floodgate.peer.v1.Peer.ResetKey:input_type -> floodgate.peer.v1.PeerResetRequest
+	7,  // 13: floodgate.peer.v1.Peer.Forward:output_type -> floodgate.peer.v1.ForwardResponse
+	9,  // 14: floodgate.peer.v1.Peer.ApplyMeta:output_type -> floodgate.peer.v1.ApplyMetaResponse
+	11, // 15: floodgate.peer.v1.Peer.ShardProgress:output_type -> floodgate.peer.v1.ShardProgressResponse
+	13, // 16: floodgate.peer.v1.Peer.Hello:output_type -> floodgate.peer.v1.HelloResponse
+	15, // 17: floodgate.peer.v1.Peer.JoinCluster:output_type -> floodgate.peer.v1.JoinClusterResponse
+	17, // 18: floodgate.peer.v1.Peer.AddNode:output_type -> floodgate.peer.v1.AddNodeResponse
+	2,  // 19: floodgate.peer.v1.Peer.ResetKey:output_type -> floodgate.peer.v1.PeerResetResponse
+	13, // [13:20] is the sub-list for method output_type
+	6,  // [6:13] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -1021,7 +1156,7 @@ func file_floodgate_peer_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_floodgate_peer_v1_peer_proto_rawDesc), len(file_floodgate_peer_v1_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

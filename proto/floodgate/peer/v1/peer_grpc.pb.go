@@ -29,6 +29,7 @@ const (
 	Peer_Hello_FullMethodName         = "/floodgate.peer.v1.Peer/Hello"
 	Peer_JoinCluster_FullMethodName   = "/floodgate.peer.v1.Peer/JoinCluster"
 	Peer_AddNode_FullMethodName       = "/floodgate.peer.v1.Peer/AddNode"
+	Peer_ResetKey_FullMethodName      = "/floodgate.peer.v1.Peer/ResetKey"
 )
 
 // PeerClient is the client API for Peer service.
@@ -50,6 +51,8 @@ type PeerClient interface {
 	JoinCluster(ctx context.Context, in *JoinClusterRequest, opts ...grpc.CallOption) (*JoinClusterResponse, error)
 	// AddNode adds a node to the cluster; served by the meta leader.
 	AddNode(ctx context.Context, in *AddNodeRequest, opts ...grpc.CallOption) (*AddNodeResponse, error)
+	// ResetKey forgets a key's counts on the leader of its shard.
+	ResetKey(ctx context.Context, in *PeerResetRequest, opts ...grpc.CallOption) (*PeerResetResponse, error)
 }
 
 type peerClient struct {
@@ -120,6 +123,16 @@ func (c *peerClient) AddNode(ctx context.Context, in *AddNodeRequest, opts ...gr
 	return out, nil
 }
 
+func (c *peerClient) ResetKey(ctx context.Context, in *PeerResetRequest, opts ...grpc.CallOption) (*PeerResetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PeerResetResponse)
+	err := c.cc.Invoke(ctx, Peer_ResetKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -139,6 +152,8 @@ type PeerServer interface {
 	JoinCluster(context.Context, *JoinClusterRequest) (*JoinClusterResponse, error)
 	// AddNode adds a node to the cluster; served by the meta leader.
 	AddNode(context.Context, *AddNodeRequest) (*AddNodeResponse, error)
+	// ResetKey forgets a key's counts on the leader of its shard.
+	ResetKey(context.Context, *PeerResetRequest) (*PeerResetResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -166,6 +181,9 @@ func (UnimplementedPeerServer) JoinCluster(context.Context, *JoinClusterRequest)
 }
 func (UnimplementedPeerServer) AddNode(context.Context, *AddNodeRequest) (*AddNodeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AddNode not implemented")
+}
+func (UnimplementedPeerServer) ResetKey(context.Context, *PeerResetRequest) (*PeerResetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResetKey not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -296,6 +314,24 @@ func _Peer_AddNode_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_ResetKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PeerResetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).ResetKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_ResetKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).ResetKey(ctx, req.(*PeerResetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -326,6 +362,10 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AddNode",
 			Handler:    _Peer_AddNode_Handler,
+		},
+		{
+			MethodName: "ResetKey",
+			Handler:    _Peer_ResetKey_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

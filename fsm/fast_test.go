@@ -1,0 +1,114 @@
+package fsm
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/window"
+)
+
+func hitsLog(index uint64, ts int64, hits ...Hit) *raft.Log {
+	return &raft.Log{Index: index, Type: raft.LogCommand, Data: EncodeHits(nil, ts, hits)}
+}
+
+// The leader decides fast checks on committed state plus what it answered
+// but has not committed yet, so back-to-back checks never all pass; once
+// the outcomes are replicated, leader and follower hold the same state and
+// the overlay is gone.
+func TestFastDecisionsSeeEachOtherAndReplicateExactly(t *testing.T) {
+	leader, follower := NewShard(), NewShard()
+	p := &policy.Policy{Name: "fast", Consistency: policy.Fast, Limits: []policy.Limit{
+		{Limit: window.Limit{Algorithm: window.SlidingLog, Limit: 3, Window: 60 * sec}},
+		{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 100, Calendar: window.CalendarDay}},
+	}}
+	ts := int64(1_700_000_000) * sec
+	var hits []Hit
+	var gens []uint64
+	admitted := 0
+	for i := 0; i < 5; i++ {
+		res, gen := leader.FastEval(p, "u", 1, ts+int64(i)*sec, false)
+		if res.Allowed {
+			admitted++
+		}
+		if res.Outcome != policy.Denied {
+			hits = append(hits, Hit{Key: "u", Policy: p, Cost: 1, Time: ts + int64(i)*sec, Outcome: res.Outcome})
+			gens = append(gens, gen)
+		}
+	}
+	if admitted != 3 || leader.FastPending() != 2 || leader.Stats().States != 0 {
+		t.Fatalf("admitted %d, overlay %d states, committed %d states", admitted, leader.FastPending(), leader.Stats().States)
+	}
+	entry := hitsLog(1, ts+5*sec, hits...)
+	leader.Apply(entry)
+	follower.Apply(entry)
+	for _, gen := range gens {
+		leader.ReleaseFast(p, "u", gen)
+	}
+	if leader.FastPending() != 0 {
+		t.Fatalf("%d overlay states left after release", leader.FastPending())
+	}
+	if !bytes.Equal(snapshotBytes(t, leader), snapshotBytes(t, follower)) {
+		t.Fatal("leader and follower differ after replicating the fast decisions")
+	}
+	// The committed state now denies, as the overlay did.
+	if res, _ := leader.FastEval(p, "u", 1, ts+6*sec, false); res.Allowed {
+		t.Fatal("a fourth request passed after the hits were committed")
+	}
+}
+
+// A leader that dies with answered but unreplicated decisions loses them:
+// the new leader admits again exactly that many, no more. This is fast
+// mode's overshoot, bounded by what was pending.
+func TestFastFailoverOvershootIsWhatWasPending(t *testing.T) {
+	old, next := NewShard(), NewShard()
+	p := &policy.Policy{Name: "fast", Consistency: policy.Fast, Limits: []policy.Limit{
+		{Limit: window.Limit{Algorithm: window.SlidingLog, Limit: 5, Window: 60 * sec}},
+	}}
+	ts := int64(1_700_000_000) * sec
+	var hits []Hit
+	for i := 0; i < 5; i++ {
+		res, _ := old.FastEval(p, "u", 1, ts, false)
+		if !res.Allowed {
+			t.Fatalf("request %d denied", i)
+		}
+		hits = append(hits, Hit{Key: "u", Policy: p, Cost: 1, Time: ts, Outcome: res.Outcome})
+	}
+	// Only the first three reached the log before the old leader died.
+	next.Apply(hitsLog(1, ts, hits[:3]...))
+	next.ResetFast()
+	again := 0
+	for i := 0; i < 10; i++ {
+		if res, _ := next.FastEval(p, "u", 1, ts+sec, false); res.Allowed {
+			again++
+		}
+	}
+	if again != 2 {
+		t.Fatalf("new leader admitted %d more, want exactly the 2 lost", again)
+	}
+}
+
+// A reset forgets every state of a key under its policy, the reduced
+// limit's included, and nothing else.
+func TestResetForgetsOneKey(t *testing.T) {
+	s := NewShard()
+	p := &policy.Policy{Name: "p", Limits: []policy.Limit{
+		{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 1, Window: 60 * sec}},
+	}, Reduced: &policy.Limit{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 1, Window: 60 * sec}}}
+	ts := int64(1_700_000_000) * sec
+	res := s.Apply(allowLog(1, ts,
+		Check{Key: "a", Policy: p, Cost: 1}, Check{Key: "a", Policy: p, Cost: 1},
+		Check{Key: "b", Policy: p, Cost: 1})).([]policy.Result)
+	if !res[0].Allowed || res[1].Outcome != policy.AdmittedReduced || s.Stats().States != 3 {
+		t.Fatalf("results %+v, %d states", res, s.Stats().States)
+	}
+	if n := s.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: EncodeReset(ts, "a", p)}); n != 2 {
+		t.Fatalf("reset removed %v states, want 2", n)
+	}
+	res = s.Apply(allowLog(3, ts, Check{Key: "a", Policy: p, Cost: 1}, Check{Key: "b", Policy: p, Cost: 1})).([]policy.Result)
+	if res[0].Outcome != policy.Admitted || res[1].Outcome != policy.AdmittedReduced {
+		t.Fatalf("after reset: %+v", res)
+	}
+}

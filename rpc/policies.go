@@ -1,0 +1,120 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/policy"
+	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/rpc/validate"
+)
+
+// SetPolicies implements pb.AdminServer: every policy is validated before
+// any is stored, and they are stored together.
+func (a *AdminServer) SetPolicies(ctx context.Context, req *pb.SetPoliciesRequest) (*pb.SetPoliciesResponse, error) {
+	if len(req.Policies) == 0 {
+		return nil, toStatus(fmt.Errorf("%w: policies: none given", ErrInvalid))
+	}
+	var ps []*policy.Policy
+	names := map[string]int{}
+	for i, pp := range req.Policies {
+		field := fmt.Sprintf("policies[%d].", i)
+		p, err := validate.Policy(pp, field, a.cfg.MaxLogLength)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		if j, dup := names[p.Name]; dup {
+			return nil, toStatus(fmt.Errorf("%w: %sname: %q is also policies[%d]", ErrInvalid, field, p.Name, j))
+		}
+		names[p.Name] = i
+		ps = append(ps, p)
+	}
+	if err := a.node.SetPolicies(ctx, ps); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.SetPoliciesResponse{Names: slices.Sorted(maps.Keys(names))}, nil
+}
+
+// GetPolicy implements pb.AdminServer.
+func (a *AdminServer) GetPolicy(ctx context.Context, req *pb.GetPolicyRequest) (*pb.Policy, error) {
+	p := a.node.View().Policy(req.Name)
+	if p == nil {
+		return nil, toStatus(fmt.Errorf("%w: %q", fsm.ErrUnknownPolicy, req.Name))
+	}
+	return validate.PolicyToProto(p), nil
+}
+
+// ListPolicies implements pb.AdminServer.
+func (a *AdminServer) ListPolicies(ctx context.Context, req *pb.ListPoliciesRequest) (*pb.ListPoliciesResponse, error) {
+	v := a.node.View()
+	out := &pb.ListPoliciesResponse{}
+	for _, name := range slices.Sorted(maps.Keys(v.Policies)) {
+		out.Policies = append(out.Policies, validate.PolicyToProto(v.Policies[name]))
+	}
+	return out, nil
+}
+
+// DeletePolicy implements pb.AdminServer.
+func (a *AdminServer) DeletePolicy(ctx context.Context, req *pb.DeletePolicyRequest) (*pb.DeletePolicyResponse, error) {
+	if req.Name == "" {
+		return nil, toStatus(fmt.Errorf("%w: name: required", ErrInvalid))
+	}
+	if err := a.node.DeletePolicy(ctx, req.Name); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.DeletePolicyResponse{}, nil
+}
+
+// ResetKey implements pb.AdminServer. A reset is idempotent, so it is
+// retried until the shard's leader has applied it.
+func (a *AdminServer) ResetKey(ctx context.Context, req *pb.ResetKeyRequest) (*pb.ResetKeyResponse, error) {
+	zero := int64(0)
+	c, err := validate.Request(&pb.AllowRequest{
+		Key: req.Key, Limit: req.Limit, Policy: req.Policy, Descriptors: req.Descriptors, Cost: &zero,
+	}, "", a.cfg.MaxLogLength, func(name string) *policy.Policy { return a.node.View().Policy(name) })
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	shard := a.node.ShardOf(c.Key)
+	deadline := time.Now().Add(a.cfg.LeaderWait)
+	var last error
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if time.Now().After(deadline) {
+				return nil, toStatus(last)
+			}
+			select {
+			case <-ctx.Done():
+				return nil, toStatus(ctx.Err())
+			case <-time.After(retryDelay(attempt)):
+			}
+		}
+		var n int
+		rt, err := a.node.Route(shard)
+		switch {
+		case err != nil:
+		case rt.Local:
+			n, err = a.node.ResetKey(ctx, shard, c.Key, c.Policy)
+		default:
+			var resp *peerv1.PeerResetResponse
+			resp, err = peerv1.NewPeerClient(a.peers.conn(rt.Addr)).ResetKey(ctx,
+				&peerv1.PeerResetRequest{Shard: uint32(shard), Key: c.Key, Policy: c.Policy.AppendBinary(nil)})
+			if err == nil {
+				n = int(resp.States)
+			}
+		}
+		if err == nil {
+			return &pb.ResetKeyResponse{Key: c.Key, States: int32(n)}, nil
+		}
+		if errors.Is(err, ErrInvalid) || codeOf(err) == codeOf(ErrInvalid) {
+			return nil, toStatus(err)
+		}
+		last = fmt.Errorf("reset %s: %w", c.Key, err)
+	}
+}

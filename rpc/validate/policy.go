@@ -1,0 +1,88 @@
+package validate
+
+import (
+	"fmt"
+
+	"github.com/floodgate/floodgate/policy"
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+)
+
+// Policy validates a named policy from the API and converts it. field
+// prefixes errors ("policies[2]."), which name the field in the API's
+// spelling ("limits[1].limit.window_ms").
+func Policy(pp *pb.Policy, field string, maxLog int64) (*policy.Policy, error) {
+	if pp == nil {
+		return nil, fmt.Errorf("%w: %s: missing", ErrInvalid, trimDot(field))
+	}
+	if pp.Name == "" {
+		return nil, fmt.Errorf("%w: %sname: a policy needs a name", ErrInvalid, field)
+	}
+	p := &policy.Policy{
+		Name:        pp.Name,
+		CountDenied: pp.CountDenied,
+		Mode:        policy.Mode(pp.Mode),
+		SoftPercent: pp.SoftPercent,
+		Consistency: policy.Consistency(pp.Consistency),
+		KeyBy:       pp.KeyBy,
+	}
+	if pp.Mode < pb.Mode_MODE_HARD || pp.Mode > pb.Mode_MODE_ELASTIC {
+		return nil, fmt.Errorf("%w: %smode: unknown mode %d", ErrInvalid, field, pp.Mode)
+	}
+	if pp.Consistency < pb.Consistency_CONSISTENCY_STRICT || pp.Consistency > pb.Consistency_CONSISTENCY_FAST {
+		return nil, fmt.Errorf("%w: %sconsistency: unknown consistency %d", ErrInvalid, field, pp.Consistency)
+	}
+	if pp.Elastic != nil {
+		p.ElasticCeilingPercent, p.ElasticCapacity = pp.Elastic.CeilingPercent, pp.Elastic.Capacity
+	}
+	for i, l := range pp.Limits {
+		pl, err := policyLimit(l, fmt.Sprintf("%slimits[%d].", field, i), maxLog)
+		if err != nil {
+			return nil, err
+		}
+		p.Limits = append(p.Limits, pl)
+	}
+	if pp.Reduced != nil {
+		r, err := policyLimit(pp.Reduced, field+"reduced.", maxLog)
+		if err != nil {
+			return nil, err
+		}
+		p.Reduced = &r
+	}
+	if err := p.Validate(maxLog); err != nil {
+		return nil, AtField(field, err)
+	}
+	return p, nil
+}
+
+func policyLimit(l *pb.PolicyLimit, field string, maxLog int64) (policy.Limit, error) {
+	if l == nil {
+		return policy.Limit{}, fmt.Errorf("%w: %s: missing", ErrInvalid, trimDot(field))
+	}
+	wl, err := Limit(l.Limit, field+"limit.", maxLog)
+	if err != nil {
+		return policy.Limit{}, err
+	}
+	return policy.Limit{Name: l.Name, Limit: wl}, nil
+}
+
+// PolicyToProto is the inverse of Policy.
+func PolicyToProto(p *policy.Policy) *pb.Policy {
+	pp := &pb.Policy{
+		Name:        p.Name,
+		CountDenied: p.CountDenied,
+		Mode:        pb.Mode(p.Mode),
+		SoftPercent: p.SoftPercent,
+		Consistency: pb.Consistency(p.Consistency),
+		KeyBy:       p.KeyBy,
+	}
+	if p.Mode == policy.Elastic {
+		pp.Elastic = &pb.Elastic{CeilingPercent: p.ElasticCeilingPercent, Capacity: p.ElasticCapacity}
+	}
+	for i := range p.Limits {
+		pp.Limits = append(pp.Limits, &pb.PolicyLimit{Name: p.Limits[i].Name, Limit: LimitToProto(&p.Limits[i].Limit)})
+	}
+	if p.Reduced != nil {
+		pp.Reduced = &pb.PolicyLimit{Name: p.Reduced.Name, Limit: LimitToProto(&p.Reduced.Limit)}
+	}
+	return pp
+}
