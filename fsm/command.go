@@ -328,6 +328,47 @@ func appendID(dst []byte, key []byte, scope string, l *window.Limit) []byte {
 	return dst
 }
 
+// shapeOf recovers, without allocating, the state-shaping fields of the
+// limit an identity belongs to; its value is set to the largest limit.
+func shapeOf(id string) (window.Limit, bool) {
+	off := 0
+	for range 2 { // skip the key and the scope
+		n, k := uvarintString(id[off:])
+		if k <= 0 || n > uint64(len(id)-off-k) {
+			return window.Limit{}, false
+		}
+		off += k + int(n)
+	}
+	if len(id)-off < 2 {
+		return window.Limit{}, false
+	}
+	l := window.Limit{Algorithm: window.Algorithm(id[off]), Calendar: window.Unit(id[off+1]), Limit: window.MaxLimit}
+	off += 2
+	w, k1 := uvarintString(id[off:])
+	if k1 <= 0 {
+		return window.Limit{}, false
+	}
+	bk, k2 := uvarintString(id[off+k1:])
+	if k2 <= 0 {
+		return window.Limit{}, false
+	}
+	l.Window, l.Buckets = int64(w), int32(bk)
+	return l, true
+}
+
+// uvarintString is binary.Uvarint over a string.
+func uvarintString(s string) (uint64, int) {
+	var x uint64
+	for i := 0; i < len(s) && i < binary.MaxVarintLen64; i++ {
+		b := s[i]
+		if b < 0x80 {
+			return x | uint64(b)<<(7*i), i + 1
+		}
+		x |= uint64(b&0x7f) << (7 * i)
+	}
+	return 0, 0
+}
+
 // parseID recovers the key, scope and the state-shaping fields of the limit
 // from an identity.
 func parseID(id string) (key, scope string, l window.Limit, err error) {

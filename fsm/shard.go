@@ -156,7 +156,7 @@ func (s *Shard) gather(t *touched, p *policy.Policy, key []byte, forget bool) {
 			continue
 		}
 		r := s.tab.rec(rn)
-		if r.exp <= s.now {
+		if l.Expiry(&r.st) <= s.now {
 			if !forget {
 				t.states[i], t.found[i] = &t.fresh[i], false
 				continue
@@ -169,20 +169,13 @@ func (s *Shard) gather(t *touched, p *policy.Policy, key []byte, forget bool) {
 
 func (s *Shard) id(t *touched, i int) []byte { return s.ids[t.ends[i]:t.ends[i+1]] }
 
-// store keeps what a decision counted: new states get records, and every
-// state its new expiry.
-func (s *Shard) store(t *touched, p *policy.Policy) {
+// store keeps what a decision counted: states not stored yet get records.
+func (s *Shard) store(t *touched) {
 	for i := 0; i < t.n; i++ {
-		if !t.found[i] {
-			if t.fresh[i] == (window.State{}) {
-				continue
-			}
+		if !t.found[i] && t.fresh[i] != (window.State{}) {
 			t.recs[i] = s.tab.insert(s.id(t, i))
 			s.tab.rec(t.recs[i]).st = t.fresh[i]
 		}
-		l, _ := limitOf(p, i)
-		r := s.tab.rec(t.recs[i])
-		r.exp = l.Expiry(&r.st)
 	}
 }
 
@@ -192,7 +185,7 @@ func (s *Shard) eval(p *policy.Policy, key []byte, cost int64, elastic bool) pol
 	s.gather(&t, p, key, true)
 	res := p.Evaluate(t.states[:t.n], s.now, cost, elastic)
 	if res.Outcome != policy.Denied {
-		s.store(&t, p)
+		s.store(&t)
 		s.mirror(&t, p, cost, res.Outcome)
 	}
 	return res
@@ -207,7 +200,7 @@ func (s *Shard) replay(p *policy.Policy, h *entryHit) {
 	var t touched
 	s.gather(&t, p, h.key, true)
 	p.Record(t.states[:t.n], s.now, h.cost, h.outcome)
-	s.store(&t, p)
+	s.store(&t)
 }
 
 // reset forgets every state of key under p; it returns how many went.

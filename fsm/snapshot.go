@@ -17,7 +17,7 @@ import (
 // Shard snapshot format, version 1:
 //
 //	"FGSS" | version (1 byte) | log time (varint) | count (uvarint)
-//	count × { identity (uvarint length + bytes) | expiry (varint)
+//	count × { identity (uvarint length + bytes)
 //	          | state (uvarint length + window encoding) }
 //	CRC-32C of everything before (4 bytes, big endian)
 //
@@ -52,7 +52,7 @@ func (s *Shard) Snapshot() (raft.FSMSnapshot, error) {
 	snap := &shardSnapshot{now: s.now, entries: make([]snapEntry, 0, s.tab.live)}
 	var err error
 	s.tab.each(func(r *record) {
-		if err != nil || r.exp <= s.now {
+		if err != nil || r.expiry() <= s.now {
 			return
 		}
 		var l window.Limit
@@ -62,7 +62,6 @@ func (s *Shard) Snapshot() (raft.FSMSnapshot, error) {
 		off := len(snap.buf)
 		snap.buf = binary.AppendUvarint(snap.buf, uint64(len(r.id)))
 		snap.buf = append(snap.buf, r.id...)
-		snap.buf = binary.AppendVarint(snap.buf, r.exp)
 		st := l.AppendState(nil, &r.st)
 		snap.buf = binary.AppendUvarint(snap.buf, uint64(len(st)))
 		snap.buf = append(snap.buf, st...)
@@ -182,11 +181,6 @@ func decodeSnapEntry(tab *table, b []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	exp, n := binary.Varint(b[off:])
-	if n <= 0 {
-		return 0, fmt.Errorf("%w: expiry", ErrCorrupt)
-	}
-	off += n
 	stLen, n := binary.Uvarint(b[off:])
 	if n <= 0 || stLen > uint64(len(b)-off-n) {
 		return 0, fmt.Errorf("%w: state", ErrCorrupt)
@@ -203,7 +197,6 @@ func decodeSnapEntry(tab *table, b []byte) (int, error) {
 	if _, dup := tab.lookup(id); dup {
 		return 0, fmt.Errorf("%w: duplicate identity", ErrCorrupt)
 	}
-	rec := tab.rec(tab.insert(id))
-	rec.exp, rec.st = exp, st
+	tab.rec(tab.insert(id)).st = st
 	return off, nil
 }

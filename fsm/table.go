@@ -6,13 +6,25 @@ import (
 	"github.com/floodgate/floodgate/window"
 )
 
-// record is one limit's state for one key: 48 bytes, stored in chunks.
+// record is one limit's state for one key: 40 bytes, stored in chunks.
+// When the state expires is not stored: it follows from the state and the
+// limit's shape, which the identity spells out (see expiry).
 type record struct {
 	// id is the state identity (see appendID); empty marks a free record.
 	id string
-	// exp is when st behaves like a zero state, in log time.
-	exp int64
-	st  window.State
+	st window.State
+}
+
+// expiry is when r's state behaves like a zero state, in log time, from
+// the shape its identity gives. Only the limit's value is missing there,
+// and with it unknown the expiry can only come out later than the state's
+// own: a state judged expired here has truly expired.
+func (r *record) expiry() int64 {
+	l, ok := shapeOf(r.id)
+	if !ok {
+		return 0 // cannot happen: identities are written by appendID
+	}
+	return l.Expiry(&r.st)
 }
 
 const (
@@ -157,7 +169,7 @@ func (t *table) sweep(now int64, budget int) {
 		}
 		n := t.cursor
 		t.cursor++
-		if r := t.rec(n); r.id != "" && r.exp <= now {
+		if r := t.rec(n); r.id != "" && r.expiry() <= now {
 			t.remove(n)
 		}
 	}

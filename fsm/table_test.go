@@ -4,7 +4,17 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/floodgate/floodgate/window"
 )
+
+// testShape is the limit every test identity belongs to: a fixed window,
+// whose state {A: end, B: count} expires at A.
+var testShape = window.Limit{Algorithm: window.FixedWindow, Limit: 10, Window: 1000}
+
+func testID(k string) []byte { return appendID(nil, []byte(k), "", &testShape) }
+
+func expiringAt(exp int64) window.State { return window.State{A: exp, B: 1} }
 
 // The table against a map, the brute-force reference: random inserts,
 // removals and sweeps, with every key checked after each step batch.
@@ -16,7 +26,7 @@ func TestTableMatchesMap(t *testing.T) {
 		universe := 200 + r.IntN(5000)
 		now := int64(0)
 		for step := 0; step < 20000; step++ {
-			id := fmt.Sprintf("key-%d", r.IntN(universe))
+			id := string(testID(fmt.Sprintf("key-%d", r.IntN(universe))))
 			switch op := r.IntN(10); {
 			case op < 6: // insert or touch
 				n, ok := tab.lookup([]byte(id))
@@ -26,8 +36,8 @@ func TestTableMatchesMap(t *testing.T) {
 				if !ok {
 					n = tab.insert([]byte(id))
 				}
-				exp := now + int64(r.IntN(1000))
-				tab.rec(n).exp = exp
+				exp := now + 1 + int64(r.IntN(1000))
+				tab.rec(n).st = expiringAt(exp)
 				ref[id] = exp
 			case op < 8: // remove
 				if n, ok := tab.lookup([]byte(id)); ok {
@@ -69,7 +79,7 @@ func checkTable(t *testing.T, tab *table, ref map[string]int64) {
 	}
 	for k, exp := range ref {
 		n, ok := tab.lookup([]byte(k))
-		if !ok || tab.rec(n).id != k || tab.rec(n).exp != exp {
+		if !ok || tab.rec(n).id != k || tab.rec(n).expiry() != exp {
 			t.Fatalf("lookup(%s) = %v, %v", k, ok, tab.rec(n))
 		}
 	}
@@ -91,10 +101,10 @@ func TestTableCompaction(t *testing.T) {
 	tab := newTable()
 	const n = 20 * chunkSize
 	for i := 0; i < n; i++ {
-		rn := tab.insert([]byte(fmt.Sprintf("k%d", i)))
-		tab.rec(rn).exp = int64(i % 10) // one in ten lives on
+		rn := tab.insert(testID(fmt.Sprintf("k%d", i)))
+		tab.rec(rn).st = expiringAt(int64(1 + i%10)) // one in ten lives on
 		if i%10 == 9 {
-			tab.rec(rn).exp = 1 << 40
+			tab.rec(rn).st = expiringAt(1 << 40)
 		}
 	}
 	tab.sweep(100, n) // removes 90%
@@ -106,7 +116,7 @@ func TestTableCompaction(t *testing.T) {
 		t.Fatalf("after compaction used=%d chunks=%d for %d live records", tab.used, len(tab.chunks), tab.live)
 	}
 	for i := 9; i < n; i += 10 {
-		if _, ok := tab.lookup([]byte(fmt.Sprintf("k%d", i))); !ok {
+		if _, ok := tab.lookup(testID(fmt.Sprintf("k%d", i))); !ok {
 			t.Fatalf("k%d lost in compaction", i)
 		}
 	}

@@ -30,7 +30,7 @@ func codeOf(err error) codes.Code {
 	case errors.Is(err, ErrInvalid), errors.Is(err, window.ErrInvalid), errors.Is(err, policy.ErrCorrupt),
 		errors.Is(err, cluster.ErrConfig):
 		return codes.InvalidArgument
-	case errors.Is(err, cluster.ErrUnknownNode), errors.Is(err, fsm.ErrUnknownNode):
+	case errors.Is(err, cluster.ErrUnknownNode), errors.Is(err, fsm.ErrUnknownNode), errors.Is(err, fsm.ErrUnknownPolicy):
 		return codes.NotFound
 	case errors.Is(err, cluster.ErrNotFresh), errors.Is(err, fsm.ErrRefused):
 		return codes.FailedPrecondition

@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -103,6 +104,9 @@ func fromStatus(err error) error {
 	case codes.FailedPrecondition:
 		return fmt.Errorf("%w: %s", fsm.ErrRefused, s.Message())
 	case codes.NotFound:
+		if strings.Contains(s.Message(), fsm.ErrUnknownPolicy.Error()) {
+			return fmt.Errorf("%w: %s", fsm.ErrUnknownPolicy, s.Message())
+		}
 		return fmt.Errorf("%w: %s", cluster.ErrUnknownNode, s.Message())
 	case codes.InvalidArgument:
 		return fmt.Errorf("%w: %s", cluster.ErrConfig, s.Message())

@@ -93,8 +93,12 @@ func (r *logRing) drop(k int) {
 // grow reallocates the ring to hold at least need timestamps, oldest at
 // index 0. limit caps the growth, not need.
 func (r *logRing) grow(need, limit int) {
-	size := len(r.buf) + max(len(r.buf)/4, 4)
-	size = max(min(size, limit), need)
+	// A new log starts at exactly what it needs (most keys see one request
+	// and never grow); after that it grows by a quarter, at least 4.
+	size := need
+	if len(r.buf) > 0 {
+		size = max(min(len(r.buf)+max(len(r.buf)/4, 4), limit), need)
+	}
 	// slices.Grow rounds the capacity up to the allocator's size class:
 	// those slots are allocated anyway, so use them.
 	buf := slices.Grow([]int64(nil), size)

@@ -74,10 +74,11 @@ func TestSlidingLogSaturatesAtLimit(t *testing.T) {
 			t.Fatalf("after %d records the oldest is %d, want %d (the oldest are dropped)", i+1, r.at(0), max(i-9, 0))
 		}
 	}
-	// 4 and 8 slots fill size classes of 32 and 64 bytes exactly, and 10
-	// slots (80 bytes) too: a full log of 10 costs exactly 8 bytes per
-	// timestamp.
-	if want := []int{4, 8, 10}; !equalInts(caps, want) {
+	// A new log holds exactly its first timestamp (8 bytes: most keys see
+	// one request); then 1+4 rounds up to the 48-byte size class (6 slots),
+	// and 10 slots (80 bytes) fill theirs exactly: a full log of 10 costs
+	// exactly 8 bytes per timestamp.
+	if want := []int{1, 6, 10}; !equalInts(caps, want) {
 		t.Fatalf("ring capacities %v, want %v", caps, want)
 	}
 	if got := l.HeapBytes(&s); got != 80 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -12,40 +13,25 @@ import (
 
 func allowCmd(g *globals) *cobra.Command {
 	var (
-		limit, cost, burst int64
-		window             time.Duration
-		algorithm, cal     string
-		buckets            int32
+		lf   limitFlags
+		tf   targetFlags
+		cost int64
 	)
 	cmd := &cobra.Command{
-		Use:   "allow KEY",
-		Short: "Check (and count) one request for KEY against an inline limit",
+		Use:   "allow [KEY]",
+		Short: "Check (and count) one request for KEY against a named policy or an inline limit",
 		Example: "  floodgatectl allow user:42 --limit 10 --window 1m\n" +
-			"  floodgatectl allow user:42 --limit 20000 --algorithm fixed_window --calendar month --cost 0",
-		Args: cobra.ExactArgs(1),
+			"  floodgatectl allow user:42 --limit 20000 --algorithm fixed_window --calendar month --cost 0\n" +
+			"  floodgatectl allow --policy api --descriptor user=42 --descriptor ip=10.0.0.1",
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			alg, ok := pb.Algorithm_value[strings.ToUpper(algorithm)]
-			if !ok {
-				return fmt.Errorf("--algorithm: unknown algorithm %q (sliding_log, sliding_counter, sliding_counter_weighted, fixed_window, token_bucket, gcra)", algorithm)
+			req := &pb.AllowRequest{Cost: &cost}
+			var err error
+			if req.Key, req.Descriptors, err = tf.target(args); err != nil {
+				return err
 			}
-			unit := pb.CalendarUnit_CALENDAR_UNIT_UNSPECIFIED
-			if cal != "" {
-				v, ok := pb.CalendarUnit_value["CALENDAR_UNIT_"+strings.ToUpper(cal)]
-				if !ok {
-					return fmt.Errorf("--calendar: unknown unit %q (minute, hour, day, week, month, year)", cal)
-				}
-				unit = pb.CalendarUnit(v)
-			}
-			req := &pb.AllowRequest{
-				Key: args[0],
-				Limit: &pb.Limit{
-					Algorithm: pb.Algorithm(alg), Limit: limit, WindowMs: window.Milliseconds(),
-					Buckets: buckets, Calendar: unit, Burst: burst,
-				},
-				Cost: &cost,
-			}
-			if unit != pb.CalendarUnit_CALENDAR_UNIT_UNSPECIFIED && !cmd.Flags().Changed("window") {
-				req.Limit.WindowMs = 0
+			if req.Policy, req.Limit, err = lf.policyOrLimit(cmd, tf.policy); err != nil {
+				return err
 			}
 			conn, err := g.dial()
 			if err != nil {
@@ -61,22 +47,125 @@ func allowCmd(g *globals) *cobra.Command {
 			if g.json {
 				return g.printJSON(resp)
 			}
-			verdict := "allowed"
-			if !resp.Allowed {
-				verdict = fmt.Sprintf("denied (retry after %s)", time.Duration(resp.RetryAfterMs)*time.Millisecond)
+			key := resp.Key
+			if key == "" {
+				key = req.Key
 			}
-			fmt.Fprintf(g.out, "%s: %s; %d of %d remaining; resets at %s\n", args[0], verdict, resp.Remaining, resp.Limit,
+			verdict := "allowed"
+			switch {
+			case !resp.Allowed:
+				verdict = fmt.Sprintf("denied (retry after %s)", time.Duration(resp.RetryAfterMs)*time.Millisecond)
+			case resp.WouldDeny:
+				verdict = "allowed (would have been denied: shadow)"
+			}
+			fmt.Fprintf(g.out, "%s: %s; %d of %d remaining; resets at %s", key, verdict, resp.Remaining, resp.Limit,
 				time.UnixMilli(resp.ResetAtMs).UTC().Format(time.RFC3339Nano))
+			if resp.DecidedBy != "" && req.Policy != "" { // an inline limit is always limits[0]
+				fmt.Fprintf(g.out, "; decided by %s", resp.DecidedBy)
+			}
+			fmt.Fprintln(g.out)
 			return nil
 		},
 	}
-	f := cmd.Flags()
-	f.Int64Var(&limit, "limit", 10, "requests (cost) allowed per window")
-	f.DurationVar(&window, "window", time.Minute, "window length")
-	f.StringVar(&algorithm, "algorithm", "sliding_log", "sliding_log, sliding_counter, sliding_counter_weighted, fixed_window, token_bucket or gcra")
-	f.Int32Var(&buckets, "buckets", 0, "buckets of a sliding counter (default 60)")
-	f.StringVar(&cal, "calendar", "", "calendar period of a fixed window: minute, hour, day, week, month or year")
-	f.Int64Var(&burst, "burst", 0, "token bucket size or GCRA burst")
-	f.Int64Var(&cost, "cost", 1, "units to count; 0 only peeks")
+	tf.register(cmd, "check")
+	lf.register(cmd)
+	cmd.Flags().Int64Var(&cost, "cost", 1, "units to count; 0 only peeks")
 	return cmd
+}
+
+// targetFlags pick what a check or reset applies to: a named policy, and
+// the key or the descriptors it is built from.
+type targetFlags struct {
+	policy      string
+	descriptors []string
+}
+
+func (t *targetFlags) register(cmd *cobra.Command, verb string) {
+	f := cmd.Flags()
+	f.StringVar(&t.policy, "policy", "", "named policy to "+verb+" under (see policy list) instead of an inline limit")
+	f.StringArrayVar(&t.descriptors, "descriptor", nil, "NAME=VALUE to build the key from instead of KEY (repeatable)")
+}
+
+// target returns the key (args[0]) or the descriptors: exactly one.
+func (t *targetFlags) target(args []string) (string, map[string]string, error) {
+	switch {
+	case len(args) == 1 && len(t.descriptors) > 0:
+		return "", nil, errors.New("give either KEY or --descriptor, not both")
+	case len(args) == 1:
+		return args[0], nil, nil
+	case len(t.descriptors) == 0:
+		return "", nil, errors.New("give a KEY or --descriptor NAME=VALUE")
+	}
+	d := make(map[string]string, len(t.descriptors))
+	for _, s := range t.descriptors {
+		name, value, ok := strings.Cut(s, "=")
+		if !ok || name == "" {
+			return "", nil, fmt.Errorf("--descriptor %q: want NAME=VALUE", s)
+		}
+		if _, dup := d[name]; dup {
+			return "", nil, fmt.Errorf("--descriptor: %s given twice", name)
+		}
+		d[name] = value
+	}
+	return "", d, nil
+}
+
+// limitFlags describe an inline limit.
+type limitFlags struct {
+	limit, burst   int64
+	window         time.Duration
+	algorithm, cal string
+	buckets        int32
+}
+
+// limitFlagNames are the flags of an inline limit, which --policy excludes.
+var limitFlagNames = []string{"limit", "window", "algorithm", "buckets", "calendar", "burst"}
+
+func (l *limitFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.Int64Var(&l.limit, "limit", 10, "inline limit: requests (cost) allowed per window")
+	f.DurationVar(&l.window, "window", time.Minute, "inline limit: window length")
+	f.StringVar(&l.algorithm, "algorithm", "sliding_log", "inline limit: "+strings.Join(algorithmNames, ", "))
+	f.Int32Var(&l.buckets, "buckets", 0, "inline limit: buckets of a sliding counter (default 60)")
+	f.StringVar(&l.cal, "calendar", "", "inline limit: calendar period of a fixed window: "+strings.Join(calendarNames, ", "))
+	f.Int64Var(&l.burst, "burst", 0, "inline limit: token bucket size or GCRA burst")
+}
+
+// policyOrLimit returns the named policy, or else the inline limit of the
+// flags; it refuses limit flags alongside --policy.
+func (l *limitFlags) policyOrLimit(cmd *cobra.Command, policy string) (string, *pb.Limit, error) {
+	if policy != "" {
+		for _, name := range limitFlagNames {
+			if cmd.Flags().Changed(name) {
+				return "", nil, fmt.Errorf("--%s describes an inline limit: give either --policy or limit flags", name)
+			}
+		}
+		return policy, nil, nil
+	}
+	lim, err := l.build(cmd)
+	return "", lim, err
+}
+
+// build returns the inline limit the flags describe.
+func (l *limitFlags) build(cmd *cobra.Command) (*pb.Limit, error) {
+	alg, ok := pb.Algorithm_value[strings.ToUpper(l.algorithm)]
+	if !ok {
+		return nil, fmt.Errorf("--algorithm: unknown algorithm %q (%s)", l.algorithm, strings.Join(algorithmNames, ", "))
+	}
+	unit := pb.CalendarUnit_CALENDAR_UNIT_UNSPECIFIED
+	if l.cal != "" {
+		v, ok := pb.CalendarUnit_value["CALENDAR_UNIT_"+strings.ToUpper(l.cal)]
+		if !ok {
+			return nil, fmt.Errorf("--calendar: unknown unit %q (%s)", l.cal, strings.Join(calendarNames, ", "))
+		}
+		unit = pb.CalendarUnit(v)
+	}
+	lim := &pb.Limit{
+		Algorithm: pb.Algorithm(alg), Limit: l.limit, WindowMs: l.window.Milliseconds(),
+		Buckets: l.buckets, Calendar: unit, Burst: l.burst,
+	}
+	if unit != pb.CalendarUnit_CALENDAR_UNIT_UNSPECIFIED && !cmd.Flags().Changed("window") {
+		lim.WindowMs = 0
+	}
+	return lim, nil
 }

@@ -1,6 +1,6 @@
 // Command floodgatectl administers a floodgate cluster: status, join,
-// leave, and checks by hand. --addr picks the node to talk to (any node
-// answers); --json prints machine-readable output.
+// leave, named policies, key resets, and checks by hand. --addr picks the
+// node to talk to (any node answers); --json prints machine-readable output.
 package main
 
 import (
@@ -54,7 +54,7 @@ func newRoot(out io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.addr, "addr", addr, "gRPC address of any node (env FLOODGATE_ADDR)")
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON")
 	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 10*time.Second, "how long to wait for an answer")
-	root.AddCommand(statusCmd(g), joinCmd(g), leaveCmd(g), allowCmd(g))
+	root.AddCommand(statusCmd(g), joinCmd(g), leaveCmd(g), allowCmd(g), policyCmd(g), resetCmd(g))
 	return root
 }
 

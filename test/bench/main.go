@@ -35,18 +35,19 @@ func main() {
 		shards   = flag.Int("shards", 64, "shards of the benchmark cluster")
 		nodeArgs = flag.String("node-args", "", "extra flags for every node, space-separated")
 		profile  = flag.String("profile", "", "save node n1's CPU profile of each workload into this directory")
+		perAlg   = flag.Duration("per-algorithm", 5*time.Second, "length of each per-algorithm strict/fast run (0 skips them)")
 	)
 	flag.Parse()
 	if *profile != "" {
 		*nodeArgs += " --pprof"
 	}
-	if err := run(*clients, *duration, *warmup, *batch, *keys, *shards, strings.Fields(*nodeArgs), *profile); err != nil {
+	if err := run(*clients, *duration, *warmup, *batch, *keys, *shards, strings.Fields(*nodeArgs), *profile, *perAlg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(clients int, duration, warmup time.Duration, batch, keys, shards int, nodeArgs []string, profileDir string) error {
+func run(clients int, duration, warmup time.Duration, batch, keys, shards int, nodeArgs []string, profileDir string, perAlgorithm time.Duration) error {
 	dir, err := os.MkdirTemp("", "floodgate-bench")
 	if err != nil {
 		return err
@@ -60,7 +61,7 @@ func run(clients int, duration, warmup time.Duration, batch, keys, shards int, n
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	c, err := e2e.StartCluster(ctx, bin, dir, 3, append([]string{"--shards", fmt.Sprint(shards)}, nodeArgs...)...)
 	if err != nil {
@@ -119,7 +120,71 @@ func run(clients int, duration, warmup time.Duration, batch, keys, shards int, n
 
 	fmt.Printf("\nsingle Allow / health check:        %.2f (goal at least 0.5)\n", single.callsPerSec()/health.callsPerSec())
 	fmt.Printf("batched decisions / single Allow:   %.1f (goal at least 20)\n", batched.decisionsPerSec()/single.callsPerSec())
+	if perAlgorithm <= 0 {
+		return nil
+	}
+	return compareModes(ctx, c, cl, clients, perAlgorithm, warmup, batch, key, prof)
+}
+
+// algorithmLimits are the limits the per-algorithm runs use: generous, so
+// most checks are admitted and counted (the costly path).
+var algorithmLimits = []*pb.Limit{
+	{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 100, WindowMs: 1000},
+	{Algorithm: pb.Algorithm_SLIDING_COUNTER, Limit: 1000, WindowMs: 60_000, Buckets: 60},
+	{Algorithm: pb.Algorithm_SLIDING_COUNTER_WEIGHTED, Limit: 1000, WindowMs: 60_000, Buckets: 60},
+	{Algorithm: pb.Algorithm_FIXED_WINDOW, Limit: 1000, WindowMs: 60_000},
+	{Algorithm: pb.Algorithm_TOKEN_BUCKET, Limit: 1000, WindowMs: 60_000, Burst: 100},
+	{Algorithm: pb.Algorithm_GCRA, Limit: 1000, WindowMs: 1000, Burst: 10},
+}
+
+// compareModes measures single Allow calls against a strict and a fast
+// policy of every algorithm, and batches against the fast sliding log.
+func compareModes(ctx context.Context, c *e2e.Cluster, cl *client.Client, clients int, duration, warmup time.Duration,
+	batch int, key func(*rand.Rand) string, prof func(string) func()) error {
+	var policies []*pb.Policy
+	for _, l := range algorithmLimits {
+		for _, mode := range []pb.Consistency{pb.Consistency_CONSISTENCY_STRICT, pb.Consistency_CONSISTENCY_FAST} {
+			policies = append(policies, &pb.Policy{Name: policyName(l, mode), Consistency: mode,
+				Limits: []*pb.PolicyLimit{{Limit: l}}})
+		}
+	}
+	if _, err := c.Nodes[0].Admin().SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: policies}); err != nil {
+		return err
+	}
+	time.Sleep(time.Second) // every node learns the policies
+	fmt.Printf("\nsingle Allow per algorithm and consistency (%s each):\n", duration)
+	fmt.Printf("%-34s %14s %14s %10s %10s\n", "policy", "calls/s", "decisions/s", "p50", "p99")
+	for _, l := range algorithmLimits {
+		for _, mode := range []pb.Consistency{pb.Consistency_CONSISTENCY_STRICT, pb.Consistency_CONSISTENCY_FAST} {
+			name := policyName(l, mode)
+			done := prof(name)
+			r := measure(clients, duration, warmup, func(_ int, rr *rand.Rand) (int, error) {
+				_, err := cl.Allow(context.Background(), &pb.AllowRequest{Key: key(rr), Policy: name})
+				return 1, err
+			})
+			done()
+			r.print(name)
+		}
+	}
+	fast := policyName(algorithmLimits[0], pb.Consistency_CONSISTENCY_FAST)
+	r := measure(clients, duration, warmup, func(_ int, rr *rand.Rand) (int, error) {
+		reqs := make([]*pb.AllowRequest, batch)
+		for i := range reqs {
+			reqs[i] = &pb.AllowRequest{Key: key(rr), Policy: fast}
+		}
+		_, err := cl.AllowBatch(context.Background(), reqs)
+		return batch, err
+	})
+	r.print(fmt.Sprintf("AllowBatch of %d, %s", batch, fast))
 	return nil
+}
+
+func policyName(l *pb.Limit, mode pb.Consistency) string {
+	m := "strict"
+	if mode == pb.Consistency_CONSISTENCY_FAST {
+		m = "fast"
+	}
+	return m + "-" + strings.ToLower(l.Algorithm.String())
 }
 
 // profileNode starts fetching a CPU profile of the node serving HTTP at

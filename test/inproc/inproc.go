@@ -167,6 +167,22 @@ func (n *Node) Limiter() pb.RateLimiterClient { return pb.NewRateLimiterClient(n
 // Admin is the node's Admin client.
 func (n *Node) Admin() pb.AdminClient { return pb.NewAdminClient(n.conn) }
 
+// Eventually retries cond until it returns nil, failing t after timeout.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // Settled reports nil once every shard has exactly its placed replicas,
 // all voting, led by its preferred leader, as n's status shows.
 func Settled(n *Node) error {

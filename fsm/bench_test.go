@@ -1,0 +1,90 @@
+package fsm
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/window"
+)
+
+// BenchmarkStateMemory fills a shard with a million keys of one algorithm
+// and reports the heap it takes per key: "bytes/key" in all, and
+// "bytes/key-beyond-key", without the bytes of the key itself (the target:
+// at most 64 for the counter algorithms, and 64 plus 8 per stored timestamp
+// for the sliding log). It runs once per algorithm whatever -benchtime says.
+func BenchmarkStateMemory(b *testing.B) {
+	const keys = 1_000_000
+	minute := int64(time.Minute)
+	for _, tc := range []struct {
+		name  string
+		limit window.Limit
+		hits  int64 // timestamps per key, for the log
+	}{
+		{"fixed_window", window.Limit{Algorithm: window.FixedWindow, Limit: 100, Window: minute}, 1},
+		{"fixed_window_month", window.Limit{Algorithm: window.FixedWindow, Limit: 20000, Calendar: window.CalendarMonth}, 1},
+		{"token_bucket", window.Limit{Algorithm: window.TokenBucket, Limit: 100, Window: minute}, 1},
+		{"gcra", window.Limit{Algorithm: window.GCRA, Limit: 100, Window: minute, Burst: 10}, 1},
+		{"sliding_counter_10", window.Limit{Algorithm: window.SlidingCounter, Limit: 100, Window: minute, Buckets: 10}, 1},
+		{"sliding_counter_60", window.Limit{Algorithm: window.SlidingCounter, Limit: 100, Window: minute, Buckets: 60}, 1},
+		{"sliding_counter_weighted_10", window.Limit{Algorithm: window.SlidingCounterWeighted, Limit: 100, Window: minute, Buckets: 10}, 1},
+		{"sliding_log_1_hit", window.Limit{Algorithm: window.SlidingLog, Limit: 10, Window: minute}, 1},
+		{"sliding_log_10_full", window.Limit{Algorithm: window.SlidingLog, Limit: 10, Window: minute}, 10},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			p := &policy.Policy{Limits: []policy.Limit{{Limit: tc.limit}}}
+			names := make([]string, keys)
+			keyBytes := 0
+			for i := range names {
+				names[i] = fmt.Sprintf("user:%07d", i)
+				keyBytes += len(names[i])
+			}
+			ts := int64(1_700_000_000) * int64(time.Second)
+			var s *Shard
+			var before, after runtime.MemStats
+			for range b.N {
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				s = NewShard()
+				s.now = ts
+				for _, k := range names {
+					s.eval(p, []byte(k), tc.hits, false)
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+			}
+			if got := s.Stats().States; got != keys {
+				b.Fatalf("%d states, want %d", got, keys)
+			}
+			perKey := float64(after.HeapAlloc-before.HeapAlloc) / keys
+			b.ReportMetric(perKey, "bytes/key")
+			b.ReportMetric(perKey-float64(keyBytes)/keys, "bytes/key-beyond-key")
+			if tc.limit.Algorithm == window.SlidingLog {
+				b.ReportMetric(float64(tc.hits), "timestamps/key")
+			}
+			runtime.KeepAlive(s)
+		})
+	}
+}
+
+// BenchmarkApply measures applying entries of 100 checks over a million
+// keys, per check.
+func BenchmarkApply(b *testing.B) {
+	s := NewShard()
+	p := &policy.Policy{Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.SlidingLog, Limit: 100, Window: int64(time.Minute)}}}}
+	checks := make([]Check, 100)
+	ts := int64(1_700_000_000) * int64(time.Second)
+	b.ReportAllocs()
+	for i := range b.N {
+		b.StopTimer()
+		for j := range checks {
+			checks[j] = Check{Key: fmt.Sprintf("user:%d", (i*100+j)%1_000_000), Policy: p, Cost: 1}
+		}
+		entry := allowLog(uint64(i+1), ts+int64(i)*int64(time.Millisecond), checks...)
+		b.StartTimer()
+		s.Apply(entry)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(checks)), "ns/check")
+}
