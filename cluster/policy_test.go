@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -103,4 +104,62 @@ func TestFastModeIsExactOnOneLeaderAndReplicates(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// An elastic policy stretches its limits to the ceiling while the policy's
+// cluster-wide admitted rate is under its capacity; once traffic pushes the
+// rate over, keys get only their base limit. The capacity sits between one
+// node's share of the traffic and the cluster's total, so only rates
+// gossiped between nodes can tell there is no room.
+func TestElasticFollowsClusterRate(t *testing.T) {
+	nodes := inproc.Cluster(t, 3)
+	ctx := context.Background()
+	elastic := func(name string, capacity int64) *pb.Policy {
+		return &pb.Policy{Name: name, Mode: pb.Mode_MODE_ELASTIC, Elastic: &pb.Elastic{CeilingPercent: 200, Capacity: capacity},
+			Limits: []*pb.PolicyLimit{{Limit: &pb.Limit{Algorithm: pb.Algorithm_FIXED_WINDOW, Limit: 10, WindowMs: 3_600_000}}}}
+	}
+	if _, err := nodes[0].Admin().SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: []*pb.Policy{
+		elastic("roomy", 1_000_000), elastic("tight", 60),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	admitted := func(policy, key string, n int) int {
+		got := 0
+		for i := 0; i < n; i++ {
+			resp, err := nodes[i%3].Limiter().Allow(ctx, &pb.AllowRequest{Policy: policy, Key: key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Allowed {
+				got++
+			}
+		}
+		return got
+	}
+	inproc.Eventually(t, 5*time.Second, "policies known", func() error {
+		_, err := nodes[2].Admin().GetPolicy(ctx, &pb.GetPolicyRequest{Name: "tight"})
+		return err
+	})
+	if got := admitted("roomy", "a", 30); got != 20 {
+		t.Fatalf("with room: %d admitted, want the ceiling 20", got)
+	}
+	if got := admitted("tight", "first", 30); got != 20 {
+		t.Fatalf("before any traffic: %d admitted, want the ceiling 20", got)
+	}
+	// 60 keys × 10 admitted at once, spread over every shard: about 120
+	// per second across the cluster over the 5 s the rate looks back, 40
+	// per node.
+	var wg sync.WaitGroup
+	for k := 0; k < 60; k++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			admitted("tight", fmt.Sprintf("load-%d", k), 10)
+		}()
+	}
+	wg.Wait()
+	time.Sleep(1500 * time.Millisecond) // every node hears every node's rate
+	if got := admitted("tight", "late", 30); got != 10 {
+		t.Fatalf("over capacity: %d admitted, want the base 10", got)
+	}
 }
