@@ -94,7 +94,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.ReconcileInterval, 250*time.Millisecond)
 	def(&c.GossipInterval, 200*time.Millisecond)
 	def(&c.CommitTimeout, 5*time.Second)
-	def(&c.FastFlushInterval, 100*time.Millisecond)
+	def(&c.FastFlushInterval, 500*time.Millisecond)
 	if c.FastMaxPending == 0 {
 		c.FastMaxPending = 1000
 	}

@@ -123,7 +123,7 @@ func run(clients int, duration, warmup time.Duration, batch, keys, shards int, n
 	if perAlgorithm <= 0 {
 		return nil
 	}
-	return compareModes(ctx, c, cl, clients, perAlgorithm, warmup, batch, key, prof)
+	return compareModes(ctx, c, cl, clients, perAlgorithm, warmup, batch, key, prof, health.callsPerSec())
 }
 
 // algorithmLimits are the limits the per-algorithm runs use: generous, so
@@ -140,7 +140,8 @@ var algorithmLimits = []*pb.Limit{
 // compareModes measures single Allow calls against a strict and a fast
 // policy of every algorithm, and batches against the fast sliding log.
 func compareModes(ctx context.Context, c *e2e.Cluster, cl *client.Client, clients int, duration, warmup time.Duration,
-	batch int, key func(*rand.Rand) string, prof func(string) func()) error {
+	batch int, key func(*rand.Rand) string, prof func(string) func(), healthRate float64) error {
+	var fastLog float64
 	var policies []*pb.Policy
 	for _, l := range algorithmLimits {
 		for _, mode := range []pb.Consistency{pb.Consistency_CONSISTENCY_STRICT, pb.Consistency_CONSISTENCY_FAST} {
@@ -164,6 +165,9 @@ func compareModes(ctx context.Context, c *e2e.Cluster, cl *client.Client, client
 			})
 			done()
 			r.print(name)
+			if mode == pb.Consistency_CONSISTENCY_FAST && l.Algorithm == pb.Algorithm_SLIDING_LOG {
+				fastLog = r.callsPerSec()
+			}
 		}
 	}
 	fast := policyName(algorithmLimits[0], pb.Consistency_CONSISTENCY_FAST)
@@ -176,6 +180,8 @@ func compareModes(ctx context.Context, c *e2e.Cluster, cl *client.Client, client
 		return batch, err
 	})
 	r.print(fmt.Sprintf("AllowBatch of %d, %s", batch, fast))
+	fmt.Printf("\nfast single Allow (sliding log) / health check: %.2f\n", fastLog/healthRate)
+	fmt.Printf("fast batched decisions / fast single Allow:     %.1f\n", r.decisionsPerSec()/fastLog)
 	return nil
 }
 
