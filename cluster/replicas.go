@@ -107,6 +107,11 @@ func (n *Node) notLeader(r *replica) error {
 }
 
 func (r *replica) close(handOff bool) {
+	if handOff && r.group.isLeader() {
+		// A clean shutdown (a deploy) replicates every fast decision it
+		// answered before it hands the shard over: nothing is lost.
+		r.fast.drain()
+	}
 	r.fast.close()
 	r.batcher.close()
 	_ = r.group.close(handOff)
