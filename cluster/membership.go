@@ -246,6 +246,36 @@ func (n *Node) DeletePolicy(ctx context.Context, name string) error {
 	return n.applyMeta(ctx, fsm.MetaDeletePolicy, &metav1.DeletePolicy{Name: name})
 }
 
+// CatchUpMeta waits until this node has applied everything the meta leader
+// had applied when asked, so a write made through any node (a policy just
+// set) is visible here. It gives up at ctx's deadline.
+func (n *Node) CatchUpMeta(ctx context.Context) error {
+	meta := n.metaGroup()
+	if meta == nil {
+		return ErrClosed
+	}
+	target := meta.raft.AppliedIndex()
+	if !meta.isLeader() {
+		addr := n.addrOf(meta.leader())
+		if addr == "" {
+			return fmt.Errorf("meta group: %w", ErrNoLeader)
+		}
+		_, applied, err := n.peers.Progress(ctx, addr, metaGroup)
+		if err != nil {
+			return err
+		}
+		target = applied
+	}
+	for meta.raft.AppliedIndex() < target {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
 // applyMeta applies a meta command, on the meta leader: locally when this
 // node leads, otherwise forwarded. Meta commands are idempotent, so
 // retrying one whose outcome was unknown is safe.

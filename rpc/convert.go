@@ -1,8 +1,10 @@
 package rpc
 
 import (
+	"context"
 	"time"
 
+	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/policy"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
@@ -13,16 +15,35 @@ import (
 // parseCheck validates one request and turns it into the check a shard log
 // entry carries, resolving a named policy from the node's meta state;
 // field prefixes error messages.
-func (s *Server) parseCheck(req *pb.AllowRequest, field string) (fsm.Check, error) {
-	c, err := validate.Request(req, field, s.cfg.MaxLogLength, s.resolve)
+func (s *Server) parseCheck(ctx context.Context, req *pb.AllowRequest, field string) (fsm.Check, error) {
+	c, err := validate.Request(req, field, s.cfg.MaxLogLength, resolver(ctx, s.node))
 	if err != nil {
 		return fsm.Check{}, err
 	}
 	return fsm.Check{Key: c.Key, Policy: c.Policy, Cost: c.Cost}, nil
 }
 
-// resolve finds a named policy in this node's copy of the meta state.
-func (s *Server) resolve(name string) *policy.Policy { return s.node.View().Policy(name) }
+// catchUpWait bounds how long a node looks for a policy it does not know
+// yet, in case it was set a moment ago through another node.
+const catchUpWait = time.Second
+
+// resolver finds named policies in node's copy of the meta state. A name it
+// does not know may have just been set elsewhere: it first catches up with
+// the meta leader, so a client that sets a policy and uses it at once, on
+// any node, finds it.
+func resolver(ctx context.Context, node *cluster.Node) validate.Resolver {
+	return func(name string) *policy.Policy {
+		if p := node.View().Policy(name); p != nil {
+			return p
+		}
+		cctx, cancel := context.WithTimeout(ctx, catchUpWait)
+		defer cancel()
+		if node.CatchUpMeta(cctx) != nil {
+			return nil
+		}
+		return node.View().Policy(name)
+	}
+}
 
 // resultToProto converts a decision on c; times become Unix milliseconds,
 // a retry-after rounded up so a client that waits exactly that long is in

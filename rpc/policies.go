@@ -43,7 +43,7 @@ func (a *AdminServer) SetPolicies(ctx context.Context, req *pb.SetPoliciesReques
 
 // GetPolicy implements pb.AdminServer.
 func (a *AdminServer) GetPolicy(ctx context.Context, req *pb.GetPolicyRequest) (*pb.Policy, error) {
-	p := a.node.View().Policy(req.Name)
+	p := resolver(ctx, a.node)(req.Name)
 	if p == nil {
 		return nil, toStatus(fmt.Errorf("%w: %q", fsm.ErrUnknownPolicy, req.Name))
 	}
@@ -52,6 +52,9 @@ func (a *AdminServer) GetPolicy(ctx context.Context, req *pb.GetPolicyRequest) (
 
 // ListPolicies implements pb.AdminServer.
 func (a *AdminServer) ListPolicies(ctx context.Context, req *pb.ListPoliciesRequest) (*pb.ListPoliciesResponse, error) {
+	cctx, cancel := context.WithTimeout(ctx, catchUpWait)
+	_ = a.node.CatchUpMeta(cctx) // best effort: show writes made through other nodes
+	cancel()
 	v := a.node.View()
 	out := &pb.ListPoliciesResponse{}
 	for _, name := range slices.Sorted(maps.Keys(v.Policies)) {
@@ -77,7 +80,7 @@ func (a *AdminServer) ResetKey(ctx context.Context, req *pb.ResetKeyRequest) (*p
 	zero := int64(0)
 	c, err := validate.Request(&pb.AllowRequest{
 		Key: req.Key, Limit: req.Limit, Policy: req.Policy, Descriptors: req.Descriptors, Cost: &zero,
-	}, "", a.cfg.MaxLogLength, func(name string) *policy.Policy { return a.node.View().Policy(name) })
+	}, "", a.cfg.MaxLogLength, resolver(ctx, a.node))
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -46,7 +46,7 @@ func NewServer(node *cluster.Node, peers *Peers, cfg Config) *Server {
 
 // Allow implements pb.RateLimiterServer.
 func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResponse, error) {
-	c, err := s.parseCheck(req, "")
+	c, err := s.parseCheck(ctx, req, "")
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -67,7 +67,7 @@ func (s *Server) AllowBatch(ctx context.Context, req *pb.AllowBatchRequest) (*pb
 	checks := make([]fsm.Check, len(req.Requests))
 	byShard := map[int][]int{}
 	for i, r := range req.Requests {
-		c, err := s.parseCheck(r, fmt.Sprintf("requests[%d].", i))
+		c, err := s.parseCheck(ctx, r, fmt.Sprintf("requests[%d].", i))
 		if err != nil {
 			return nil, toStatus(err)
 		}

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/cluster/hashing"
+	"github.com/floodgate/floodgate/policy"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 	"github.com/floodgate/floodgate/rpc/validate"
 )
@@ -54,11 +55,12 @@ type Options struct {
 type Client struct {
 	opts Options
 
-	mu      sync.RWMutex
-	conns   map[string]*grpc.ClientConn
-	shards  int
-	leaders []string // shard → leader's gRPC address
-	nodes   []string // every node's gRPC address
+	mu       sync.RWMutex
+	conns    map[string]*grpc.ClientConn
+	shards   int
+	leaders  []string // shard → leader's gRPC address
+	nodes    []string // every node's gRPC address
+	policies map[string]*policy.Policy
 
 	rr      atomic.Uint64
 	refresh chan struct{}
@@ -93,10 +95,11 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 // Allow checks one request on the leader of its key's shard. An invalid
 // request fails at once (InvalidArgument), whatever FailOpen says.
 func (c *Client) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResponse, error) {
-	if err := check(req, ""); err != nil {
+	key, err := c.check(req, "")
+	if err != nil {
 		return nil, err
 	}
-	resp, err := pb.NewRateLimiterClient(c.connFor(req.Key)).Allow(ctx, req)
+	resp, err := pb.NewRateLimiterClient(c.connFor(key)).Allow(ctx, req)
 	if err != nil {
 		return c.failed(err)
 	}
@@ -109,14 +112,13 @@ func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.A
 	if err := validate.Batch(len(reqs)); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	for i, r := range reqs {
-		if err := check(r, fmt.Sprintf("requests[%d].", i)); err != nil {
-			return nil, err
-		}
-	}
 	groups := map[string][]int{}
 	for i, r := range reqs {
-		addr := c.route(r.Key)
+		key, err := c.check(r, fmt.Sprintf("requests[%d].", i))
+		if err != nil {
+			return nil, err
+		}
+		addr := c.route(key)
 		groups[addr] = append(groups[addr], i)
 	}
 	out := &pb.AllowBatchResponse{Results: make([]*pb.AllowBatchItem, len(reqs))}
@@ -176,12 +178,24 @@ func (c *Client) Close() error {
 }
 
 // check validates req locally, with the rules the servers apply (except
-// the sliding-log cap, which is the servers' setting).
-func check(req *pb.AllowRequest, field string) error {
-	if _, err := validate.Request(req, field, math.MaxInt64, nil); err != nil {
-		return status.Error(codes.InvalidArgument, err.Error())
+// the sliding-log cap, which is the servers' setting), and returns the key
+// it will be counted under, for routing. A policy the client has not
+// learned yet is left to the servers to check.
+func (c *Client) check(req *pb.AllowRequest, field string) (string, error) {
+	var resolve validate.Resolver
+	if req.Policy != "" {
+		c.mu.RLock()
+		p := c.policies[req.Policy]
+		c.mu.RUnlock()
+		if p != nil {
+			resolve = func(string) *policy.Policy { return p }
+		}
 	}
-	return nil
+	chk, err := validate.Request(req, field, math.MaxInt64, resolve)
+	if err != nil {
+		return "", status.Error(codes.InvalidArgument, err.Error())
+	}
+	return chk.Key, nil
 }
 
 // failed reports err and, under FailOpen, turns an unavailable cluster
@@ -283,8 +297,16 @@ func (c *Client) loadRoutes(ctx context.Context) error {
 				leaders[s.Id] = addrOf[s.Leader]
 			}
 		}
+		policies := map[string]*policy.Policy{}
+		if list, err := pb.NewAdminClient(c.conn(addr)).ListPolicies(ctx, &pb.ListPoliciesRequest{}); err == nil {
+			for _, pp := range list.Policies {
+				if p, err := validate.Policy(pp, "", math.MaxInt64); err == nil {
+					policies[p.Name] = p
+				}
+			}
+		}
 		c.mu.Lock()
-		c.shards, c.leaders, c.nodes = int(st.Shards), leaders, all
+		c.shards, c.leaders, c.nodes, c.policies = int(st.Shards), leaders, all, policies
 		c.mu.Unlock()
 		return nil
 	}

@@ -90,3 +90,36 @@ func TestClientFailsOpenOrClosed(t *testing.T) {
 		t.Fatal("fail-open admitted an invalid request")
 	}
 }
+
+// The client learns policies, so it builds descriptor keys in the policy's
+// key_by order, exactly as the servers do, and counts them exactly.
+func TestClientPolicyKeys(t *testing.T) {
+	nodes := inproc.Cluster(t, 3)
+	ctx := context.Background()
+	_, err := nodes[0].Admin().SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: []*pb.Policy{{
+		Name: "by-user-ip", KeyBy: []string{"user", "ip"},
+		Limits: []*pb.PolicyLimit{{Limit: &pb.Limit{Algorithm: pb.Algorithm_FIXED_WINDOW, Limit: 2, WindowMs: 60_000}}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(ctx, client.Options{Addrs: []string{nodes[1].Cfg.GRPCAddr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	desc := map[string]string{"ip": "10.1.2.3", "user": "ann"}
+	for i := 0; i < 3; i++ {
+		resp, err := c.Allow(ctx, &pb.AllowRequest{Policy: "by-user-ip", Descriptors: desc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Key != "user=ann,ip=10.1.2.3" || resp.Allowed != (i < 2) {
+			t.Fatalf("request %d: %v", i, resp)
+		}
+	}
+	// Known policy rules apply before any round trip.
+	if _, err := c.Allow(ctx, &pb.AllowRequest{Policy: "by-user-ip", Descriptors: map[string]string{"user": "ann"}}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("missing descriptor: %v", err)
+	}
+}
