@@ -78,6 +78,15 @@ func (b *batcher) submit(ctx context.Context, checks []fsm.Check) ([]policy.Resu
 	select {
 	case <-req.done:
 		return req.results, req.err
+	case <-b.done:
+		// The loop has stopped; it answers everything it took, so a request
+		// still unanswered never reached the log.
+		select {
+		case <-req.done:
+			return req.results, req.err
+		default:
+			return nil, b.notLeader()
+		}
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%s: %w: %w", b.group, ErrUnavailable, ctx.Err())
 	}

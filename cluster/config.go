@@ -39,9 +39,9 @@ type Config struct {
 	Shards   int
 	Replicas int
 
-	// Fsync makes every Raft write durable before it is acknowledged. Off
-	// only for throwaway clusters.
-	Fsync bool
+	// Fsync is how Raft writes are made durable: FsyncBatch (default),
+	// FsyncAlways or FsyncOff.
+	Fsync string
 	// Raft timing. Lower timeouts fail over faster and cost more
 	// heartbeats: every shard leader heartbeats every follower.
 	HeartbeatTimeout   time.Duration
@@ -71,6 +71,10 @@ type Config struct {
 	FastFlushInterval time.Duration
 	FastMaxPending    int64
 
+	// CheckStore checks a Raft log file after an unclean stop (nil: no
+	// check). The daemon runs CheckStore in a child process.
+	CheckStore func(path string) error
+
 	Logger *slog.Logger
 }
 
@@ -83,6 +87,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Shards == 0 {
 		c.Shards = DefaultShards
+	}
+	if c.Fsync == "" {
+		c.Fsync = FsyncBatch
 	}
 	if c.Replicas == 0 {
 		c.Replicas = DefaultReplicas
@@ -132,6 +139,9 @@ func (c Config) Validate() error {
 	}
 	if c.Replicas < 1 || c.Replicas > MaxReplicas {
 		return fmt.Errorf("%w: replicas: must be between 1 and %d, got %d", ErrConfig, MaxReplicas, c.Replicas)
+	}
+	if c.Fsync != FsyncBatch && c.Fsync != FsyncAlways && c.Fsync != FsyncOff {
+		return fmt.Errorf("%w: fsync: %q is not batch, always or off", ErrConfig, c.Fsync)
 	}
 	if c.FastMaxPending < 1 {
 		return fmt.Errorf("%w: fast-max-pending: must be at least 1, got %d", ErrConfig, c.FastMaxPending)

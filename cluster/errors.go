@@ -28,6 +28,8 @@ var (
 	ErrClosed = errors.New("node closed")
 	// ErrNotReady means the node has not joined a cluster yet.
 	ErrNotReady = errors.New("node not part of a cluster yet")
+	// ErrDamaged means a Raft log file failed its consistency check.
+	ErrDamaged = errors.New("damaged raft log")
 )
 
 // NotLeaderError is ErrNotLeader with a hint of who leads, when known.

@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -25,9 +27,12 @@ type fastLane struct {
 	timeout    time.Duration
 	notLeader  func() error
 
+	barrier sync.Mutex // one leadership barrier at a time
+
 	mu       sync.Mutex
-	room     *sync.Cond // signalled when pending cost drops
-	term     uint64     // the leadership term the pending hits belong to
+	room     *sync.Cond // signalled when pending cost drops or state changes
+	term     uint64     // the leadership term pending hits belong to
+	ready    uint64     // the term whose barrier has passed
 	pending  []fastHit
 	cost     int64 // cost of pending
 	inflight bool
@@ -54,36 +59,85 @@ func newFastLane(r *raft.Raft, shard *fsm.Shard, cfg Config, notLeader func() er
 	return f
 }
 
-// decide answers one fast check at once.
+// decide answers one fast check at once. Errors mean nothing was counted.
 func (f *fastLane) decide(c fsm.Check) (policy.Result, error) {
-	if f.r.State() != raft.Leader {
-		return policy.Result{}, f.notLeader()
+	term, err := f.leading()
+	if err != nil {
+		return policy.Result{}, err
 	}
-	term := f.r.CurrentTerm()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if term != f.term {
-		// A new leadership: whatever an earlier term answered and did not
-		// commit is gone, and so is its overlay.
-		f.shard.ResetFast()
-		f.pending, f.cost, f.term = nil, 0, term
-	}
-	for f.cost >= f.maxPending && !f.stopped {
+	for {
+		if f.stopped || f.term != term {
+			return policy.Result{}, f.notLeader()
+		}
+		if f.cost < f.maxPending {
+			break
+		}
 		f.nudge()
 		f.room.Wait()
+		if f.r.State() != raft.Leader || f.r.CurrentTerm() != term {
+			return policy.Result{}, f.notLeader()
+		}
 	}
-	if f.stopped {
-		return policy.Result{}, f.notLeader()
-	}
-	now := time.Now().UnixNano()
-	res, gen := f.shard.FastEval(c.Policy, c.Key, c.Cost, now, c.Elastic)
+	res, gen, at := f.shard.FastEval(c.Policy, c.Key, c.Cost, time.Now().UnixNano(), c.Elastic)
 	if res.Outcome != policy.Denied {
-		f.pending = append(f.pending, fastHit{fsm.Hit{Key: c.Key, Policy: c.Policy, Cost: c.Cost, Time: now, Outcome: res.Outcome}, gen})
+		f.pending = append(f.pending, fastHit{fsm.Hit{Key: c.Key, Policy: c.Policy, Cost: c.Cost, Time: at, Outcome: res.Outcome}, gen})
 		if f.cost += max(c.Cost, 1); f.cost >= f.maxPending {
 			f.nudge()
 		}
 	}
 	return res, nil
+}
+
+// leading returns the current term if this replica leads the shard and may
+// answer from memory. The first time in a term it waits for a Raft barrier:
+// a new leader's state machine may not have applied everything the former
+// leader committed (and answered) yet, and an overlay built on it would
+// forget those counts.
+func (f *fastLane) leading() (uint64, error) {
+	if f.r.State() != raft.Leader {
+		return 0, f.notLeader()
+	}
+	term := f.r.CurrentTerm()
+	f.mu.Lock()
+	ok, stale := f.ready == term, term < f.term
+	f.mu.Unlock()
+	switch {
+	case ok:
+		return term, nil
+	case stale:
+		return 0, f.notLeader()
+	}
+	f.barrier.Lock()
+	defer f.barrier.Unlock()
+	f.mu.Lock()
+	ok = f.ready == term
+	f.mu.Unlock()
+	if ok {
+		return term, nil
+	}
+	if err := f.r.Barrier(f.timeout).Error(); err != nil {
+		// Nothing was counted: safe to retry, here or elsewhere.
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			return 0, f.notLeader()
+		}
+		return 0, fmt.Errorf("%w: leadership barrier: %v", ErrNoLeader, err)
+	}
+	if f.r.State() != raft.Leader || f.r.CurrentTerm() != term {
+		return 0, f.notLeader()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if term > f.term {
+		// A new leadership: what an earlier term answered and did not
+		// commit is gone, and so is its overlay.
+		f.shard.ResetFast()
+		f.pending, f.cost, f.term = nil, 0, term
+		f.room.Broadcast()
+	}
+	f.ready = term
+	return term, nil
 }
 
 func (f *fastLane) nudge() {
@@ -118,7 +172,7 @@ func (f *fastLane) flush() bool {
 		f.mu.Unlock()
 		return false
 	}
-	batch := f.pending
+	batch, cost, term := f.pending, f.cost, f.term
 	f.pending, f.cost, f.inflight = nil, 0, true
 	f.room.Broadcast()
 	f.mu.Unlock()
@@ -128,24 +182,38 @@ func (f *fastLane) flush() bool {
 		hits[i] = batch[i].hit
 	}
 	err := f.r.Apply(fsm.EncodeHits(nil, time.Now().UnixNano(), hits), f.timeout).Error()
-	if err == nil {
-		for _, h := range batch {
-			f.shard.ReleaseFast(h.hit.Policy, h.hit.Key, h.gen)
-		}
-	}
-	// On failure leadership is being lost: the next term starts with a
-	// fresh overlay, and these hits count only if the new leader commits
-	// them.
+
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.inflight = false
 	f.room.Broadcast()
+	switch {
+	case err == nil:
+		for _, h := range batch {
+			f.shard.ReleaseFast(h.hit.Policy, h.hit.Key, h.gen)
+		}
+	case notAppended(err) && f.term == term && f.r.State() == raft.Leader && f.r.CurrentTerm() == term:
+		// Refused before it reached the log, and still the leader of the
+		// same term: send it again with the next batch.
+		f.pending, f.cost = append(batch, f.pending...), f.cost+cost
+	case f.term == term:
+		// Leadership is going, or the outcome is unknown: the overlay can
+		// no longer be trusted. Whatever did not commit is lost (the bound).
+		f.shard.ResetFast()
+		f.pending, f.cost = nil, 0
+	}
 	return len(f.pending) > 0
 }
 
-// drain flushes everything pending now and waits for it, so a reset that
-// follows is not undone by hits answered before it.
-// Checks keep arriving meanwhile, so it gives up after a few rounds.
+// notAppended reports whether a failed Apply never reached the log.
+func notAppended(err error) bool {
+	return errors.Is(err, raft.ErrEnqueueTimeout) || errors.Is(err, raft.ErrLeadershipTransferInProgress) ||
+		errors.Is(err, raft.ErrNotLeader)
+}
+
+// drain flushes everything pending now and waits for it, so a reset or a
+// leadership transfer that follows loses nothing answered before it. Checks
+// keep arriving meanwhile, so it gives up after a few rounds.
 func (f *fastLane) drain() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -161,12 +229,29 @@ func (f *fastLane) drain() {
 	}
 }
 
-// close stops the lane; checks waiting for room are refused as not-leader.
-func (f *fastLane) close() {
+// dropStale discards the overlay of a replica that no longer leads and has
+// nothing left to flush: answers it will never give.
+func (f *fastLane) dropStale() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.r.State() != raft.Leader && !f.inflight && len(f.pending) == 0 && f.shard.FastPending() > 0 {
+		f.shard.ResetFast()
+		f.ready = 0
+	}
+}
+
+// refuse makes new fast checks fail as not-leader (nothing counted); what
+// is pending can still be drained.
+func (f *fastLane) refuse() {
 	f.mu.Lock()
 	f.stopped = true
 	f.room.Broadcast()
 	f.mu.Unlock()
+}
+
+// close stops the lane.
+func (f *fastLane) close() {
+	f.refuse()
 	close(f.stop)
 	<-f.done
 }

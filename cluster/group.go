@@ -40,7 +40,7 @@ type groupOptions struct {
 // instance. A new group waits to be bootstrapped or added by a leader.
 func openGroup(o groupOptions) (*Group, error) {
 	logger := hclogFor(o.cfg.Logger, o.name)
-	store, err := openGroupStore(o.dir, o.syncer, logger)
+	store, err := openGroupStore(o.dir, o.cfg.Fsync, o.syncer, logger)
 	if err != nil {
 		return nil, err
 	}

@@ -173,6 +173,11 @@ func (n *Node) JoinCluster(ctx context.Context, addrs []string) (string, error) 
 	}
 	n.recon.pause.Lock()
 	defer n.recon.pause.Unlock()
+	if !n.Fresh() {
+		// Checked again under the lock: a concurrent or retried join may
+		// have moved the node already.
+		return "", fmt.Errorf("%w: %s already joined a cluster", ErrNotFresh, n.cfg.NodeID)
+	}
 	if err := n.reset(); err != nil {
 		return "", err
 	}
@@ -215,19 +220,8 @@ func (n *Node) Leave(ctx context.Context, id string) error {
 	if id == "" {
 		id = n.cfg.NodeID
 	}
-	v := n.View()
-	node := v.Node(id)
-	if node == nil {
+	if n.View().Node(id) == nil {
 		return fmt.Errorf("%w: %q", ErrUnknownNode, id)
-	}
-	active := 0
-	for _, m := range v.Nodes {
-		if m.State == metav1.NodeState_NODE_STATE_ACTIVE && m.Id != id {
-			active++
-		}
-	}
-	if active == 0 {
-		return fmt.Errorf("%w: %s is the last active node; nothing could take its replicas", ErrConfig, id)
 	}
 	return n.applyMeta(ctx, fsm.MetaSetNodeState, &metav1.SetNodeState{Id: id, State: metav1.NodeState_NODE_STATE_LEAVING})
 }
@@ -260,11 +254,11 @@ func (n *Node) CatchUpMeta(ctx context.Context) error {
 		if addr == "" {
 			return fmt.Errorf("meta group: %w", ErrNoLeader)
 		}
-		_, applied, err := n.peers.Progress(ctx, addr, metaGroup)
+		info, err := n.peers.Progress(ctx, addr, metaGroup)
 		if err != nil {
 			return err
 		}
-		target = applied
+		target = info.Applied
 	}
 	for meta.raft.AppliedIndex() < target {
 		select {

@@ -94,11 +94,15 @@ func (m *Mux) route(conn net.Conn) {
 		return
 	}
 	select {
-	case l.conns <- conn:
 	case <-l.done:
 		conn.Close()
+		return
 	default:
-		conn.Close()
+	}
+	select {
+	case l.conns <- conn:
+	default:
+		conn.Close() // the group is not keeping up: the dialer retries
 	}
 }
 

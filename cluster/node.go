@@ -21,12 +21,24 @@ type Peers interface {
 	// ApplyMeta applies a meta command on the node at addr, which answers
 	// ErrNotLeader when it does not lead the meta group.
 	ApplyMeta(ctx context.Context, addr string, cmd []byte) error
-	// Progress reports whether the node at addr runs a replica of group
-	// (a shard number, or -1 for the meta group) and how far it applied.
-	Progress(ctx context.Context, addr string, group int) (present bool, applied uint64, err error)
+	// Progress asks the node at addr about its replica of group (a shard
+	// number, or -1 for the meta group).
+	Progress(ctx context.Context, addr string, group int) (GroupInfo, error)
 	// AddNode asks the node at addr to add n to its cluster, returning the
 	// cluster id and the gossip addresses of its members.
 	AddNode(ctx context.Context, addr string, n *metav1.Node) (clusterID string, gossip []string, err error)
+}
+
+// GroupInfo is what a node says about its replica of a group.
+type GroupInfo struct {
+	// Present: it runs a replica of the group.
+	Present bool
+	// Leader: it leads the group, so Servers is the group's membership.
+	Leader  bool
+	Applied uint64
+	Last    uint64
+	// Servers is the group's configuration as the node knows it.
+	Servers []string
 }
 
 // metaGroup is the group number of the meta group in Progress.
@@ -73,6 +85,9 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 	if err := claimDataDir(cfg.DataDir, cfg.NodeID); err != nil {
 		return nil, err
 	}
+	if err := checkStores(cfg.DataDir, cfg.NodeID, cfg.CheckStore); err != nil {
+		return nil, err
+	}
 	n := &Node{
 		cfg:     cfg,
 		log:     cfg.Logger.With("node", cfg.NodeID),
@@ -90,7 +105,7 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 		}
 	}()
 	var err error
-	if cfg.Fsync {
+	if cfg.Fsync == FsyncBatch {
 		if n.syncer, err = NewSyncer(cfg.DataDir); err != nil {
 			return nil, err
 		}
@@ -251,6 +266,40 @@ func (n *Node) self() *metav1.Node {
 	}
 }
 
+// HandOff prepares a clean shutdown while the node still serves: every
+// shard it leads stops taking fast checks, replicates the fast decisions it
+// answered, and hands its leadership to another replica, as does the meta
+// group. Checks arriving meanwhile are sent on to the new leaders, so a
+// deploy costs clients no errors and no election timeouts.
+func (n *Node) HandOff(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, r := range n.replicas() {
+		if !r.group.isLeader() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.fast.refuse()
+			r.fast.drain()
+			_ = r.group.raft.LeadershipTransfer().Error()
+		}()
+	}
+	if meta := n.metaGroup(); meta != nil && meta.isLeader() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = meta.raft.LeadershipTransfer().Error()
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
 // Close stops the node: leaderships are handed to other replicas first, so
 // a clean shutdown (SIGTERM, a deploy) costs no election timeouts.
 func (n *Node) Close() error {
@@ -263,7 +312,11 @@ func (n *Node) Close() error {
 	n.mu.Unlock()
 	close(n.stop)
 	n.wg.Wait()
-	return n.closeResources()
+	err := n.closeResources()
+	if err == nil {
+		err = markClean(n.cfg.DataDir)
+	}
+	return err
 }
 
 func (n *Node) closeResources() error {

@@ -88,9 +88,7 @@ func (n *Node) reconcileOnce() {
 			n.recon.mu.Lock()
 			delete(n.recon.leaderSince, r.id)
 			n.recon.mu.Unlock()
-			if r.fsm.FastPending() > 0 {
-				r.fsm.ResetFast() // a former leader's overlay: answers it will never give
-			}
+			r.fast.dropStale()
 			continue
 		}
 		n.spawn(r.id, func(ctx context.Context) { n.reconcileShard(ctx, r, v, pl) })
@@ -164,6 +162,9 @@ func (n *Node) reconcileShard(ctx context.Context, r *replica, v *fsm.MetaView, 
 	n.reportShard(ctx, r.id, g.raft.CurrentTerm(), cfg, v)
 	n.maybeTick(r)
 	desired := pl.shards[r.id]
+	if len(desired) == 0 {
+		return // no active node to place the shard on: change nothing
+	}
 	servers := map[string]raft.Server{}
 	for _, s := range cfg.Servers {
 		servers[string(s.ID)] = s
@@ -250,11 +251,11 @@ func (n *Node) caughtUp(ctx context.Context, g *Group, group int, id string, v *
 	if m == nil || !n.gossip.alive(id) {
 		return false
 	}
-	present, applied, err := n.peers.Progress(ctx, m.GrpcAddr, group)
-	if err != nil || !present || applied == 0 {
+	info, err := n.peers.Progress(ctx, m.GrpcAddr, group)
+	if err != nil || !info.Present || info.Applied == 0 {
 		return false
 	}
-	return applied+catchUpSlack >= g.raft.AppliedIndex()
+	return info.Applied+catchUpSlack >= g.raft.AppliedIndex()
 }
 
 // transfer hands the group's leadership to the first caught-up voter of
@@ -289,6 +290,9 @@ func (n *Node) transfer(ctx context.Context, shard int, g *Group, desired []stri
 		n.recon.mu.Lock()
 		n.recon.lastTransfer[shard] = time.Now()
 		n.recon.mu.Unlock()
+		if r := n.replica(shard); r != nil {
+			r.fast.drain() // hand over every fast decision answered so far
+		}
 		if err := g.raft.LeadershipTransferToServer(target.ID, target.Address).Error(); err != nil {
 			n.log.Warn("leadership transfer", "group", g.name, "to", id, "err", err)
 		}

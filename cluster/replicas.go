@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -107,6 +108,7 @@ func (n *Node) notLeader(r *replica) error {
 }
 
 func (r *replica) close(handOff bool) {
+	r.fast.refuse()
 	if handOff && r.group.isLeader() {
 		// A clean shutdown (a deploy) replicates every fast decision it
 		// answered before it hands the shard over: nothing is lost.
@@ -124,10 +126,11 @@ func (r *replica) destroy() error {
 }
 
 // manageReplicas opens the replicas placed on this node and deletes those
-// that have been moved away. A replica is deleted only once its shard's
-// leader has reported a configuration without this node (or Raft itself
-// shut the replica down on removal), never merely because the placement
-// changed: until the leader has removed it, it may be needed for a quorum.
+// that have been moved away. A replica is deleted only once Raft shut it
+// down on its removal, or the shard's current leader confirms it is not in
+// the group's configuration: never merely because the placement changed or
+// a report says so, since until the leader has removed it the replica may
+// be needed for a quorum.
 func (n *Node) manageReplicas(pl *placement) {
 	me := n.cfg.NodeID
 	for s := range pl.shards {
@@ -137,27 +140,56 @@ func (n *Node) manageReplicas(pl *placement) {
 			}
 		}
 	}
-	v := n.View()
 	for _, r := range n.replicas() {
 		if r.id < len(pl.shards) && slices.Contains(pl.shards[r.id], me) {
 			continue
 		}
-		removed := r.group.raft.State() == raft.Shutdown
-		if !removed && r.id < len(v.Reports) {
-			rep := v.Reports[r.id]
-			removed = rep != nil && rep.Term >= r.group.raft.CurrentTerm() && !reportHas(rep.Replicas, me) && time.Since(r.group.openedAt) > n.cfg.ElectionTimeout
+		if time.Since(r.group.openedAt) < 2*n.cfg.ElectionTimeout || r.group.isLeader() {
+			continue // just opened, or leading: it hands leadership over first
 		}
-		if !removed {
+		if r.group.raft.State() == raft.Shutdown {
+			n.dropReplica(r)
 			continue
 		}
-		n.mu.Lock()
-		if n.shards[r.id] == r {
-			delete(n.shards, r.id)
+		n.spawn(confirmKey+r.id, func(ctx context.Context) {
+			if n.removedByLeader(ctx, r) {
+				n.dropReplica(r)
+			}
+		})
+	}
+}
+
+// confirmKey offsets the reconciler's busy keys for removal checks.
+const confirmKey = 1 << 20
+
+// removedByLeader asks the shard's leader whether this node is still in the
+// group's configuration.
+func (n *Node) removedByLeader(ctx context.Context, r *replica) bool {
+	leader := r.group.leader()
+	if leader == "" || leader == n.cfg.NodeID {
+		if v := n.View(); r.id < len(v.Reports) && v.Reports[r.id] != nil {
+			leader = v.Reports[r.id].Leader
 		}
+	}
+	addr := n.addrOf(leader)
+	if leader == "" || leader == n.cfg.NodeID || addr == "" {
+		return false
+	}
+	info, err := n.peers.Progress(ctx, addr, r.id)
+	return err == nil && info.Leader && !slices.Contains(info.Servers, n.cfg.NodeID)
+}
+
+// dropReplica closes and deletes a replica that has moved away.
+func (n *Node) dropReplica(r *replica) {
+	n.mu.Lock()
+	if n.shards[r.id] != r {
 		n.mu.Unlock()
-		n.log.Info("shard replica moved away: deleting it", "shard", r.id)
-		if err := r.destroy(); err != nil {
-			n.log.Error("delete shard replica", "shard", r.id, "err", err)
-		}
+		return
+	}
+	delete(n.shards, r.id)
+	n.mu.Unlock()
+	n.log.Info("shard replica moved away: deleting it", "shard", r.id)
+	if err := r.destroy(); err != nil {
+		n.log.Error("delete shard replica", "shard", r.id, "err", err)
 	}
 }

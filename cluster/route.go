@@ -112,8 +112,9 @@ func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]pol
 		if err != nil {
 			if decided {
 				// Some of these checks counted already: a retry elsewhere
-				// would count them twice.
-				return nil, fmt.Errorf("%s: %w: %w", shardName(shard), ErrUnavailable, err)
+				// would count them twice. %v, not %w: the cause (not the
+				// leader) must not look retryable to callers.
+				return nil, fmt.Errorf("%s: %w: %v", shardName(shard), ErrUnavailable, err)
 			}
 			return nil, err
 		}
@@ -158,9 +159,10 @@ func (n *Node) ResetKey(ctx context.Context, shard int, key string, p *policy.Po
 	return 0, nil
 }
 
-// Progress reports whether this node runs a replica of group (a shard, or
-// -1 for the meta group) and its applied and last log index.
-func (n *Node) Progress(group int) (present bool, applied, last uint64) {
+// Progress describes this node's replica of group (a shard, or -1 for the
+// meta group): whether it exists, leads, how far it applied, and the
+// configuration it knows.
+func (n *Node) Progress(group int) GroupInfo {
 	var g *Group
 	if group == metaGroup {
 		g = n.metaGroup()
@@ -168,7 +170,13 @@ func (n *Node) Progress(group int) (present bool, applied, last uint64) {
 		g = r.group
 	}
 	if g == nil {
-		return false, 0, 0
+		return GroupInfo{}
 	}
-	return true, g.raft.AppliedIndex(), g.raft.LastIndex()
+	info := GroupInfo{Present: true, Leader: g.isLeader(), Applied: g.raft.AppliedIndex(), Last: g.raft.LastIndex()}
+	if cfg, err := g.configuration(); err == nil {
+		for _, s := range cfg.Servers {
+			info.Servers = append(info.Servers, string(s.ID))
+		}
+	}
+	return info
 }

@@ -29,16 +29,17 @@ type groupStore struct {
 	snaps raft.SnapshotStore
 }
 
-// openGroupStore opens (creating) the stores in dir. With a syncer, bolt
-// runs without its own fsync and every write waits for the syncer; without
-// one (fsync off), writes reach the disk when the OS flushes them.
-func openGroupStore(dir string, syncer *Syncer, logger hclog.Logger) (*groupStore, error) {
+// openGroupStore opens (creating) the stores in dir, made durable as mode
+// says: FsyncAlways lets bolt fsync each commit; FsyncBatch runs bolt
+// without fsync and makes every write wait for syncer; FsyncOff leaves
+// writes to the OS.
+func openGroupStore(dir, mode string, syncer *Syncer, logger hclog.Logger) (*groupStore, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	bolt, err := raftboltdb.New(raftboltdb.Options{
 		Path:   filepath.Join(dir, "raft.db"),
-		NoSync: true,
+		NoSync: mode != FsyncAlways,
 		// Appending a log entry dirties a leaf page and the meta page;
 		// writing the freelist too on every commit would add a page to
 		// every flush. Without it bolt rebuilds the freelist on open (as
@@ -58,7 +59,7 @@ func openGroupStore(dir string, syncer *Syncer, logger hclog.Logger) (*groupStor
 		raft.LogStore
 		raft.StableStore
 	} = bolt
-	if syncer != nil {
+	if mode == FsyncBatch {
 		base = &syncedStore{BoltStore: bolt, syncer: syncer}
 	}
 	s.state = base

@@ -29,9 +29,10 @@ type overlayState struct {
 // FastEval decides a check of p on key at now (the leader's clock) at
 // once, on the committed state plus the decisions still on their way to
 // the log. The caller replicates a Hit with the returned outcome (unless it
-// is policy.Denied, which counts nothing) and calls ReleaseFast with the
-// returned generation once that hit is applied.
-func (s *Shard) FastEval(p *policy.Policy, key string, cost, now int64, elastic bool) (policy.Result, uint64) {
+// is policy.Denied, which counts nothing) and time (now, clamped so it
+// never goes back), and calls ReleaseFast with the returned generation once
+// that hit is applied.
+func (s *Shard) FastEval(p *policy.Policy, key string, cost, now int64, elastic bool) (policy.Result, uint64, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now = max(now, s.now, s.ov.now)
@@ -58,7 +59,7 @@ func (s *Shard) FastEval(p *policy.Policy, key string, cost, now int64, elastic 
 			delete(s.ov.entries, string(s.id(&t, i)))
 		}
 	}
-	return res, s.ov.gen
+	return res, s.ov.gen, now
 }
 
 // ReleaseFast marks a fast decision of generation gen as applied: once a

@@ -29,7 +29,7 @@ func TestFastDecisionsSeeEachOtherAndReplicateExactly(t *testing.T) {
 	var gens []uint64
 	admitted := 0
 	for i := 0; i < 5; i++ {
-		res, gen := leader.FastEval(p, "u", 1, ts+int64(i)*sec, false)
+		res, gen, _ := leader.FastEval(p, "u", 1, ts+int64(i)*sec, false)
 		if res.Allowed {
 			admitted++
 		}
@@ -54,7 +54,7 @@ func TestFastDecisionsSeeEachOtherAndReplicateExactly(t *testing.T) {
 		t.Fatal("leader and follower differ after replicating the fast decisions")
 	}
 	// The committed state now denies, as the overlay did.
-	if res, _ := leader.FastEval(p, "u", 1, ts+6*sec, false); res.Allowed {
+	if res, _, _ := leader.FastEval(p, "u", 1, ts+6*sec, false); res.Allowed {
 		t.Fatal("a fourth request passed after the hits were committed")
 	}
 }
@@ -70,7 +70,7 @@ func TestFastFailoverOvershootIsWhatWasPending(t *testing.T) {
 	ts := int64(1_700_000_000) * sec
 	var hits []Hit
 	for i := 0; i < 5; i++ {
-		res, _ := old.FastEval(p, "u", 1, ts, false)
+		res, _, _ := old.FastEval(p, "u", 1, ts, false)
 		if !res.Allowed {
 			t.Fatalf("request %d denied", i)
 		}
@@ -81,7 +81,7 @@ func TestFastFailoverOvershootIsWhatWasPending(t *testing.T) {
 	next.ResetFast()
 	again := 0
 	for i := 0; i < 10; i++ {
-		if res, _ := next.FastEval(p, "u", 1, ts+sec, false); res.Allowed {
+		if res, _, _ := next.FastEval(p, "u", 1, ts+sec, false); res.Allowed {
 			again++
 		}
 	}

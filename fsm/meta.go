@@ -164,6 +164,11 @@ func applyMeta(cur *MetaView, typ byte, body []byte) (*MetaView, error) {
 		if old == nil {
 			return nil, fmt.Errorf("%w: node %q", ErrUnknownNode, c.Id)
 		}
+		if c.State == metav1.NodeState_NODE_STATE_LEAVING && old.State == metav1.NodeState_NODE_STATE_ACTIVE && activeOthers(cur, c.Id) == 0 {
+			// Checked here, in log order, so two leaves at once cannot
+			// both pass: nothing could take the last node's replicas.
+			return nil, fmt.Errorf("%w: %s is the last active node; nothing could take its replicas", ErrRefused, c.Id)
+		}
 		n := proto.Clone(old).(*metav1.Node)
 		n.State = c.State
 		next.Nodes = withNode(cur.Nodes, n)
@@ -194,9 +199,8 @@ func applyMeta(cur *MetaView, typ byte, body []byte) (*MetaView, error) {
 		if err := proto.Unmarshal(body, &c); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
-		if cur.Policies[c.Name] == nil {
-			return nil, fmt.Errorf("%w: %q", ErrUnknownPolicy, c.Name)
-		}
+		// Deleting a missing policy is a no-op, so a retried delete
+		// succeeds; the API tells unknown names apart before writing.
 		next.Policies = maps.Clone(cur.Policies)
 		delete(next.Policies, c.Name)
 	case MetaShardReport:
@@ -216,6 +220,17 @@ func applyMeta(cur *MetaView, typ byte, body []byte) (*MetaView, error) {
 		return nil, fmt.Errorf("%w: unknown meta command type %d", ErrCorrupt, typ)
 	}
 	return &next, nil
+}
+
+// activeOthers counts the active nodes other than id.
+func activeOthers(v *MetaView, id string) int {
+	n := 0
+	for _, m := range v.Nodes {
+		if m.Id != id && m.State == metav1.NodeState_NODE_STATE_ACTIVE {
+			n++
+		}
+	}
+	return n
 }
 
 // withNode returns nodes with n added or replacing the node of the same id,

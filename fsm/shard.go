@@ -213,7 +213,12 @@ func (s *Shard) reset(p *policy.Policy, key []byte) int {
 			s.tab.remove(t.recs[i])
 			n++
 		}
-		delete(s.ov.entries, string(s.id(&t, i)))
+		// The leader's overlay forgets the counts too, but keeps its entry
+		// (and its pending count) so releases of hits still in flight stay
+		// in step.
+		if o := s.ov.entries[string(s.id(&t, i))]; o != nil {
+			o.st = window.State{}
+		}
 	}
 	return n
 }

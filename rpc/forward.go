@@ -59,7 +59,13 @@ type fwdReq struct {
 // or errNotSent means nothing was counted.
 func (f *forwarder) forward(ctx context.Context, addr string, shard int, checks []fsm.Check) ([]policy.Result, error) {
 	req := &fwdReq{shard: shard, checks: checks, done: make(chan struct{})}
-	f.queue(addr).in <- req
+	select {
+	case f.queue(addr).in <- req:
+	case <-f.peers.closed:
+		return nil, fmt.Errorf("forward to %s: %w", addr, errNotSent)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("forward to %s: %w: %w", addr, cluster.ErrNoLeader, ctx.Err())
+	}
 	select {
 	case <-req.done:
 		return req.results, req.err
@@ -112,6 +118,25 @@ func (q *peerQueue) loop() {
 			queue = append(queue, r)
 		case <-sent:
 			inflight--
+		case <-q.peers.closed:
+			notSent := func(r *fwdReq) {
+				r.err = fmt.Errorf("forward to %s: %w", q.addr, errNotSent)
+				close(r.done)
+			}
+			for _, r := range queue {
+				notSent(r)
+			}
+			for ; inflight > 0; inflight-- {
+				<-sent
+			}
+			for {
+				select {
+				case r := <-q.in:
+					notSent(r)
+				default:
+					return
+				}
+			}
 		}
 	}
 }

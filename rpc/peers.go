@@ -20,17 +20,20 @@ import (
 // Peers holds this node's gRPC connections to other nodes and implements
 // cluster.Peers over them.
 type Peers struct {
-	opts []grpc.DialOption
+	opts   []grpc.DialOption
+	closed chan struct{} // closed by Close: forwarders stop
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
+	done  bool
 }
 
 // NewPeers returns a connection pool; opts are added to every connection.
 func NewPeers(opts ...grpc.DialOption) *Peers {
 	return &Peers{
-		opts:  append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...),
-		conns: map[string]*grpc.ClientConn{},
+		opts:   append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...),
+		closed: make(chan struct{}),
+		conns:  map[string]*grpc.ClientConn{},
 	}
 }
 
@@ -39,6 +42,11 @@ func (p *Peers) conn(addr string) *grpc.ClientConn {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := p.conns[addr]
+	if c == nil && p.done {
+		// Closed: a connection that is never ready, so nothing is sent.
+		c, _ = grpc.NewClient("passthrough:///closed", p.opts...)
+		return c
+	}
 	if c == nil {
 		var err error
 		if c, err = grpc.NewClient(addr, p.opts...); err != nil {
@@ -52,10 +60,14 @@ func (p *Peers) conn(addr string) *grpc.ClientConn {
 	return c
 }
 
-// Close closes every connection.
+// Close closes every connection and stops the forwarders using them.
 func (p *Peers) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.done {
+		p.done = true
+		close(p.closed)
+	}
 	for addr, c := range p.conns {
 		c.Close()
 		delete(p.conns, addr)
@@ -70,7 +82,7 @@ func (p *Peers) ApplyMeta(ctx context.Context, addr string, cmd []byte) error {
 }
 
 // Progress implements cluster.Peers.
-func (p *Peers) Progress(ctx context.Context, addr string, group int) (bool, uint64, error) {
+func (p *Peers) Progress(ctx context.Context, addr string, group int) (cluster.GroupInfo, error) {
 	req := &peerv1.ShardProgressRequest{}
 	if group < 0 {
 		req.Meta = true
@@ -79,9 +91,10 @@ func (p *Peers) Progress(ctx context.Context, addr string, group int) (bool, uin
 	}
 	resp, err := peerv1.NewPeerClient(p.conn(addr)).ShardProgress(ctx, req)
 	if err != nil {
-		return false, 0, fromStatus(err)
+		return cluster.GroupInfo{}, fromStatus(err)
 	}
-	return resp.Present, resp.AppliedIndex, nil
+	return cluster.GroupInfo{Present: resp.Present, Leader: resp.Leader, Applied: resp.AppliedIndex,
+		Last: resp.LastIndex, Servers: resp.Servers}, nil
 }
 
 // AddNode implements cluster.Peers.

@@ -79,6 +79,8 @@ func forwardResult(res []policy.Result, j int, err error) *peerv1.ForwardResult 
 	switch {
 	case err == nil:
 		return &peerv1.ForwardResult{Decision: decisionToProto(res[j])}
+	case errors.Is(err, cluster.ErrUnavailable):
+		return &peerv1.ForwardResult{Code: peerv1.ForwardResult_UNAVAILABLE, Message: err.Error()}
 	case errors.As(err, &nl):
 		return &peerv1.ForwardResult{Code: peerv1.ForwardResult_NOT_LEADER, LeaderId: nl.LeaderID, LeaderAddr: nl.LeaderAddr, Message: err.Error()}
 	case errors.Is(err, cluster.ErrNoLeader):
@@ -101,8 +103,9 @@ func (p *PeerServer) ShardProgress(ctx context.Context, req *peerv1.ShardProgres
 	if req.Meta {
 		group = -1
 	}
-	present, applied, last := p.node.Progress(group)
-	return &peerv1.ShardProgressResponse{Present: present, AppliedIndex: applied, LastIndex: last}, nil
+	info := p.node.Progress(group)
+	return &peerv1.ShardProgressResponse{Present: info.Present, AppliedIndex: info.Applied, LastIndex: info.Last,
+		Leader: info.Leader, Servers: info.Servers}, nil
 }
 
 // Hello implements peerv1.PeerServer.

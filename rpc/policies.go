@@ -68,6 +68,9 @@ func (a *AdminServer) DeletePolicy(ctx context.Context, req *pb.DeletePolicyRequ
 	if req.Name == "" {
 		return nil, toStatus(fmt.Errorf("%w: name: required", ErrInvalid))
 	}
+	if resolver(ctx, a.node)(req.Name) == nil {
+		return nil, toStatus(fmt.Errorf("%w: %q", fsm.ErrUnknownPolicy, req.Name))
+	}
 	if err := a.node.DeletePolicy(ctx, req.Name); err != nil {
 		return nil, toStatus(err)
 	}

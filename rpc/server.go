@@ -138,6 +138,8 @@ func (s *Server) evaluate(ctx context.Context, shard int, checks []fsm.Check) ([
 		switch {
 		case err == nil:
 			return res, nil
+		case errors.Is(err, cluster.ErrUnavailable):
+			return nil, err // may have counted: never retried
 		case errors.As(err, &nl):
 			if nl.LeaderAddr != "" && nl.LeaderID != s.node.ID() {
 				hint = cluster.Route{NodeID: nl.LeaderID, Addr: nl.LeaderAddr}

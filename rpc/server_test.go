@@ -70,8 +70,7 @@ func cost(c int64) *int64 { return &c }
 func lastIndexes(node *cluster.Node) []uint64 {
 	var out []uint64
 	for s := 0; s < node.Shards(); s++ {
-		_, _, last := node.Progress(s)
-		out = append(out, last)
+		out = append(out, node.Progress(s).Last)
 	}
 	return out
 }

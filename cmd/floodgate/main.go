@@ -22,6 +22,9 @@ import (
 )
 
 func main() {
+	if runCheckStore(os.Args[1:]) {
+		return
+	}
 	opts, err := parseOptions(os.Args[1:], os.Getenv, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
@@ -44,6 +47,7 @@ func main() {
 func run(ctx context.Context, opts *options, log *slog.Logger) error {
 	cfg := opts.cluster
 	cfg.Logger = log
+	cfg.CheckStore = checkInChild
 	grpcLn, err := net.Listen("tcp", cfg.GRPCAddr)
 	if err != nil {
 		return fmt.Errorf("grpc-addr: %w", err)
@@ -72,6 +76,9 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 	}
 	shutdown := func() error {
 		rpc.MarkNotServing(health)
+		hctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		node.HandOff(hctx)
+		cancel()
 		if hs != nil {
 			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			_ = hs.Shutdown(sctx)

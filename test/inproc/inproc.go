@@ -72,7 +72,7 @@ func Config(t testing.TB, id string) cluster.Config {
 		GossipAddr: FreeAddr(t),
 		Shards:     8,
 		Replicas:   3,
-		Fsync:      true,
+		Fsync:      cluster.FsyncBatch,
 		DeadAfter:  3 * time.Second,
 		Logger:     slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: lvl})).With("test", t.Name()),
 	}

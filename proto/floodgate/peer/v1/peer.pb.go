@@ -660,9 +660,13 @@ func (x *ShardProgressRequest) GetMeta() bool {
 type ShardProgressResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Whether the node runs a replica of the shard.
-	Present       bool   `protobuf:"varint,1,opt,name=present,proto3" json:"present,omitempty"`
-	AppliedIndex  uint64 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
-	LastIndex     uint64 `protobuf:"varint,3,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	Present      bool   `protobuf:"varint,1,opt,name=present,proto3" json:"present,omitempty"`
+	AppliedIndex uint64 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	LastIndex    uint64 `protobuf:"varint,3,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	// Whether it leads the group, and the group's configuration as it knows
+	// it (node ids): a leader's word on who is a member.
+	Leader        bool     `protobuf:"varint,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	Servers       []string `protobuf:"bytes,5,rep,name=servers,proto3" json:"servers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -716,6 +720,20 @@ func (x *ShardProgressResponse) GetLastIndex() uint64 {
 		return x.LastIndex
 	}
 	return 0
+}
+
+func (x *ShardProgressResponse) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+func (x *ShardProgressResponse) GetServers() []string {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
 }
 
 type HelloRequest struct {
@@ -1050,12 +1068,14 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"\x11ApplyMetaResponse\"@\n" +
 	"\x14ShardProgressRequest\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x12\n" +
-	"\x04meta\x18\x02 \x01(\bR\x04meta\"u\n" +
+	"\x04meta\x18\x02 \x01(\bR\x04meta\"\xa7\x01\n" +
 	"\x15ShardProgressResponse\x12\x18\n" +
 	"\apresent\x18\x01 \x01(\bR\apresent\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1d\n" +
 	"\n" +
-	"last_index\x18\x03 \x01(\x04R\tlastIndex\"\x0e\n" +
+	"last_index\x18\x03 \x01(\x04R\tlastIndex\x12\x16\n" +
+	"\x06leader\x18\x04 \x01(\bR\x06leader\x12\x18\n" +
+	"\aservers\x18\x05 \x03(\tR\aservers\"\x0e\n" +
 	"\fHelloRequest\"q\n" +
 	"\rHelloResponse\x12+\n" +
 	"\x04node\x18\x01 \x01(\v2\x17.floodgate.meta.v1.NodeR\x04node\x12\x1d\n" +

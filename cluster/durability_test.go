@@ -1,0 +1,94 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary serve as the child process that checks a
+// Raft log, as the daemon does with --check-store.
+func TestMain(m *testing.M) {
+	if path := os.Getenv("FLOODGATE_TEST_CHECK_STORE"); path != "" {
+		if err := CheckStore(path); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func checkInChild(path string) error {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "FLOODGATE_TEST_CHECK_STORE="+path)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%v: %s", err, strings.SplitN(string(out), "\n", 2)[0])
+	}
+	return nil
+}
+
+// After an unclean stop every Raft log is checked; a damaged one stops the
+// node with what to do, instead of Raft reading garbage.
+func TestDamagedLogIsRefusedAfterUncleanStop(t *testing.T) {
+	cfg := Config{
+		NodeID: "n1", DataDir: t.TempDir(), GRPCAddr: loopback(t), RaftAddr: loopback(t), GossipAddr: loopback(t),
+		Shards: 2, Replicas: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		CheckStore: checkInChild,
+	}
+	start := func() (*Node, error) {
+		n, err := Open(cfg, nil)
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := n.Start(ctx); err != nil {
+			n.Close()
+			return nil, err
+		}
+		return n, nil
+	}
+	n, err := start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
+	mark := filepath.Join(cfg.DataDir, cleanMark)
+	if _, err := os.Stat(mark); err != nil {
+		t.Fatalf("no clean-stop mark after Close: %v", err)
+	}
+	// An unclean stop with sound logs: checked, and the node starts.
+	os.Remove(mark)
+	if n, err = start(); err != nil {
+		t.Fatalf("sound logs after an unclean stop: %v", err)
+	}
+	n.Close()
+	// A torn write: bolt's pages overwritten with garbage.
+	os.Remove(mark)
+	db := filepath.Join(cfg.DataDir, "shards", "1", "raft.db")
+	f, err := os.OpenFile(db, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	garbage := make([]byte, 3*4096)
+	for i := range garbage {
+		garbage[i] = 0xA5
+	}
+	if _, err := f.WriteAt(garbage, 2*4096); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	_, err = Open(cfg, nil)
+	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), db) || !strings.Contains(err.Error(), "--join") {
+		t.Fatalf("damaged log: %v", err)
+	}
+}

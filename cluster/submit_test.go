@@ -1,0 +1,75 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/window"
+)
+
+// loopback returns a free 127.0.0.1 address for TCP and UDP.
+func loopback(t *testing.T) string {
+	t.Helper()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		u, err := net.ListenPacket("udp", addr)
+		l.Close()
+		if err == nil {
+			u.Close()
+			return addr
+		}
+	}
+}
+
+// When the strict checks of a call committed and a fast check of the same
+// call is then refused, the call must fail as "outcome unknown", never as
+// "not the leader": a caller retries not-leader elsewhere, and would count
+// the strict checks twice.
+func TestPartlyCountedCallIsNotRetryable(t *testing.T) {
+	n, err := Open(Config{
+		NodeID: "n1", DataDir: t.TempDir(), GRPCAddr: loopback(t), RaftAddr: loopback(t), GossipAddr: loopback(t),
+		Shards: 1, Replicas: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := n.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lim := policy.Limit{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 5, Window: int64(time.Minute)}}
+	strict := &policy.Policy{Name: "s", Limits: []policy.Limit{lim}}
+	fast := &policy.Policy{Name: "f", Consistency: policy.Fast, Limits: []policy.Limit{lim}}
+	r := n.replica(0)
+	for !r.group.isLeader() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.fast.refuse()
+	_, err = n.Submit(ctx, 0, []fsm.Check{{Key: "k", Policy: strict, Cost: 1}, {Key: "k", Policy: fast, Cost: 1}})
+	var nl *NotLeaderError
+	if !errors.Is(err, ErrUnavailable) || errors.As(err, &nl) || errors.Is(err, ErrNotLeader) {
+		t.Fatalf("got %v: want ErrUnavailable with no retryable cause", err)
+	}
+	// The strict check did count.
+	res, err := n.Submit(ctx, 0, []fsm.Check{{Key: "k", Policy: strict, Cost: 0}})
+	if err != nil || res[0].Remaining != 4 {
+		t.Fatalf("after: %+v %v", res, err)
+	}
+	// A call that counted nothing yet is refused as retryable.
+	if _, err := n.Submit(ctx, 0, []fsm.Check{{Key: "k", Policy: fast, Cost: 1}}); !errors.As(err, &nl) {
+		t.Fatalf("fast only: %v, want NotLeaderError", err)
+	}
+}
