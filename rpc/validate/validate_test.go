@@ -1,0 +1,81 @@
+package validate
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/floodgate/floodgate/policy"
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/window"
+)
+
+func TestKeyComposition(t *testing.T) {
+	byUserIP := &policy.Policy{Name: "p", KeyBy: []string{"user", "ip"}}
+	for _, tc := range []struct {
+		name  string
+		key   string
+		desc  map[string]string
+		p     *policy.Policy
+		want  string
+		field string // in the error, when one is expected
+	}{
+		{"plain key", "user:1", nil, nil, "user:1", ""},
+		{"sorted descriptors", "", map[string]string{"user": "42", "ip": "10.0.0.1"}, nil, "ip=10.0.0.1,user=42", ""},
+		{"key_by order", "", map[string]string{"user": "42", "ip": "10.0.0.1"}, byUserIP, "user=42,ip=10.0.0.1", ""},
+		{"escaped values", "", map[string]string{"a": `x,y=z\w`}, nil, `a=x\,y\=z\\w`, ""},
+		{"escaping keeps keys apart", "", map[string]string{"a": "1,b=2"}, nil, `a=1\,b\=2`, ""},
+		{"empty", "", nil, nil, "", "key:"},
+		{"both", "k", map[string]string{"a": "1"}, nil, "", "descriptors:"},
+		{"raw key on key_by", "k", nil, byUserIP, "", "key:"},
+		{"missing descriptor", "", map[string]string{"user": "1"}, byUserIP, "", `missing "ip"`},
+		{"extra descriptor", "", map[string]string{"user": "1", "ip": "2", "x": "3"}, byUserIP, "", "descriptors.x:"},
+		{"bad name", "", map[string]string{"a b": "1"}, nil, "", "descriptors:"},
+		{"too long", strings.Repeat("k", MaxKeyLen+1), nil, nil, "", "key:"},
+	} {
+		got, err := Key(tc.key, tc.desc, tc.p, "")
+		if tc.field == "" {
+			if err != nil || got != tc.want {
+				t.Errorf("%s: %q, %v; want %q", tc.name, got, err, tc.want)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.field)
+		}
+	}
+}
+
+// Errors from the window and policy packages come out under the API's
+// field paths.
+func TestAPIPaths(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"window", "window_ms"},
+		{"limit", "limit"},
+		{"cost", "cost"},
+		{"limits[1].window", "limits[1].limit.window_ms"},
+		{"limits[0].calendar", "limits[0].limit.calendar"},
+		{"limits[0].name", "limits[0].name"},
+		{"reduced.burst", "reduced.limit.burst"},
+		{"elastic.capacity", "elastic.capacity"},
+		{"soft_percent", "soft_percent"},
+	} {
+		err := AtField("policies[2].", &window.FieldError{Field: tc.in, Msg: "m"})
+		if want := "policies[2]." + tc.want + ": m"; !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("%s: %q, want suffix %q", tc.in, err, want)
+		}
+	}
+}
+
+// Without a resolver (the SDK), a request naming a policy is checked as
+// far as it can be.
+func TestRequestWithoutResolver(t *testing.T) {
+	neg := int64(-1)
+	if _, err := Request(&pb.AllowRequest{Key: "k", Policy: "p", Cost: &neg}, "", 0, nil); err == nil {
+		t.Fatal("negative cost passed")
+	}
+	c, err := Request(&pb.AllowRequest{Descriptors: map[string]string{"user": "1"}, Policy: "p"}, "", 0, nil)
+	if err != nil || c.Policy != nil || c.Key != "user=1" {
+		t.Fatalf("%+v %v", c, err)
+	}
+}
