@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -217,7 +218,7 @@ func (n *Node) reconcileShard(ctx context.Context, r *replica, v *fsm.MetaView, 
 	}
 	// Every placed replica votes: retire the others, the leader last.
 	for _, s := range cfg.Servers {
-		if contains(desired, string(s.ID)) {
+		if slices.Contains(desired, string(s.ID)) {
 			continue
 		}
 		if string(s.ID) == me {
@@ -345,13 +346,4 @@ func sameReplicas(a, b []*metav1.Replica) bool {
 		}
 	}
 	return true
-}
-
-func contains(ids []string, id string) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }

@@ -82,6 +82,23 @@ func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]pol
 		rt, _ := n.Route(shard)
 		return nil, &NotLeaderError{Group: shardName(shard), LeaderID: rt.NodeID, LeaderAddr: rt.Addr}
 	}
+	fast := 0
+	for _, c := range checks {
+		if c.Policy.Consistency == policy.Fast {
+			fast++
+		}
+	}
+	if fast == 0 {
+		// The common case: all strict, answered in order by the batcher.
+		res, err := r.batcher.submit(ctx, checks)
+		if err != nil {
+			return nil, err
+		}
+		for i := range checks {
+			n.countAdmitted(checks[i], res[i])
+		}
+		return res, nil
+	}
 	var strict []fsm.Check
 	var at []int // where each strict check's result goes
 	out := make([]policy.Result, len(checks))

@@ -103,7 +103,8 @@ func appendPolicies(dst []byte, n int, at func(int) *policy.Policy) ([]byte, map
 	idx := make(map[*policy.Policy]int, 4)
 	var order []*policy.Policy
 	for i := 0; i < n; i++ {
-		if p := at(i); !containsKey(idx, p) {
+		p := at(i)
+		if _, ok := idx[p]; !ok {
 			idx[p] = len(order)
 			order = append(order, p)
 		}
@@ -118,11 +119,6 @@ func appendPolicies(dst []byte, n int, at func(int) *policy.Policy) ([]byte, map
 // EncodeTick returns a cmdTick entry stamped with ts.
 func EncodeTick(ts int64) []byte {
 	return binary.AppendVarint([]byte{cmdTick}, ts)
-}
-
-func containsKey(m map[*policy.Policy]int, p *policy.Policy) bool {
-	_, ok := m[p]
-	return ok
 }
 
 // reader decodes entry bodies, remembering the first error so call sites
@@ -329,7 +325,8 @@ func appendID(dst []byte, key []byte, scope string, l *window.Limit) []byte {
 }
 
 // shapeOf recovers, without allocating, the state-shaping fields of the
-// limit an identity belongs to; its value is set to the largest limit.
+// limit an identity belongs to (its value is set to the largest limit):
+// enough to decode, encode and expire its state.
 func shapeOf(id string) (window.Limit, bool) {
 	off := 0
 	for range 2 { // skip the key and the scope
@@ -349,7 +346,7 @@ func shapeOf(id string) (window.Limit, bool) {
 		return window.Limit{}, false
 	}
 	bk, k2 := uvarintString(id[off+k1:])
-	if k2 <= 0 {
+	if k2 <= 0 || off+k1+k2 != len(id) {
 		return window.Limit{}, false
 	}
 	l.Window, l.Buckets = int64(w), int32(bk)
@@ -367,46 +364,4 @@ func uvarintString(s string) (uint64, int) {
 		x |= uint64(b&0x7f) << (7 * i)
 	}
 	return 0, 0
-}
-
-// parseID recovers the key, scope and the state-shaping fields of the limit
-// from an identity.
-func parseID(id string) (key, scope string, l window.Limit, err error) {
-	b := []byte(id)
-	off := 0
-	field := func() string {
-		n, k := binary.Uvarint(b[off:])
-		if k <= 0 || n > uint64(len(b)-off-k) {
-			err = fmt.Errorf("%w: state identity", ErrCorrupt)
-			return ""
-		}
-		s := string(b[off+k : off+k+int(n)])
-		off += k + int(n)
-		return s
-	}
-	if key = field(); err != nil {
-		return
-	}
-	if scope = field(); err != nil {
-		return
-	}
-	if len(b)-off < 2 {
-		err = fmt.Errorf("%w: state identity", ErrCorrupt)
-		return
-	}
-	l.Algorithm, l.Calendar = window.Algorithm(b[off]), window.Unit(b[off+1])
-	off += 2
-	w, k1 := binary.Uvarint(b[off:])
-	if k1 <= 0 {
-		err = fmt.Errorf("%w: state identity window", ErrCorrupt)
-		return
-	}
-	off += k1
-	bk, k2 := binary.Uvarint(b[off:])
-	if k2 <= 0 || off+k2 != len(b) {
-		err = fmt.Errorf("%w: state identity buckets", ErrCorrupt)
-		return
-	}
-	l.Window, l.Buckets = int64(w), int32(bk)
-	return
 }

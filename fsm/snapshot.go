@@ -10,8 +10,6 @@ import (
 	"slices"
 
 	"github.com/hashicorp/raft"
-
-	"github.com/floodgate/floodgate/window"
 )
 
 // Shard snapshot format, version 1:
@@ -55,8 +53,9 @@ func (s *Shard) Snapshot() (raft.FSMSnapshot, error) {
 		if err != nil || r.expiry() <= s.now {
 			return
 		}
-		var l window.Limit
-		if _, _, l, err = parseID(r.id); err != nil {
+		l, ok := shapeOf(r.id)
+		if !ok {
+			err = fmt.Errorf("%w: state identity", ErrCorrupt)
 			return
 		}
 		off := len(snap.buf)
@@ -177,9 +176,9 @@ func decodeSnapEntry(tab *table, b []byte) (int, error) {
 	off := n
 	id := b[off : off+int(idLen)]
 	off += int(idLen)
-	_, _, l, err := parseID(string(id))
-	if err != nil {
-		return 0, err
+	l, ok := shapeOf(string(id))
+	if !ok {
+		return 0, fmt.Errorf("%w: state identity", ErrCorrupt)
 	}
 	stLen, n := binary.Uvarint(b[off:])
 	if n <= 0 || stLen > uint64(len(b)-off-n) {

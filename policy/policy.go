@@ -2,7 +2,6 @@ package policy
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/floodgate/floodgate/window"
 )
@@ -252,7 +251,9 @@ func (p *Policy) DecidedBy(r Result) string {
 		if n := p.Limits[r.Decider].Name; n != "" {
 			return n
 		}
-		return fmt.Sprintf("limits[%d]", r.Decider)
+		// A constant table, not formatting: this runs on every answer.
+		return [MaxLimits]string{"limits[0]", "limits[1]", "limits[2]", "limits[3]",
+			"limits[4]", "limits[5]", "limits[6]", "limits[7]"}[r.Decider]
 	}
 	return ""
 }

@@ -11,7 +11,7 @@ import (
 // "limits[1].window", "reduced.limit", "soft_percent", "key_by[0]", ...
 // maxLog caps sliding logs (window.DefaultMaxLogLength when 0).
 func (p *Policy) Validate(maxLog int64) error {
-	if len(p.Name) > MaxNameLen || p.Name != "" && !validName(p.Name) {
+	if len(p.Name) > MaxNameLen || p.Name != "" && !ValidName(p.Name) {
 		return invalid("name", "%q must be 1 to %d letters, digits or _.:-", p.Name, MaxNameLen)
 	}
 	if len(p.Limits) == 0 {
@@ -48,7 +48,7 @@ func (p *Policy) Validate(maxLog int64) error {
 		return invalid("key_by", "at most %d descriptors, got %d", MaxKeyBy, len(p.KeyBy))
 	}
 	for i, d := range p.KeyBy {
-		if len(d) > MaxNameLen || !validName(d) {
+		if len(d) > MaxNameLen || !ValidName(d) {
 			return invalid(fmt.Sprintf("key_by[%d]", i), "%q must be 1 to %d letters, digits or _.:-", d, MaxNameLen)
 		}
 		for j := 0; j < i; j++ {
@@ -87,7 +87,7 @@ func (p *Policy) validateMode() error {
 }
 
 func validateLimit(l *Limit, path string, maxLog int64) error {
-	if len(l.Name) > MaxNameLen || l.Name != "" && !validName(l.Name) {
+	if len(l.Name) > MaxNameLen || l.Name != "" && !ValidName(l.Name) {
 		return invalid(path+"name", "%q must be 1 to %d letters, digits or _.:-", l.Name, MaxNameLen)
 	}
 	if err := l.Limit.Validate(maxLog); err != nil {
@@ -119,10 +119,10 @@ func sameWindow(a, b *window.Limit) bool {
 	return a.Window == b.Window && a.Calendar == b.Calendar
 }
 
-// validName reports whether s is a non-empty run of letters, digits and
+// ValidName reports whether s is a non-empty run of letters, digits and
 // _.:- (no separators, so names never collide inside state identities or
 // composed keys).
-func validName(s string) bool {
+func ValidName(s string) bool {
 	if s == "" {
 		return false
 	}

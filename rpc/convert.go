@@ -16,7 +16,11 @@ import (
 // entry carries, resolving a named policy from the node's meta state;
 // field prefixes error messages.
 func (s *Server) parseCheck(ctx context.Context, req *pb.AllowRequest, field string) (fsm.Check, error) {
-	c, err := validate.Request(req, field, s.cfg.MaxLogLength, resolver(ctx, s.node))
+	var resolve validate.Resolver
+	if req.GetPolicy() != "" {
+		resolve = resolver(ctx, s.node)
+	}
+	c, err := validate.Request(req, field, s.cfg.MaxLogLength, resolve)
 	if err != nil {
 		return fsm.Check{}, err
 	}

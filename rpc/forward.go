@@ -155,11 +155,15 @@ func (q *peerQueue) send(batch []*fwdReq) {
 		return
 	}
 	freq := &peerv1.ForwardRequest{}
+	encoded := map[*policy.Policy][]byte{} // checks of a batch mostly share policies
 	for _, r := range batch {
 		for _, c := range r.checks {
-			freq.Checks = append(freq.Checks, &peerv1.ForwardCheck{
-				Shard: uint32(r.shard), Key: c.Key, Policy: c.Policy.AppendBinary(nil), Cost: c.Cost,
-			})
+			b, ok := encoded[c.Policy]
+			if !ok {
+				b = c.Policy.AppendBinary(nil)
+				encoded[c.Policy] = b
+			}
+			freq.Checks = append(freq.Checks, &peerv1.ForwardCheck{Shard: uint32(r.shard), Key: c.Key, Policy: b, Cost: c.Cost})
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)

@@ -2,66 +2,21 @@ package rpc_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net"
 	"strings"
 	"testing"
-	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/cluster"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
-	"github.com/floodgate/floodgate/rpc"
+	"github.com/floodgate/floodgate/test/inproc"
 )
 
-// single starts a one-node cluster with its gRPC server.
+// single starts a one-node cluster and returns it with a client.
 func single(t *testing.T) (*cluster.Node, pb.RateLimiterClient) {
-	t.Helper()
-	addr := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		return l.Addr().String()
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := cluster.Config{
-		NodeID: "n1", DataDir: t.TempDir(), GRPCAddr: ln.Addr().String(), RaftAddr: "127.0.0.1:0",
-		GossipAddr: addr(), Shards: 4, Replicas: 1,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}
-	peers := rpc.NewPeers()
-	node, err := cluster.Open(cfg, peers)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs, _ := rpc.NewGRPCServer(node, peers, rpc.Config{})
-	go gs.Serve(ln)
-	t.Cleanup(func() {
-		gs.Stop()
-		node.Close()
-		peers.Close()
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := node.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient(cfg.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return node, pb.NewRateLimiterClient(conn)
+	n := inproc.Cluster(t, 1)[0]
+	return n.Node, n.Limiter()
 }
 
 func cost(c int64) *int64 { return &c }

@@ -121,7 +121,7 @@ func Key(key string, descriptors map[string]string, p *policy.Policy, field stri
 			if !ok {
 				return "", fmt.Errorf("%w: %sdescriptors: missing %q (policy %s keys by %s)", ErrInvalid, field, name, p.Name, strings.Join(keyBy, ", "))
 			}
-			if !validName(name) {
+			if !policy.ValidName(name) {
 				return "", fmt.Errorf("%w: %sdescriptors: name %q must be letters, digits or _.:-", ErrInvalid, field, name)
 			}
 			if i > 0 {
@@ -151,20 +151,6 @@ func Key(key string, descriptors map[string]string, p *policy.Policy, field stri
 		return "", fmt.Errorf("%w: %skey: %d bytes is longer than %d", ErrInvalid, field, len(key), MaxKeyLen)
 	}
 	return key, nil
-}
-
-// validName reports whether s is a non-empty run of letters, digits, _.:-
-func validName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // Batch validates the size of a batch.
