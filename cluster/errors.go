@@ -30,6 +30,11 @@ var (
 	ErrNotReady = errors.New("node not part of a cluster yet")
 	// ErrDamaged means a Raft log file failed its consistency check.
 	ErrDamaged = errors.New("damaged raft log")
+	// ErrDataDirInUse means another process holds the data dir's lock.
+	ErrDataDirInUse = errors.New("data dir in use")
+	// ErrWrongShard refuses a check sent to a shard that does not own its
+	// key: counting it there would leave the key's own shard untouched.
+	ErrWrongShard = errors.New("key does not belong to this shard")
 )
 
 // NotLeaderError is ErrNotLeader with a hint of who leads, when known.

@@ -181,7 +181,17 @@ func (f *fastLane) flush() bool {
 	for i := range batch {
 		hits[i] = batch[i].hit
 	}
-	err := f.r.Apply(fsm.EncodeHits(nil, time.Now().UnixNano(), hits), f.timeout).Error()
+	af := f.r.Apply(fsm.EncodeHits(nil, time.Now().UnixNano(), hits), f.timeout)
+	err := af.Error()
+	if err == nil {
+		if rerr, ok := af.Response().(error); ok {
+			// Committed, but every replica refused the entry: nothing of
+			// it was counted. Entries are validated before they are
+			// written, so this is a bug; say so rather than lose counts
+			// silently.
+			err = fmt.Errorf("%w: fast batch refused by the state machine: %w", ErrUnavailable, rerr)
+		}
+	}
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -211,10 +221,12 @@ func notAppended(err error) bool {
 		errors.Is(err, raft.ErrNotLeader)
 }
 
-// drain flushes everything pending now and waits for it, so a reset or a
-// leadership transfer that follows loses nothing answered before it. Checks
-// keep arriving meanwhile, so it gives up after a few rounds.
-func (f *fastLane) drain() {
+// drain flushes everything pending now and waits for it, so a reset that
+// follows loses nothing answered before it. Checks keep arriving
+// meanwhile, so it gives up after a few rounds; it reports whether nothing
+// was left pending. A leadership transfer uses handOver instead, which
+// refuses new checks first so that the drain is complete.
+func (f *fastLane) drain() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for round := 0; round < 4 && (f.inflight || len(f.pending) > 0); {
@@ -227,6 +239,32 @@ func (f *fastLane) drain() {
 		f.mu.Lock()
 		round++
 	}
+	return !f.inflight && len(f.pending) == 0
+}
+
+// handOver runs transfer (a leadership transfer) once every fast decision
+// answered so far is committed, refusing new fast checks meanwhile (as
+// not-leader: nothing counted, the caller retries on the new leader). A
+// decision answered after the drain and before the transfer would
+// otherwise live only in this leader's overlay and be lost with it. When
+// the drain cannot finish, the transfer is not made. Fast checks are
+// accepted again afterwards, which matters only if this replica still
+// leads (the transfer failed): otherwise its term is over.
+func (f *fastLane) handOver(transfer func() error) error {
+	f.mu.Lock()
+	was := f.stopped
+	f.stopped = true
+	f.room.Broadcast()
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.stopped = was
+		f.mu.Unlock()
+	}()
+	if !f.drain() {
+		return fmt.Errorf("%w: fast decisions still pending, transfer postponed", ErrUnavailable)
+	}
+	return transfer()
 }
 
 // dropStale discards the overlay of a replica that no longer leads and has

@@ -50,6 +50,7 @@ type Node struct {
 	cfg    Config
 	log    *slog.Logger
 	peers  Peers
+	lock   *dirLock
 	mux    *Mux
 	syncer *Syncer
 	gossip *gossip
@@ -82,14 +83,21 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("%w: data-dir: %w", ErrConfig, err)
 	}
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
 	if err := claimDataDir(cfg.DataDir, cfg.NodeID); err != nil {
+		lock.release()
 		return nil, err
 	}
 	if err := checkStores(cfg.DataDir, cfg.NodeID, cfg.CheckStore); err != nil {
+		lock.release()
 		return nil, err
 	}
 	n := &Node{
 		cfg:     cfg,
+		lock:    lock,
 		log:     cfg.Logger.With("node", cfg.NodeID),
 		peers:   peers,
 		shards:  map[int]*replica{},
@@ -102,9 +110,9 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 	defer func() {
 		if !ok {
 			n.closeResources()
+			n.lock.release()
 		}
 	}()
-	var err error
 	if cfg.Fsync == FsyncBatch {
 		if n.syncer, err = NewSyncer(cfg.DataDir); err != nil {
 			return nil, err
@@ -280,9 +288,8 @@ func (n *Node) HandOff(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.fast.refuse()
-			r.fast.drain()
-			_ = r.group.raft.LeadershipTransfer().Error()
+			r.fast.refuse() // for good: the node is going
+			_ = r.fast.handOver(func() error { return r.group.raft.LeadershipTransfer().Error() })
 		}()
 	}
 	if meta := n.metaGroup(); meta != nil && meta.isLeader() {
@@ -316,6 +323,7 @@ func (n *Node) Close() error {
 	if err == nil {
 		err = markClean(n.cfg.DataDir)
 	}
+	n.lock.release()
 	return err
 }
 

@@ -291,10 +291,14 @@ func (n *Node) transfer(ctx context.Context, shard int, g *Group, desired []stri
 		n.recon.mu.Lock()
 		n.recon.lastTransfer[shard] = time.Now()
 		n.recon.mu.Unlock()
-		if r := n.replica(shard); r != nil {
-			r.fast.drain() // hand over every fast decision answered so far
+		move := func() error { return g.raft.LeadershipTransferToServer(target.ID, target.Address).Error() }
+		var err error
+		if r := n.replica(shard); r != nil && r.group == g {
+			err = r.fast.handOver(move) // every fast decision answered so far goes along
+		} else {
+			err = move()
 		}
-		if err := g.raft.LeadershipTransferToServer(target.ID, target.Address).Error(); err != nil {
+		if err != nil {
 			n.log.Warn("leadership transfer", "group", g.name, "to", id, "err", err)
 		}
 		return

@@ -24,8 +24,45 @@ type Route struct {
 // Shards is the cluster's shard count (0 before the node is a member).
 func (n *Node) Shards() int { return n.View().Shards }
 
-// ShardOf returns the shard of key.
-func (n *Node) ShardOf(key string) int { return hashing.ShardOf(key, n.Shards()) }
+// ShardOf returns the shard of key. Before the node knows the cluster's
+// shard count (a restart, until its meta state is loaded) it answers
+// ErrNotReady: hashing with an unknown count would send every key to
+// shard 0 and count it there, leaving the key's own shard untouched.
+func (n *Node) ShardOf(key string) (int, error) {
+	shards := n.Shards()
+	if shards <= 0 {
+		return 0, fmt.Errorf("%w: the shard count is not known yet", ErrNotReady)
+	}
+	return hashing.ShardOf(key, shards), nil
+}
+
+// Ready reports whether the node serves checks: it is a member of its
+// cluster and knows the cluster's shards. Until then it refuses them
+// (ErrNotReady, nothing counted) rather than guess.
+func (n *Node) Ready() bool {
+	n.mu.RLock()
+	member := n.member
+	n.mu.RUnlock()
+	return member && n.Shards() > 0
+}
+
+// CheckOwner reports why key must not be counted in shard: the node does
+// not know the shard count yet (ErrNotReady, retryable), or the key hashes
+// to another shard or the shard does not exist (ErrWrongShard: the sender
+// is wrong, and nothing is counted).
+func (n *Node) CheckOwner(shard int, key string) error {
+	shards := n.Shards()
+	switch {
+	case shards <= 0:
+		return fmt.Errorf("%w: the shard count is not known yet", ErrNotReady)
+	case shard < 0 || shard >= shards:
+		return fmt.Errorf("%w: shard %d does not exist (the cluster has %d)", ErrWrongShard, shard, shards)
+	}
+	if own := hashing.ShardOf(key, shards); own != shard {
+		return fmt.Errorf("%w: the key belongs to shard %d, not %d", ErrWrongShard, own, shard)
+	}
+	return nil
+}
 
 // Route finds the leader of shard: this node's own replica knows it best;
 // otherwise the last report in the meta state. ErrNoLeader when neither
@@ -77,6 +114,13 @@ func (n *Node) replicaVoting(r *replica) bool {
 // policies are committed through Raft before the results return; checks of
 // fast policies are answered at once by the leader's fast lane.
 func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]policy.Result, error) {
+	// Callers route by the same hash; checking again here keeps a check
+	// that was routed with a wrong or unknown shard count out of any log.
+	for i := range checks {
+		if err := n.CheckOwner(shard, checks[i].Key); err != nil {
+			return nil, err
+		}
+	}
 	r := n.replica(shard)
 	if r == nil {
 		rt, _ := n.Route(shard)
@@ -155,6 +199,9 @@ func (n *Node) room(p *policy.Policy) bool { return n.rates.room(p, time.Now()) 
 // ResetKey forgets every count of key under p, on this node, which must
 // lead the key's shard. It returns how many limit states went.
 func (n *Node) ResetKey(ctx context.Context, shard int, key string, p *policy.Policy) (int, error) {
+	if err := n.CheckOwner(shard, key); err != nil {
+		return 0, err
+	}
 	r := n.replica(shard)
 	if r == nil || !r.group.isLeader() {
 		rt, _ := n.Route(shard)

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/floodgate/floodgate/cluster"
@@ -36,16 +37,19 @@ const catchUpWait = time.Second
 // the meta leader, so a client that sets a policy and uses it at once, on
 // any node, finds it.
 func resolver(ctx context.Context, node *cluster.Node) validate.Resolver {
-	return func(name string) *policy.Policy {
+	return func(name string) (*policy.Policy, error) {
 		if p := node.View().Policy(name); p != nil {
-			return p
+			return p, nil
 		}
 		cctx, cancel := context.WithTimeout(ctx, catchUpWait)
 		defer cancel()
-		if node.CatchUpMeta(cctx) != nil {
-			return nil
+		if err := node.CatchUpMeta(cctx); err != nil {
+			// Not known here, and the meta leader cannot say: the policy
+			// may well exist, so this is no bad request but a node that
+			// cannot answer yet.
+			return nil, fmt.Errorf("%w: policy %q: cannot reach the meta leader to look it up: %v", cluster.ErrNotReady, name, err)
 		}
-		return node.View().Policy(name)
+		return node.View().Policy(name), nil
 	}
 }
 

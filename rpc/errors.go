@@ -28,7 +28,7 @@ func codeOf(err error) codes.Code {
 	}
 	switch {
 	case errors.Is(err, ErrInvalid), errors.Is(err, window.ErrInvalid), errors.Is(err, policy.ErrCorrupt),
-		errors.Is(err, cluster.ErrConfig):
+		errors.Is(err, cluster.ErrConfig), errors.Is(err, cluster.ErrWrongShard):
 		return codes.InvalidArgument
 	case errors.Is(err, cluster.ErrUnknownNode), errors.Is(err, fsm.ErrUnknownNode), errors.Is(err, fsm.ErrUnknownPolicy):
 		return codes.NotFound
@@ -54,4 +54,41 @@ func toStatus(err error) error {
 		return err
 	}
 	return status.Error(codeOf(err), err.Error())
+}
+
+// partialError answers a call of several checks of which some were refused
+// as invalid and the others evaluated (and possibly counted): each check
+// gets its own answer, and none of the evaluated ones may be retried.
+type partialError struct {
+	results []policy.Result
+	errs    []error // nil where results holds the answer
+}
+
+// newPartialError returns errs[0] itself for a single check, so a lone
+// check's error keeps its own code and message.
+func newPartialError(results []policy.Result, errs []error) error {
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return &partialError{results: results, errs: errs}
+}
+
+func (e *partialError) Error() string {
+	for _, err := range e.errs {
+		if err != nil {
+			return err.Error()
+		}
+	}
+	return "partial result"
+}
+
+// Unwrap exposes the first item error, so codeOf maps a partial answer
+// like its failures (InvalidArgument).
+func (e *partialError) Unwrap() error {
+	for _, err := range e.errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

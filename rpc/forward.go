@@ -48,6 +48,9 @@ func newForwarder(peers *Peers) *forwarder {
 
 // fwdReq is one caller's checks of one shard.
 type fwdReq struct {
+	// ctx is the caller's: a request whose caller has given up is not
+	// sent, and the call carrying it lasts no longer than its callers.
+	ctx     context.Context
 	shard   int
 	checks  []fsm.Check
 	results []policy.Result
@@ -58,7 +61,7 @@ type fwdReq struct {
 // forward evaluates checks of shard on the node at addr. A NotLeaderError
 // or errNotSent means nothing was counted.
 func (f *forwarder) forward(ctx context.Context, addr string, shard int, checks []fsm.Check) ([]policy.Result, error) {
-	req := &fwdReq{shard: shard, checks: checks, done: make(chan struct{})}
+	req := &fwdReq{ctx: ctx, shard: shard, checks: checks, done: make(chan struct{})}
 	select {
 	case f.queue(addr).in <- req:
 	case <-f.peers.closed:
@@ -143,6 +146,21 @@ func (q *peerQueue) loop() {
 
 // send makes one Forward call for batch and answers each request.
 func (q *peerQueue) send(batch []*fwdReq) {
+	// Callers that gave up while queued have been answered (outcome
+	// unknown, to be safe); sending their checks now would only count
+	// what nobody waits for.
+	live := batch[:0]
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.err = fmt.Errorf("forward to %s: %w: %w", q.addr, errNotSent, err)
+			close(r.done)
+			continue
+		}
+		live = append(live, r)
+	}
+	if batch = live; len(batch) == 0 {
+		return
+	}
 	fail := func(err error) {
 		for _, r := range batch {
 			r.err = err
@@ -166,7 +184,7 @@ func (q *peerQueue) send(batch []*fwdReq) {
 			freq.Checks = append(freq.Checks, &peerv1.ForwardCheck{Shard: uint32(r.shard), Key: c.Key, Policy: b, Cost: c.Cost})
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
+	ctx, cancel := context.WithDeadline(context.Background(), callDeadline(batch))
 	defer cancel()
 	resp, err := peerv1.NewPeerClient(conn).Forward(ctx, freq)
 	if err == nil && len(resp.Results) != len(freq.Checks) {
@@ -208,19 +226,52 @@ func waitReady(state func() connectivity.State, connect func(), wait func(contex
 	}
 }
 
+// callDeadline is when a Forward call carrying batch gives up: when the
+// last of its callers does, and never later than forwardTimeout. A peer
+// that stalls (paused, partitioned) then holds a call slot no longer than
+// its callers wait.
+func callDeadline(batch []*fwdReq) time.Time {
+	limit := time.Now().Add(forwardTimeout)
+	var latest time.Time
+	for _, r := range batch {
+		d, ok := r.ctx.Deadline()
+		if !ok {
+			return limit
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	if latest.After(limit) {
+		return limit
+	}
+	return latest
+}
+
 // decodeResults turns one shard's forward results into results or the
-// shard's error.
+// shard's error. Checks the peer refused as invalid fail alone: when
+// others of the same call were evaluated, the error is a *partialError
+// carrying both.
 func decodeResults(shard int, rs []*peerv1.ForwardResult) ([]policy.Result, error) {
 	out := make([]policy.Result, len(rs))
+	var errs []error
 	for i, r := range rs {
 		switch r.Code {
 		case peerv1.ForwardResult_OK:
 			out[i] = decisionFromProto(r.Decision)
+		case peerv1.ForwardResult_INVALID:
+			if errs == nil {
+				errs = make([]error, len(rs))
+			}
+			errs[i] = fmt.Errorf("%w: refused by the shard leader: %s", ErrInvalid, r.Message)
 		case peerv1.ForwardResult_NOT_LEADER:
 			return nil, &cluster.NotLeaderError{Group: fmt.Sprintf("shard-%d", shard), LeaderID: r.LeaderId, LeaderAddr: r.LeaderAddr}
 		default:
 			return nil, fmt.Errorf("%w: %s", cluster.ErrUnavailable, r.Message)
 		}
 	}
-	return out, nil
+	if errs == nil {
+		return out, nil
+	}
+	return nil, newPartialError(out, errs)
 }

@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
+
+	"google.golang.org/grpc/codes"
 
 	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/policy"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
+	"github.com/floodgate/floodgate/rpc/validate"
 )
 
 // PeerServer implements the node-to-node Peer service.
@@ -26,30 +28,32 @@ func NewPeerServer(node *cluster.Node, cfg Config) *PeerServer {
 }
 
 // Forward implements peerv1.PeerServer: it evaluates each shard's checks
-// here and never forwards again, so a check makes at most one hop.
+// here and never forwards again, so a check makes at most one hop. A peer
+// is validated like a client: an invalid check (its policy, cost, key, or a
+// shard that does not own its key) is answered INVALID, naming the field,
+// and counted nowhere, while the other checks of the request go ahead.
 func (p *PeerServer) Forward(ctx context.Context, req *peerv1.ForwardRequest) (*peerv1.ForwardResponse, error) {
+	if len(req.Checks) > forwardMaxChecks {
+		return nil, toStatus(fmt.Errorf("%w: checks: %d checks is more than %d", ErrInvalid, len(req.Checks), forwardMaxChecks))
+	}
 	out := &peerv1.ForwardResponse{Results: make([]*peerv1.ForwardResult, len(req.Checks))}
 	byShard := map[int][]int{}
 	checks := make([]fsm.Check, len(req.Checks))
 	// Checks of one shard from one sender usually share a policy: decode
-	// each distinct encoding once.
-	decoded := map[string]*policy.Policy{}
+	// and validate each distinct encoding once.
+	decoded := map[string]decodedPolicy{}
 	for i, c := range req.Checks {
-		pol, ok := decoded[string(c.Policy)]
+		d, ok := decoded[string(c.Policy)]
 		if !ok {
-			dp, _, err := policy.Decode(c.Policy)
-			if err == nil {
-				// The sender validated it against its own caps; here only
-				// sanity matters, as in the FSM.
-				err = dp.Validate(math.MaxInt64)
-			}
-			if err != nil {
-				return nil, toStatus(fmt.Errorf("%w: checks[%d].policy: %w", ErrInvalid, i, err))
-			}
-			pol = &dp
-			decoded[string(c.Policy)] = pol
+			d = p.decodePolicy(c.Policy)
+			decoded[string(c.Policy)] = d
 		}
-		checks[i] = fsm.Check{Key: c.Key, Policy: pol, Cost: c.Cost}
+		chk, err := p.checkItem(c, d, fmt.Sprintf("checks[%d].", i))
+		if err != nil {
+			out.Results[i] = forwardResult(nil, 0, err)
+			continue
+		}
+		checks[i] = chk
 		byShard[int(c.Shard)] = append(byShard[int(c.Shard)], i)
 	}
 	var wg sync.WaitGroup
@@ -71,6 +75,52 @@ func (p *PeerServer) Forward(ctx context.Context, req *peerv1.ForwardRequest) (*
 	return out, nil
 }
 
+// decodedPolicy is a forwarded policy encoding, decoded and validated;
+// err names the field inside the policy.
+type decodedPolicy struct {
+	p   *policy.Policy
+	err error
+}
+
+// decodePolicy decodes and validates a forwarded policy under this node's
+// own caps (--max-log-length), exactly as a client's would be.
+func (p *PeerServer) decodePolicy(b []byte) decodedPolicy {
+	dp, n, err := policy.Decode(b)
+	if err == nil && n != len(b) {
+		err = fmt.Errorf("%w: %d trailing bytes", policy.ErrCorrupt, len(b)-n)
+	}
+	if err == nil {
+		err = dp.Validate(p.maxLog)
+	}
+	if err != nil {
+		return decodedPolicy{err: err}
+	}
+	return decodedPolicy{p: &dp}
+}
+
+// checkItem validates one forwarded check; field ("checks[3].") prefixes
+// the field its error names.
+func (p *PeerServer) checkItem(c *peerv1.ForwardCheck, d decodedPolicy, field string) (fsm.Check, error) {
+	switch {
+	case c.Key == "":
+		return fsm.Check{}, fmt.Errorf("%w: %skey: must not be empty", ErrInvalid, field)
+	case len(c.Key) > validate.MaxKeyLen:
+		return fsm.Check{}, fmt.Errorf("%w: %skey: %d bytes is longer than %d", ErrInvalid, field, len(c.Key), validate.MaxKeyLen)
+	case d.err != nil:
+		return fsm.Check{}, validate.AtField(field+"policy.", d.err)
+	}
+	if err := d.p.ValidateCost(c.Cost); err != nil {
+		return fsm.Check{}, validate.AtField(field, err)
+	}
+	if err := p.node.CheckOwner(int(c.Shard), c.Key); err != nil {
+		if errors.Is(err, cluster.ErrWrongShard) {
+			return fsm.Check{}, fmt.Errorf("%w: %sshard: %v", ErrInvalid, field, err)
+		}
+		return fsm.Check{}, err
+	}
+	return fsm.Check{Key: c.Key, Policy: d.p, Cost: c.Cost}, nil
+}
+
 // forwardResult encodes the j-th result of a shard, or the shard's error:
 // NOT_LEADER when nothing was written, UNAVAILABLE when the outcome is
 // unknown.
@@ -79,11 +129,14 @@ func forwardResult(res []policy.Result, j int, err error) *peerv1.ForwardResult 
 	switch {
 	case err == nil:
 		return &peerv1.ForwardResult{Decision: decisionToProto(res[j])}
+	case codeOf(err) == codes.InvalidArgument:
+		return &peerv1.ForwardResult{Code: peerv1.ForwardResult_INVALID, Message: err.Error()}
 	case errors.Is(err, cluster.ErrUnavailable):
 		return &peerv1.ForwardResult{Code: peerv1.ForwardResult_UNAVAILABLE, Message: err.Error()}
 	case errors.As(err, &nl):
 		return &peerv1.ForwardResult{Code: peerv1.ForwardResult_NOT_LEADER, LeaderId: nl.LeaderID, LeaderAddr: nl.LeaderAddr, Message: err.Error()}
-	case errors.Is(err, cluster.ErrNoLeader):
+	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrNotReady):
+		// Nothing was written: the sender may retry, here or elsewhere.
 		return &peerv1.ForwardResult{Code: peerv1.ForwardResult_NOT_LEADER, Message: err.Error()}
 	}
 	return &peerv1.ForwardResult{Code: peerv1.ForwardResult_UNAVAILABLE, Message: err.Error()}
@@ -142,14 +195,11 @@ func (p *PeerServer) AddNode(ctx context.Context, req *peerv1.AddNodeRequest) (*
 
 // ResetKey implements peerv1.PeerServer: the receiver must lead the shard.
 func (p *PeerServer) ResetKey(ctx context.Context, req *peerv1.PeerResetRequest) (*peerv1.PeerResetResponse, error) {
-	pol, _, err := policy.Decode(req.Policy)
-	if err == nil {
-		err = pol.Validate(math.MaxInt64)
+	d := p.decodePolicy(req.Policy)
+	if _, err := p.checkItem(&peerv1.ForwardCheck{Shard: req.Shard, Key: req.Key}, d, ""); err != nil {
+		return nil, toStatus(err)
 	}
-	if err != nil {
-		return nil, toStatus(fmt.Errorf("%w: policy: %w", ErrInvalid, err))
-	}
-	n, err := p.node.ResetKey(ctx, int(req.Shard), req.Key, &pol)
+	n, err := p.node.ResetKey(ctx, int(req.Shard), req.Key, d.p)
 	if err != nil {
 		return nil, toStatus(err)
 	}

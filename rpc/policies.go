@@ -43,7 +43,10 @@ func (a *AdminServer) SetPolicies(ctx context.Context, req *pb.SetPoliciesReques
 
 // GetPolicy implements pb.AdminServer.
 func (a *AdminServer) GetPolicy(ctx context.Context, req *pb.GetPolicyRequest) (*pb.Policy, error) {
-	p := resolver(ctx, a.node)(req.Name)
+	p, err := resolver(ctx, a.node)(req.Name)
+	if err != nil {
+		return nil, toStatus(err)
+	}
 	if p == nil {
 		return nil, toStatus(fmt.Errorf("%w: %q", fsm.ErrUnknownPolicy, req.Name))
 	}
@@ -68,7 +71,10 @@ func (a *AdminServer) DeletePolicy(ctx context.Context, req *pb.DeletePolicyRequ
 	if req.Name == "" {
 		return nil, toStatus(fmt.Errorf("%w: name: required", ErrInvalid))
 	}
-	if resolver(ctx, a.node)(req.Name) == nil {
+	switch p, err := resolver(ctx, a.node)(req.Name); {
+	case err != nil:
+		return nil, toStatus(err)
+	case p == nil:
 		return nil, toStatus(fmt.Errorf("%w: %q", fsm.ErrUnknownPolicy, req.Name))
 	}
 	if err := a.node.DeletePolicy(ctx, req.Name); err != nil {
@@ -87,7 +93,10 @@ func (a *AdminServer) ResetKey(ctx context.Context, req *pb.ResetKeyRequest) (*p
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	shard := a.node.ShardOf(c.Key)
+	shard, err := a.node.ShardOf(c.Key)
+	if err != nil {
+		return nil, toStatus(err)
+	}
 	deadline := time.Now().Add(a.cfg.LeaderWait)
 	var last error
 	for attempt := 0; ; attempt++ {

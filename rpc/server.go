@@ -46,11 +46,18 @@ func NewServer(node *cluster.Node, peers *Peers, cfg Config) *Server {
 
 // Allow implements pb.RateLimiterServer.
 func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResponse, error) {
+	if err := s.ready(); err != nil {
+		return nil, toStatus(err)
+	}
 	c, err := s.parseCheck(ctx, req, "")
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	res, err := s.evaluate(ctx, s.node.ShardOf(c.Key), []fsm.Check{c})
+	shard, err := s.node.ShardOf(c.Key)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	res, err := s.evaluate(ctx, shard, []fsm.Check{c})
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -64,6 +71,9 @@ func (s *Server) AllowBatch(ctx context.Context, req *pb.AllowBatchRequest) (*pb
 	if err := validate.Batch(len(req.Requests)); err != nil {
 		return nil, toStatus(err)
 	}
+	if err := s.ready(); err != nil {
+		return nil, toStatus(err)
+	}
 	checks := make([]fsm.Check, len(req.Requests))
 	byShard := map[int][]int{}
 	for i, r := range req.Requests {
@@ -72,7 +82,10 @@ func (s *Server) AllowBatch(ctx context.Context, req *pb.AllowBatchRequest) (*pb
 			return nil, toStatus(err)
 		}
 		checks[i] = c
-		shard := s.node.ShardOf(c.Key)
+		shard, err := s.node.ShardOf(c.Key)
+		if err != nil {
+			return nil, toStatus(err)
+		}
 		byShard[shard] = append(byShard[shard], i)
 	}
 	out := &pb.AllowBatchResponse{Results: make([]*pb.AllowBatchItem, len(checks))}
@@ -86,9 +99,17 @@ func (s *Server) AllowBatch(ctx context.Context, req *pb.AllowBatchRequest) (*pb
 				sub[j] = checks[i]
 			}
 			res, err := s.evaluate(ctx, shard, sub)
+			var pe *partialError
+			if errors.As(err, &pe) {
+				res, err = pe.results, nil
+			}
 			for j, i := range idx {
-				if err != nil {
-					out.Results[i] = &pb.AllowBatchItem{Error: &pb.ItemError{Code: uint32(codeOf(err)), Message: err.Error()}}
+				ierr := err
+				if pe != nil && pe.errs[j] != nil {
+					ierr = pe.errs[j]
+				}
+				if ierr != nil {
+					out.Results[i] = &pb.AllowBatchItem{Error: &pb.ItemError{Code: uint32(codeOf(ierr)), Message: ierr.Error()}}
 				} else {
 					out.Results[i] = &pb.AllowBatchItem{Response: resultToProto(checks[i], res[j])}
 				}
@@ -99,12 +120,27 @@ func (s *Server) AllowBatch(ctx context.Context, req *pb.AllowBatchRequest) (*pb
 	return out, nil
 }
 
+// ready refuses checks until the node is a member that knows its shards:
+// a restarting node serves the Peer service (its groups need it) before
+// its meta state is loaded, and must not guess where a key lives.
+func (s *Server) ready() error {
+	if !s.node.Ready() {
+		return fmt.Errorf("%w: the node is starting; try another node or again shortly", cluster.ErrNotReady)
+	}
+	return nil
+}
+
 // evaluate answers checks of one shard on its leader, this node or a peer.
 // It retries only when nothing was written (not the leader, no leader yet),
 // until the shard's leader answers or LeaderWait passes: a check is never
-// counted twice.
+// counted twice. LeaderWait bounds the whole call, waiting on a leader
+// included: a leader that stalls (paused, partitioned) costs its callers
+// an Unavailable answer, not the length of the stall.
 func (s *Server) evaluate(ctx context.Context, shard int, checks []fsm.Check) ([]policy.Result, error) {
 	deadline := time.Now().Add(s.cfg.LeaderWait)
+	parent := ctx
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	var hint cluster.Route
 	var last error
 	for attempt := 0; ; attempt++ {
@@ -114,7 +150,10 @@ func (s *Server) evaluate(ctx context.Context, shard int, checks []fsm.Check) ([
 			}
 			select {
 			case <-ctx.Done():
-				return nil, fmt.Errorf("%w (last error: %v)", ctx.Err(), last)
+				if parent.Err() == nil {
+					return nil, last // LeaderWait passed: nothing was written
+				}
+				return nil, fmt.Errorf("%w (last error: %v)", parent.Err(), last)
 			case <-time.After(retryDelay(attempt)):
 			}
 		}

@@ -49,6 +49,12 @@ type Options struct {
 	RefreshInterval time.Duration
 	// DialOptions are added to every connection (default: insecure).
 	DialOptions []grpc.DialOption
+	// CallTimeout bounds each check when the caller's context allows
+	// longer (default 3s: a node answers within its --leader-wait, 2s by
+	// default, so only a stalled node, paused or cut off, takes longer).
+	// The check's outcome is then unknown and reported as
+	// DeadlineExceeded.
+	CallTimeout time.Duration
 }
 
 // Client is a floodgate client. It is safe for concurrent use.
@@ -76,6 +82,9 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	if opts.RefreshInterval <= 0 {
 		opts.RefreshInterval = 5 * time.Second
 	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = 3 * time.Second
+	}
 	c := &Client{
 		opts:    opts,
 		conns:   map[string]*grpc.ClientConn{},
@@ -99,6 +108,8 @@ func (c *Client) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
+	defer cancel()
 	resp, err := pb.NewRateLimiterClient(c.connFor(key)).Allow(ctx, req)
 	if err != nil {
 		return c.failed(err)
@@ -122,6 +133,8 @@ func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.A
 		groups[addr] = append(groups[addr], i)
 	}
 	out := &pb.AllowBatchResponse{Results: make([]*pb.AllowBatchItem, len(reqs))}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
+	defer cancel()
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -188,7 +201,7 @@ func (c *Client) check(req *pb.AllowRequest, field string) (string, error) {
 		p := c.policies[req.Policy]
 		c.mu.RUnlock()
 		if p != nil {
-			resolve = func(string) *policy.Policy { return p }
+			resolve = func(string) (*policy.Policy, error) { return p, nil }
 		}
 	}
 	chk, err := validate.Request(req, field, math.MaxInt64, resolve)

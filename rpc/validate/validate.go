@@ -39,8 +39,10 @@ type Check struct {
 	Cost   int64
 }
 
-// Resolver finds a named policy, or returns nil.
-type Resolver func(name string) *policy.Policy
+// Resolver finds a named policy: nil when it surely does not exist, or an
+// error when that cannot be told now (the node is catching up), which
+// must not be reported as a bad request.
+type Resolver func(name string) (*policy.Policy, error)
 
 // Request validates one request. field prefixes error messages
 // ("requests[3]." in a batch) so they name the field exactly; maxLog caps
@@ -83,7 +85,11 @@ func requestPolicy(name string, limit *pb.Limit, field string, maxLog int64, res
 		if resolve == nil {
 			return nil, nil
 		}
-		if p := resolve(name); p != nil {
+		p, err := resolve(name)
+		if err != nil {
+			return nil, err
+		}
+		if p != nil {
 			return p, nil
 		}
 		return nil, fmt.Errorf("%w: %spolicy: unknown policy %q", ErrInvalid, field, name)

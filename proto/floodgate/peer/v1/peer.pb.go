@@ -36,6 +36,10 @@ const (
 	// The shard could not commit in time; the check may or may not have
 	// been counted and must not be retried.
 	ForwardResult_UNAVAILABLE ForwardResult_Code = 2
+	// The check is invalid (message names the field: checks[i].cost, ...)
+	// and was not counted. Other checks of the request are unaffected: a
+	// peer is validated like a client.
+	ForwardResult_INVALID ForwardResult_Code = 3
 )
 
 // Enum value maps for ForwardResult_Code.
@@ -44,11 +48,13 @@ var (
 		0: "OK",
 		1: "NOT_LEADER",
 		2: "UNAVAILABLE",
+		3: "INVALID",
 	}
 	ForwardResult_Code_value = map[string]int32{
 		"OK":          0,
 		"NOT_LEADER":  1,
 		"UNAVAILABLE": 2,
+		"INVALID":     3,
 	}
 )
 
@@ -1037,19 +1043,20 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"\x06policy\x18\x03 \x01(\fR\x06policy\x12\x12\n" +
 	"\x04cost\x18\x04 \x01(\x03R\x04cost\"I\n" +
 	"\x0eForwardRequest\x127\n" +
-	"\x06checks\x18\x01 \x03(\v2\x1f.floodgate.peer.v1.ForwardCheckR\x06checks\"\x8c\x02\n" +
+	"\x06checks\x18\x01 \x03(\v2\x1f.floodgate.peer.v1.ForwardCheckR\x06checks\"\x99\x02\n" +
 	"\rForwardResult\x129\n" +
 	"\x04code\x18\x01 \x01(\x0e2%.floodgate.peer.v1.ForwardResult.CodeR\x04code\x127\n" +
 	"\bdecision\x18\x02 \x01(\v2\x1b.floodgate.peer.v1.DecisionR\bdecision\x12\x1b\n" +
 	"\tleader_id\x18\x03 \x01(\tR\bleaderId\x12\x1f\n" +
 	"\vleader_addr\x18\x05 \x01(\tR\n" +
 	"leaderAddr\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"/\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"<\n" +
 	"\x04Code\x12\x06\n" +
 	"\x02OK\x10\x00\x12\x0e\n" +
 	"\n" +
 	"NOT_LEADER\x10\x01\x12\x0f\n" +
-	"\vUNAVAILABLE\x10\x02\"\xe7\x01\n" +
+	"\vUNAVAILABLE\x10\x02\x12\v\n" +
+	"\aINVALID\x10\x03\"\xe7\x01\n" +
 	"\bDecision\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x18\n" +
 	"\adecider\x18\x02 \x01(\x05R\adecider\x12\x14\n" +
