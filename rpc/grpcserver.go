@@ -18,9 +18,10 @@ const maxMessage = 16 << 20
 // NewGRPCServer registers every service of node on a new gRPC server: the
 // RateLimiter, Admin and Peer services, the standard health service and
 // reflection. The returned health server starts NOT_SERVING; mark it
-// SERVING once the node has joined its cluster.
+// SERVING once the node has joined its cluster. A request that is not
+// valid protobuf answers InvalidArgument (see decodeOptions).
 func NewGRPCServer(node *cluster.Node, peers *Peers, cfg Config, opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
-	opts = append([]grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage)}, opts...)
+	opts = append(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage)}, decodeOptions()...), opts...)
 	gs := grpc.NewServer(opts...)
 	srv := NewServer(node, peers, cfg)
 	pb.RegisterRateLimiterServer(gs, srv)
