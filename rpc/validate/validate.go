@@ -30,6 +30,9 @@ const (
 	MaxKeyLen = 1024
 	// MaxBatch is the most checks in one AllowBatch call.
 	MaxBatch = 1000
+	// MaxDescriptors is the most descriptors one request may carry; with
+	// names and values they must still fit in MaxKeyLen.
+	MaxDescriptors = 32
 )
 
 // Check is a validated request: the key, the policy to apply and the cost.
@@ -117,6 +120,9 @@ func Key(key string, descriptors map[string]string, p *policy.Policy, field stri
 	case len(keyBy) > 0 && key != "":
 		return "", fmt.Errorf("%w: %skey: policy %s builds its keys from descriptors %s", ErrInvalid, field, p.Name, strings.Join(keyBy, ", "))
 	case len(descriptors) > 0:
+		if err := checkDescriptors(descriptors, field); err != nil {
+			return "", err
+		}
 		names := keyBy
 		if len(names) == 0 {
 			names = slices.Sorted(maps.Keys(descriptors))
@@ -126,9 +132,6 @@ func Key(key string, descriptors map[string]string, p *policy.Policy, field stri
 			v, ok := descriptors[name]
 			if !ok {
 				return "", fmt.Errorf("%w: %sdescriptors: missing %q (policy %s keys by %s)", ErrInvalid, field, name, p.Name, strings.Join(keyBy, ", "))
-			}
-			if !policy.ValidName(name) {
-				return "", fmt.Errorf("%w: %sdescriptors: name %q must be letters, digits or _.:-", ErrInvalid, field, name)
 			}
 			if i > 0 {
 				b.WriteByte(',')
@@ -150,6 +153,9 @@ func Key(key string, descriptors map[string]string, p *policy.Policy, field stri
 			}
 		}
 		key = b.String()
+		if len(key) > MaxKeyLen {
+			return "", fmt.Errorf("%w: %sdescriptors: the key they make is %d bytes, longer than %d", ErrInvalid, field, len(key), MaxKeyLen)
+		}
 	case key == "":
 		return "", fmt.Errorf("%w: %skey: must not be empty", ErrInvalid, field)
 	}
@@ -157,6 +163,26 @@ func Key(key string, descriptors map[string]string, p *policy.Policy, field stri
 		return "", fmt.Errorf("%w: %skey: %d bytes is longer than %d", ErrInvalid, field, len(key), MaxKeyLen)
 	}
 	return key, nil
+}
+
+// checkDescriptors bounds descriptors and checks their names, in name
+// order so the same request always gets the same answer. A name too long
+// to be one is not echoed back: the message stays readable.
+func checkDescriptors(descriptors map[string]string, field string) error {
+	if len(descriptors) > MaxDescriptors {
+		return fmt.Errorf("%w: %sdescriptors: %d given, at most %d", ErrInvalid, field, len(descriptors), MaxDescriptors)
+	}
+	for _, name := range slices.Sorted(maps.Keys(descriptors)) {
+		switch {
+		case len(name) > MaxKeyLen:
+			return fmt.Errorf("%w: %sdescriptors: a name of %d bytes is longer than %d", ErrInvalid, field, len(name), MaxKeyLen)
+		case !policy.ValidName(name):
+			return fmt.Errorf("%w: %sdescriptors: name %q must be letters, digits or _.:-", ErrInvalid, field, name)
+		case len(descriptors[name]) > MaxKeyLen:
+			return fmt.Errorf("%w: %sdescriptors.%s: %d bytes is longer than %d", ErrInvalid, field, name, len(descriptors[name]), MaxKeyLen)
+		}
+	}
+	return nil
 }
 
 // Batch validates the size of a batch.

@@ -79,3 +79,32 @@ func TestRequestWithoutResolver(t *testing.T) {
 		t.Fatalf("%+v %v", c, err)
 	}
 }
+
+// Descriptors are bounded by themselves, and a fault is reported under
+// descriptors, never as the key they would have made.
+func TestDescriptorBounds(t *testing.T) {
+	huge := strings.Repeat("n", 1<<20)
+	many := map[string]string{}
+	for i := 0; i <= MaxDescriptors; i++ {
+		many[strings.Repeat("d", i+1)] = "1"
+	}
+	for _, tc := range []struct {
+		name  string
+		desc  map[string]string
+		field string
+	}{
+		{"1 MiB name", map[string]string{huge: "1"}, "descriptors: a name of 1048576 bytes is longer than 1024"},
+		{"1 MiB value", map[string]string{"user": huge}, "descriptors.user: 1048576 bytes"},
+		{"too many", many, "descriptors: 33 given, at most 32"},
+		{"empty name", map[string]string{"": "1"}, "descriptors: name"},
+		{"key too long", map[string]string{"a": strings.Repeat("v", 600), "b": strings.Repeat("v", 600)}, "descriptors: the key they make"},
+	} {
+		_, err := Key("", tc.desc, nil, "requests[1].")
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "requests[1]."+tc.field) {
+			t.Errorf("%s: %v, want an error naming requests[1].%s", tc.name, err, tc.field)
+		}
+		if err != nil && len(err.Error()) > 300 {
+			t.Errorf("%s: a %d-byte message", tc.name, len(err.Error()))
+		}
+	}
+}
