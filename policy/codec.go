@@ -3,6 +3,7 @@ package policy
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 
 	"github.com/floodgate/floodgate/window"
 )
@@ -109,7 +110,13 @@ func (d *decoder) limit() Limit {
 	l.Calendar = window.Unit(d.byte())
 	l.Limit.Limit = int64(d.uvarint())
 	l.Window = int64(d.uvarint())
-	l.Buckets = int32(d.uvarint())
+	// Buckets is an int32: a larger count would come back negative and
+	// re-encode as something no decoder reads.
+	if b := d.uvarint(); b > math.MaxInt32 {
+		d.fail()
+	} else {
+		l.Buckets = int32(b)
+	}
 	l.Burst = int64(d.uvarint())
 	return l
 }
