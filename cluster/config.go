@@ -3,7 +3,6 @@ package cluster
 import (
 	"fmt"
 	"log/slog"
-	"net"
 	"time"
 )
 
@@ -121,8 +120,8 @@ func (c Config) WithDefaults() Config {
 
 // Validate reports the first unusable field, by its flag name.
 func (c Config) Validate() error {
-	if c.NodeID == "" {
-		return fmt.Errorf("%w: node-id: required", ErrConfig)
+	if err := CheckNodeID("node-id", c.NodeID); err != nil {
+		return err
 	}
 	if c.DataDir == "" {
 		return fmt.Errorf("%w: data-dir: required", ErrConfig)
@@ -130,8 +129,13 @@ func (c Config) Validate() error {
 	for _, a := range []struct{ flag, addr string }{
 		{"grpc-addr", c.GRPCAddr}, {"raft-addr", c.RaftAddr}, {"gossip-addr", c.GossipAddr},
 	} {
-		if _, _, err := net.SplitHostPort(a.addr); err != nil {
-			return fmt.Errorf("%w: %s: %q is not host:port", ErrConfig, a.flag, a.addr)
+		if err := checkListenAddr(a.flag, a.addr); err != nil {
+			return err
+		}
+	}
+	for _, a := range c.Join {
+		if err := CheckAddr("join", a); err != nil {
+			return err
 		}
 	}
 	if c.Shards < 1 || c.Shards > MaxShards {

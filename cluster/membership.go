@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -67,16 +68,31 @@ func newClusterID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// join asks the members at addrs to add this node, then joins their
-// gossip. The meta leader then adds this node to the meta group, and shard
-// leaders add it to the shards placed on it.
+// join asks the members at addrs (--join) to add this node, then joins
+// their gossip. The meta leader then adds this node to the meta group, and
+// shard leaders add it to the shards placed on it.
 func (n *Node) join(ctx context.Context, addrs []string) error {
+	return n.joinVia(ctx, addrs, "--join")
+}
+
+// joinVia is join with the addresses' source (a flag or an API field)
+// named in logs and errors. An unreachable member is said so at once and
+// retried with backoff until ctx ends; a refusal is final.
+func (n *Node) joinVia(ctx context.Context, addrs []string, source string) error {
+	start := time.Now()
 	var last error
-	for {
+	for attempt := 1; ; attempt++ {
 		for _, addr := range addrs {
-			cid, gossipAddrs, err := n.peers.AddNode(ctx, addr, n.self())
+			// Bounded per member, so a blackholed address cannot hold up
+			// the others for the whole join.
+			actx, cancel := context.WithTimeout(ctx, joinAttemptTimeout)
+			cid, gossipAddrs, err := n.peers.AddNode(actx, addr, n.self())
+			cancel()
 			if err != nil {
-				last = err
+				if errors.Is(err, ErrConfig) || errors.Is(err, fsm.ErrRefused) {
+					return fmt.Errorf("%s %s refused this node: %w", source, addr, err)
+				}
+				last = fmt.Errorf("%s: %w", addr, err)
 				continue
 			}
 			if err := n.gossip.join(gossipAddrs); err != nil {
@@ -85,14 +101,28 @@ func (n *Node) join(ctx context.Context, addrs []string) error {
 			n.log.Info("joined cluster", "cluster", cid, "via", addr)
 			return nil
 		}
+		wait := joinBackoff(attempt)
+		n.log.Warn("cannot join the cluster yet: no member answered; retrying",
+			"source", source, "addrs", strings.Join(addrs, ","), "attempt", attempt, "retry_in", wait, "err", last)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("join %v: %w (last error: %v)", addrs, ctx.Err(), last)
+			return fmt.Errorf("%s %s: no member could add this node in %s (%d attempts): %w; last error: %v",
+				source, strings.Join(addrs, ","), time.Since(start).Round(time.Second), attempt, ctx.Err(), last)
 		case <-n.stop:
 			return ErrClosed
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
+}
+
+// joinAttemptTimeout bounds one member's answer to a join.
+const joinAttemptTimeout = 10 * time.Second
+
+// joinBackoff is the wait after failed join round attempt: 500ms doubling
+// to 5s, so a seed that comes up soon is found soon, and a dead one is
+// not hammered.
+func joinBackoff(attempt int) time.Duration {
+	return min(500*time.Millisecond<<min(attempt-1, 4), 5*time.Second)
 }
 
 // rejoinGossip contacts the members the meta state knows that gossip does
@@ -121,12 +151,12 @@ func (n *Node) rejoinGossip(v *fsm.MetaView) {
 // the meta leader) and returns the cluster id and the members' gossip
 // addresses. Adding a member again only updates its addresses.
 func (n *Node) AddNode(ctx context.Context, node *metav1.Node) (string, []string, error) {
+	if err := checkNode(node); err != nil {
+		return "", nil, err
+	}
 	v := n.View()
 	if !v.Initialized() {
 		return "", nil, ErrNotReady
-	}
-	if node.GetId() == "" || node.RaftAddr == "" || node.GrpcAddr == "" {
-		return "", nil, fmt.Errorf("%w: node id, raft and grpc addresses are required", ErrConfig)
 	}
 	if old := v.Node(node.Id); old != nil && old.State == metav1.NodeState_NODE_STATE_LEAVING {
 		return "", nil, fmt.Errorf("%w: node %s is leaving the cluster", ErrConfig, node.Id)
@@ -163,6 +193,14 @@ func (n *Node) Fresh() bool {
 // JoinCluster moves a fresh node into the cluster at addrs: its own
 // single-node cluster (and any counts in it) is discarded first.
 func (n *Node) JoinCluster(ctx context.Context, addrs []string) (string, error) {
+	if len(addrs) == 0 || len(addrs) > maxJoinAddrs {
+		return "", fmt.Errorf("%w: addrs: give 1 to %d cluster addresses, got %d", ErrConfig, maxJoinAddrs, len(addrs))
+	}
+	for i, a := range addrs {
+		if err := CheckAddr(fmt.Sprintf("addrs[%d]", i), a); err != nil {
+			return "", err
+		}
+	}
 	select {
 	case <-n.started:
 	case <-ctx.Done():
@@ -181,7 +219,7 @@ func (n *Node) JoinCluster(ctx context.Context, addrs []string) (string, error) 
 	if err := n.reset(); err != nil {
 		return "", err
 	}
-	if err := n.join(ctx, addrs); err != nil {
+	if err := n.joinVia(ctx, addrs, "addrs"); err != nil {
 		return "", err
 	}
 	if err := n.waitMember(ctx); err != nil {
@@ -313,20 +351,30 @@ func (n *Node) ApplyMeta(ctx context.Context, cmd []byte) error {
 			continue
 		}
 		last = n.peers.ApplyMeta(ctx, addr, cmd)
-		if last == nil || errors.Is(last, fsm.ErrRefused) || errors.Is(last, ErrUnknownNode) || errors.Is(last, fsm.ErrUnknownPolicy) {
+		if last == nil || errors.Is(last, fsm.ErrRefused) || errors.Is(last, ErrUnknownNode) || errors.Is(last, fsm.ErrUnknownPolicy) ||
+			errors.Is(last, ErrConfig) {
 			return last
 		}
 	}
 }
 
-// ApplyLocalMeta applies cmd if this node leads the meta group.
+// ApplyLocalMeta applies cmd, sent by a peer, if this node leads the meta
+// group. A malformed command is refused on any node; one the state would
+// refuse, by the leader before it is logged (see checkMeta).
 func (n *Node) ApplyLocalMeta(cmd []byte) error {
 	meta := n.metaGroup()
 	if meta == nil {
 		return ErrClosed
 	}
+	verdict := n.checkMeta(cmd)
+	if errors.Is(verdict, ErrConfig) {
+		return verdict
+	}
 	if !meta.isLeader() {
 		return &NotLeaderError{Group: "meta", LeaderID: meta.leader(), LeaderAddr: n.addrOf(meta.leader())}
+	}
+	if verdict != nil {
+		return verdict
 	}
 	return n.applyLocalMeta(meta, cmd)
 }

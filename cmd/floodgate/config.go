@@ -82,6 +82,11 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	var joinAddrs []string
 	for _, a := range strings.Split(*join, ",") {
 		if a = strings.TrimSpace(a); a != "" {
+			// Refused here, before anything starts: a node retries an
+			// unreachable seed for minutes, never a malformed one.
+			if err := cluster.CheckAddr("join", a); err != nil {
+				return nil, err
+			}
 			joinAddrs = append(joinAddrs, a)
 		}
 	}

@@ -46,6 +46,14 @@ func TestOptionsErrorsNameTheSetting(t *testing.T) {
 		{nil, map[string]string{"FLOODGATE_SHARDS": "many"}, "FLOODGATE_SHARDS"},
 		{[]string{"--log-level", "loud"}, nil, "log-level"},
 		{[]string{"stray"}, nil, `unexpected argument "stray"`},
+		// A malformed seed is refused before anything starts.
+		{[]string{"--join", "garbage"}, nil, `join: "garbage" is not host:port`},
+		{[]string{"--join", "127.0.0.1:7700,127.0.0.1"}, nil, `join: "127.0.0.1" is not host:port`},
+		{[]string{"--join", "127.0.0.1:99999"}, nil, "join: \"127.0.0.1:99999\": port must be"},
+		{[]string{"--join", "127.0.0.1:0"}, nil, "join: \"127.0.0.1:0\": port must be"},
+		{[]string{"--join", "host:http"}, nil, "join: \"host:http\": port must be"},
+		{[]string{"--join", "bad/host:7700"}, nil, "join: \"bad/host:7700\": host must be"},
+		{nil, map[string]string{"FLOODGATE_JOIN": "::::"}, "join:"},
 	} {
 		_, err := parseOptions(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
