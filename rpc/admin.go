@@ -2,10 +2,12 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/fsm"
 	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
@@ -61,6 +63,9 @@ func (a *AdminServer) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinRe
 	if req.NodeAddr == "" {
 		return nil, toStatus(fmt.Errorf("%w: node_addr: required", ErrInvalid))
 	}
+	if err := cluster.CheckAddr("node_addr", req.NodeAddr); err != nil {
+		return nil, toStatus(err) // never dialed: a typo is not an outage
+	}
 	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
 	defer cancel()
 	client := peerv1.NewPeerClient(a.peers.conn(req.NodeAddr))
@@ -97,8 +102,13 @@ func (a *AdminServer) Leave(ctx context.Context, req *pb.LeaveRequest) (*pb.Leav
 	id := req.NodeId
 	if id == "" {
 		id = a.node.ID()
+	} else if err := cluster.CheckNodeID("node_id", id); err != nil {
+		return nil, toStatus(err)
 	}
 	if err := a.node.Leave(ctx, id); err != nil {
+		if errors.Is(err, cluster.ErrUnknownNode) || errors.Is(err, fsm.ErrUnknownNode) || errors.Is(err, fsm.ErrRefused) {
+			err = fmt.Errorf("node_id: %w", err) // about the node named, not the cluster
+		}
 		return nil, toStatus(err)
 	}
 	return &pb.LeaveResponse{NodeId: id}, nil

@@ -18,8 +18,8 @@ import (
 // SetPolicies implements pb.AdminServer: every policy is validated before
 // any is stored, and they are stored together.
 func (a *AdminServer) SetPolicies(ctx context.Context, req *pb.SetPoliciesRequest) (*pb.SetPoliciesResponse, error) {
-	if len(req.Policies) == 0 {
-		return nil, toStatus(fmt.Errorf("%w: policies: none given", ErrInvalid))
+	if len(req.Policies) == 0 || len(req.Policies) > validate.MaxPolicies {
+		return nil, toStatus(fmt.Errorf("%w: policies: give 1 to %d, got %d", ErrInvalid, validate.MaxPolicies, len(req.Policies)))
 	}
 	var ps []*policy.Policy
 	names := map[string]int{}
@@ -43,12 +43,15 @@ func (a *AdminServer) SetPolicies(ctx context.Context, req *pb.SetPoliciesReques
 
 // GetPolicy implements pb.AdminServer.
 func (a *AdminServer) GetPolicy(ctx context.Context, req *pb.GetPolicyRequest) (*pb.Policy, error) {
+	if err := validate.PolicyName("name", req.Name); err != nil {
+		return nil, toStatus(err)
+	}
 	p, err := resolver(ctx, a.node)(req.Name)
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	if p == nil {
-		return nil, toStatus(fmt.Errorf("%w: %q", fsm.ErrUnknownPolicy, req.Name))
+		return nil, toStatus(fmt.Errorf("name: %w: %q", fsm.ErrUnknownPolicy, req.Name))
 	}
 	return validate.PolicyToProto(p), nil
 }
@@ -68,14 +71,14 @@ func (a *AdminServer) ListPolicies(ctx context.Context, req *pb.ListPoliciesRequ
 
 // DeletePolicy implements pb.AdminServer.
 func (a *AdminServer) DeletePolicy(ctx context.Context, req *pb.DeletePolicyRequest) (*pb.DeletePolicyResponse, error) {
-	if req.Name == "" {
-		return nil, toStatus(fmt.Errorf("%w: name: required", ErrInvalid))
+	if err := validate.PolicyName("name", req.Name); err != nil {
+		return nil, toStatus(err)
 	}
 	switch p, err := resolver(ctx, a.node)(req.Name); {
 	case err != nil:
 		return nil, toStatus(err)
 	case p == nil:
-		return nil, toStatus(fmt.Errorf("%w: %q", fsm.ErrUnknownPolicy, req.Name))
+		return nil, toStatus(fmt.Errorf("name: %w: %q", fsm.ErrUnknownPolicy, req.Name))
 	}
 	if err := a.node.DeletePolicy(ctx, req.Name); err != nil {
 		return nil, toStatus(err)

@@ -7,6 +7,10 @@ import (
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 )
 
+// MaxPolicies is the most policies one SetPolicies call may store: they
+// are one meta log entry.
+const MaxPolicies = 1000
+
 // Policy validates a named policy from the API and converts it. field
 // prefixes errors ("policies[2]."), which name the field in the API's
 // spelling ("limits[1].limit.window_ms").
@@ -52,6 +56,20 @@ func Policy(pp *pb.Policy, field string, maxLog int64) (*policy.Policy, error) {
 		return nil, AtField(field, err)
 	}
 	return p, nil
+}
+
+// PolicyName checks the name of a policy to look up, as field. A name
+// too long to be one is not echoed back.
+func PolicyName(field, name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: %s: required", ErrInvalid, field)
+	case len(name) > policy.MaxNameLen:
+		return fmt.Errorf("%w: %s: %d bytes is longer than %d", ErrInvalid, field, len(name), policy.MaxNameLen)
+	case !policy.ValidName(name):
+		return fmt.Errorf("%w: %s: %q must be letters, digits or _.:-", ErrInvalid, field, name)
+	}
+	return nil
 }
 
 func policyLimit(l *pb.PolicyLimit, field string, maxLog int64) (policy.Limit, error) {

@@ -85,6 +85,9 @@ func requestPolicy(name string, limit *pb.Limit, field string, maxLog int64, res
 	case name != "" && limit != nil:
 		return nil, fmt.Errorf("%w: %slimit: give either a policy or an inline limit, not both", ErrInvalid, field)
 	case name != "":
+		if err := PolicyName(field+"policy", name); err != nil {
+			return nil, err
+		}
 		if resolve == nil {
 			return nil, nil
 		}
