@@ -38,8 +38,9 @@ func bucketRate(l *Limit) rate {
 }
 
 // tat returns s's TAT with B clamped into [0, Limit). B is out of range
-// only when the Limit's value changed under a stored State (it is not part
-// of the state's identity); clamping keeps the arithmetic exact and safe.
+// only when the Limit's value changed under a stored State (a stretched or
+// edited limit; the value is not part of the state's identity): clamping
+// keeps the arithmetic exact and safe, and moves TAT by under 1ns.
 func (r rate) tat(s *State) (a, b int64) {
 	a, b = s.A, s.B
 	if b < 0 {
@@ -80,9 +81,15 @@ func (r rate) used(a, b, now int64) int64 {
 func bucketCheck(l *Limit, s *State, now, cost int64) Decision {
 	r := bucketRate(l)
 	capacity := int64(r.capacity)
+	if !pending(s.A, s.B, now) {
+		*s = State{} // full again: exactly a fresh bucket
+		return decide(capacity, 0, cost, now, now)
+	}
 	a, b := r.tat(s)
 	if !pending(a, b, now) {
-		*s = State{} // full again: exactly a fresh bucket
+		// Full as read with this limit, not as written: the fraction was
+		// counted over another limit (a stretched one). Read with that
+		// limit again the bucket is not full yet, so keep it.
 		return decide(capacity, 0, cost, now, now)
 	}
 	reset := a

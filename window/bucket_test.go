@@ -140,3 +140,21 @@ func TestBucketFractionClamped(t *testing.T) {
 		}
 	}
 }
+
+// A bucket read with a limit under which its sub-nanosecond fraction
+// rounds away (a stretched limit read unstretched) looks full, but a Check
+// must not forget it: read again with the limit it was written with, it is
+// still half a nanosecond from full.
+func TestBucketCheckForgetsOnlyWhatIsFullUnderEveryLimit(t *testing.T) {
+	written := Limit{Algorithm: GCRA, Limit: 2, Window: 3}
+	other := written
+	other.Limit = 1
+	var s State
+	written.Record(&s, 0, 1) // TAT 1.5: A 1, B 1 (halves)
+	if d := other.Check(&s, 1, 1); !d.Allowed {
+		t.Fatalf("read with limit 1 at 1: %+v, want allowed (TAT reads as 1)", d)
+	}
+	if d := written.Check(&s, 1, 1); d.Allowed {
+		t.Fatalf("read again with limit 2 at 1: %+v, want denied (TAT is 1.5)", d)
+	}
+}
