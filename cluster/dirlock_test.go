@@ -1,0 +1,52 @@
+package cluster
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// A data dir is used by one process at a time: a second lock fails at once
+// naming the holder, and the lock is free again once released.
+func TestDataDirLockIsExclusive(t *testing.T) {
+	dir := t.TempDir()
+	first, err := lockDataDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = lockDataDir(dir)
+	if !errors.Is(err, ErrDataDirInUse) {
+		t.Fatalf("second lock: %v, want ErrDataDirInUse", err)
+	}
+	if !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "process "+strconv.Itoa(os.Getpid())) {
+		t.Errorf("error %q should name the dir and the holding process", err)
+	}
+	first.release()
+	again, err := lockDataDir(dir)
+	if err != nil {
+		t.Fatalf("lock after release: %v", err)
+	}
+	again.release()
+}
+
+// Opening a node on a data dir another node holds fails before touching
+// anything: no "damaged log" advice that would destroy a live replica.
+func TestOpenRefusesALockedDataDir(t *testing.T) {
+	dir := t.TempDir()
+	held, err := lockDataDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.release()
+	cfg := Config{NodeID: "n1", DataDir: dir, RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:1"}
+	_, err = Open(cfg, nil)
+	if !errors.Is(err, ErrDataDirInUse) {
+		t.Fatalf("Open: %v, want ErrDataDirInUse", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node-id")); !os.IsNotExist(err) {
+		t.Errorf("Open wrote into a data dir it does not hold (node-id: %v)", err)
+	}
+}
