@@ -140,6 +140,9 @@ func applyMeta(cur *MetaView, typ byte, body []byte) (*MetaView, error) {
 		if c.ClusterId == "" || c.Shards == 0 || c.Replicas == 0 {
 			return nil, fmt.Errorf("%w: cluster id, shards and replicas are required", ErrRefused)
 		}
+		if c.Shards > maxShards {
+			return nil, fmt.Errorf("%w: %d shards, at most %d", ErrRefused, c.Shards, maxShards)
+		}
 		next.ClusterID, next.Shards, next.Replicas = c.ClusterId, int(c.Shards), int(c.Replicas)
 		next.Reports = make([]*metav1.ShardReport, c.Shards)
 	case MetaUpsertNode:
@@ -267,6 +270,11 @@ func decodeStoredPolicy(b []byte) (*policy.Policy, error) {
 	return &p, nil
 }
 
+// maxShards bounds the shard count a cluster can be created with (far
+// above cluster.MaxShards): the meta state holds a report slot per shard,
+// so an entry or snapshot of a few bytes must not make it allocate more.
+const maxShards = 1 << 16
+
 // metaVersion is the first byte of a meta snapshot; the rest is a
 // deterministic protobuf encoding of metav1.State.
 const metaVersion = 1
@@ -303,6 +311,9 @@ func (m *Meta) Restore(rc io.ReadCloser) error {
 	var st metav1.State
 	if err := proto.Unmarshal(b[1:], &st); err != nil {
 		return fmt.Errorf("%w: meta snapshot: %w", ErrCorrupt, err)
+	}
+	if st.Shards > maxShards {
+		return fmt.Errorf("%w: meta snapshot: %d shards, at most %d", ErrCorrupt, st.Shards, maxShards)
 	}
 	v := &MetaView{ClusterID: st.ClusterId, Shards: int(st.Shards), Replicas: int(st.Replicas), Nodes: st.Nodes}
 	slices.SortFunc(v.Nodes, func(a, b *metav1.Node) int { return strings.Compare(a.Id, b.Id) })
