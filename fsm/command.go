@@ -23,8 +23,22 @@ const (
 	cmdHits byte = 4
 )
 
-// allowVersion versions the body of cmdAllow.
-const allowVersion = 1
+// Body versions: the first byte of the body of cmdAllow, cmdHits and
+// cmdReset (cmdTick has none). A binary applies every version up to its
+// own and stops at a newer one (doc.go).
+const (
+	// allowVersion versions the bodies of cmdAllow and cmdReset.
+	allowVersion = 1
+	// hitsVersion is the newest body of cmdHits. Version 2 adds the
+	// hitElastic bit to the outcome byte; version 1 bodies, whose outcome
+	// bytes never have it, still decode. A batch without an elastic hit is
+	// written as version 1, which older binaries read too.
+	hitsVersion = 2
+)
+
+// hitElastic is the bit of a version 2 hit's outcome byte carrying
+// Hit.Elastic; outcomes are below it.
+const hitElastic = 0x80
 
 // Check is one request as a shard log entry carries it: a key, the policy
 // to apply (self-contained, so applying needs nothing outside the entry)
@@ -38,13 +52,18 @@ type Check struct {
 	Elastic bool
 }
 
-// Hit is a fast-mode decision to replay: what the leader counted, when.
+// Hit is a fast-mode decision to replay: what the leader counted, when,
+// and whether it stretched the limits doing so.
 type Hit struct {
 	Key     string
 	Policy  *policy.Policy
 	Cost    int64
 	Time    int64
 	Outcome policy.Outcome
+	// Elastic is the leader's judgment of room the decision was made with
+	// (Check.Elastic): an elastic policy counts stretched with it, so the
+	// replay must too.
+	Elastic bool
 }
 
 // checkElastic is the flag bit of a check carrying Elastic.
@@ -74,7 +93,14 @@ func EncodeAllow(dst []byte, ts int64, checks []Check) []byte {
 
 // EncodeHits appends a cmdHits entry stamped with ts.
 func EncodeHits(dst []byte, ts int64, hits []Hit) []byte {
-	dst = append(dst, cmdHits, allowVersion)
+	version := byte(1)
+	for i := range hits {
+		if hits[i].Elastic {
+			version = hitsVersion
+			break
+		}
+	}
+	dst = append(dst, cmdHits, version)
 	dst = binary.AppendVarint(dst, ts)
 	dst, idx := appendPolicies(dst, len(hits), func(i int) *policy.Policy { return hits[i].Policy })
 	dst = binary.AppendUvarint(dst, uint64(len(hits)))
@@ -84,7 +110,11 @@ func EncodeHits(dst []byte, ts int64, hits []Hit) []byte {
 		dst = append(dst, h.Key...)
 		dst = binary.AppendUvarint(dst, uint64(h.Cost))
 		dst = binary.AppendVarint(dst, h.Time)
-		dst = append(dst, byte(h.Outcome))
+		outcome := byte(h.Outcome)
+		if h.Elastic {
+			outcome |= hitElastic
+		}
+		dst = append(dst, outcome)
 	}
 	return dst
 }
@@ -199,18 +229,26 @@ func (r *reader) policy() policy.Policy {
 	return p
 }
 
-// header reads what every batch body starts with: version, time, and the
-// table of policies its items refer to.
-func (r *reader) header() (ts int64, pols []policy.Policy) {
-	if v := r.byte("version"); v != allowVersion && r.err == nil {
+// version reads a body version, 1 to newest. apply has stopped the node
+// on a newer one already; here it is only ever a corrupt body.
+func (r *reader) version(newest byte) byte {
+	v := r.byte("version")
+	if (v < 1 || v > newest) && r.err == nil {
 		r.fail("version")
 	}
+	return v
+}
+
+// header reads what every batch body starts with: version, time, and the
+// table of policies its items refer to.
+func (r *reader) header(newest byte) (version byte, ts int64, pols []policy.Policy) {
+	version = r.version(newest)
 	ts = r.varint("timestamp")
 	pols = make([]policy.Policy, r.uvarint("policy count", uint64(len(r.b))))
 	for i := range pols {
 		pols[i] = r.policy()
 	}
-	return ts, pols
+	return version, ts, pols
 }
 
 func (r *reader) end() error {
@@ -237,7 +275,7 @@ type entryCheck struct {
 func decodeAllow(b []byte) (allowEntry, error) {
 	r := reader{b: b}
 	var e allowEntry
-	e.ts, e.policies = r.header()
+	_, e.ts, e.policies = r.header(allowVersion)
 	e.checks = make([]entryCheck, r.uvarint("check count", uint64(len(b))))
 	for i := range e.checks {
 		c := &e.checks[i]
@@ -265,12 +303,14 @@ type entryHit struct {
 	cost    int64
 	time    int64
 	outcome policy.Outcome
+	elastic bool
 }
 
 func decodeHits(b []byte) (hitsEntry, error) {
 	r := reader{b: b}
 	var e hitsEntry
-	e.ts, e.policies = r.header()
+	version, ts, pols := r.header(hitsVersion)
+	e.ts, e.policies = ts, pols
 	e.hits = make([]entryHit, r.uvarint("hit count", uint64(len(b))))
 	for i := range e.hits {
 		h := &e.hits[i]
@@ -278,8 +318,11 @@ func decodeHits(b []byte) (hitsEntry, error) {
 		h.key = r.bytes("hit key")
 		h.cost = int64(r.uvarint("hit cost", uint64(window.MaxLimit)))
 		h.time = r.varint("hit time")
-		h.outcome = policy.Outcome(r.byte("hit outcome"))
-		if h.outcome > policy.DeniedCountedReduced {
+		b := r.byte("hit outcome")
+		if version >= 2 {
+			h.elastic, b = b&hitElastic != 0, b&^hitElastic
+		}
+		if h.outcome = policy.Outcome(b); h.outcome > policy.DeniedCountedReduced {
 			r.fail("hit outcome")
 		}
 	}
@@ -292,9 +335,7 @@ func decodeHits(b []byte) (hitsEntry, error) {
 // decodeReset decodes a cmdReset body.
 func decodeReset(b []byte) (ts int64, p policy.Policy, key []byte, err error) {
 	r := reader{b: b}
-	if v := r.byte("version"); v != allowVersion && r.err == nil {
-		r.fail("version")
-	}
+	r.version(allowVersion)
 	ts = r.varint("timestamp")
 	p = r.policy()
 	key = r.bytes("key")

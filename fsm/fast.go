@@ -96,8 +96,8 @@ func (s *Shard) ResetFast() {
 
 // mirror counts a strict decision in the overlay copies of its states, if
 // the leader holds any (a policy switched from fast to strict), so fast
-// checks still in flight see it.
-func (s *Shard) mirror(t *touched, p *policy.Policy, cost int64, outcome policy.Outcome) {
+// checks still in flight see it; stretched as it was decided (elastic).
+func (s *Shard) mirror(t *touched, p *policy.Policy, cost int64, outcome policy.Outcome, elastic bool) {
 	if len(s.ov.entries) == 0 {
 		return
 	}
@@ -115,7 +115,7 @@ func (s *Shard) mirror(t *touched, p *policy.Policy, cost int64, outcome policy.
 	}
 	if any {
 		s.ov.now = max(s.ov.now, s.now)
-		p.Record(states[:t.n], s.ov.now, cost, outcome)
+		p.Record(states[:t.n], s.ov.now, cost, outcome, elastic)
 	}
 }
 

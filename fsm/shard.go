@@ -186,7 +186,7 @@ func (s *Shard) eval(p *policy.Policy, key []byte, cost int64, elastic bool) pol
 	res := p.Evaluate(t.states[:t.n], s.now, cost, elastic)
 	if res.Outcome != policy.Denied {
 		s.store(&t)
-		s.mirror(&t, p, cost, res.Outcome)
+		s.mirror(&t, p, cost, res.Outcome, elastic)
 	}
 	return res
 }
@@ -199,7 +199,7 @@ func (s *Shard) replay(p *policy.Policy, h *entryHit) {
 	}
 	var t touched
 	s.gather(&t, p, h.key, true)
-	p.Record(t.states[:t.n], s.now, h.cost, h.outcome)
+	p.Record(t.states[:t.n], s.now, h.cost, h.outcome, h.elastic)
 	s.store(&t)
 }
 

@@ -184,7 +184,7 @@ func (p *Policy) Evaluate(states []*window.State, now, cost int64, elastic bool)
 	if cost == 0 {
 		res.Outcome = Denied // a peek counts nothing
 	} else if res.Outcome != Denied {
-		res.ResetAt = max(res.ResetAt, p.Record(states, now, cost, res.Outcome))
+		res.ResetAt = max(res.ResetAt, p.Record(states, now, cost, res.Outcome, elastic))
 	}
 	if !res.Allowed && p.Mode == Shadow {
 		res.Allowed, res.WouldDeny = true, true
@@ -194,16 +194,24 @@ func (p *Policy) Evaluate(states []*window.State, now, cost int64, elastic bool)
 
 // Record counts cost at now as outcome says and returns when the touched
 // states will be back to full capacity. Evaluate calls it for its own
-// decisions; fast mode calls it to replay decisions made on the leader.
-func (p *Policy) Record(states []*window.State, now, cost int64, outcome Outcome) int64 {
+// decisions; fast mode calls it to replay decisions made on the leader,
+// with the elastic judgment the decision was made with.
+//
+// The limits are counted stretched exactly as Evaluate checked them (Soft
+// always, Elastic when elastic): a sliding log keeps up to the stretched
+// limit's timestamps, and a token bucket or GCRA takes its tokens at the
+// stretched refill rate, so a soft 10% limit of 10 admits 11, not 10 (log)
+// or every request (bucket). The reduced limit is never stretched.
+func (p *Policy) Record(states []*window.State, now, cost int64, outcome Outcome, elastic bool) int64 {
 	var reset int64
 	rec := func(l *window.Limit, s *window.State) {
 		l.Record(s, now, cost)
 		reset = max(reset, l.Expiry(s))
 	}
 	if outcome == Admitted || outcome == DeniedCounted || outcome == DeniedCountedReduced {
+		stretch := p.stretch(elastic)
 		for i := range p.Limits {
-			rec(&p.Limits[i].Limit, states[i])
+			rec(scaled(&p.Limits[i].Limit, stretch), states[i])
 		}
 	}
 	if (outcome == AdmittedReduced || outcome == DeniedCountedReduced) && p.Reduced != nil {
@@ -225,8 +233,10 @@ func (p *Policy) stretch(elastic bool) int64 {
 }
 
 // scaled returns l with its limit (and burst) stretched to pct percent.
-// Counters do not depend on the limit's value, so the same state serves
-// every stretch.
+// A state's identity leaves the limit's value out, so the same state
+// serves every stretch (counts are counts; a bucket's state is the time it
+// is full again, read at the stretched rate), provided it is recorded with
+// the stretch it was checked with (Record).
 func scaled(l *window.Limit, pct int64) *window.Limit {
 	if pct == 100 {
 		return l

@@ -208,3 +208,74 @@ func TestEncodingRoundTrips(t *testing.T) {
 		}
 	}
 }
+
+// A stretched limit is counted as it was checked, on every algorithm: soft
+// 10% of 10 admits 11 (of 50, 55), elastic 200% of 10 admits 20 while there
+// is room and 10 without. The sliding log used to keep only 10 timestamps
+// (admitting every request) and the buckets to refill at the written rate
+// (admitting 10).
+func TestStretchedLimitsCountAsChecked(t *testing.T) {
+	now := int64(1_700_000_000) * sec
+	for _, alg := range []window.Algorithm{window.SlidingLog, window.SlidingCounter, window.SlidingCounterWeighted,
+		window.FixedWindow, window.TokenBucket, window.GCRA} {
+		for _, tc := range []struct {
+			mode  Mode
+			pct   int64
+			limit int64
+			room  bool
+			want  int
+		}{
+			{Soft, 10, 10, false, 11},
+			{Soft, 10, 50, false, 55},
+			{Soft, 8, 50, false, 54},
+			{Elastic, 200, 10, true, 20},
+			{Elastic, 200, 10, false, 10},
+		} {
+			l := lim(alg, tc.limit, time.Hour)
+			if alg == window.GCRA {
+				l.Burst = tc.limit // a bucket of the limit, as the token bucket's
+			}
+			p := &Policy{Mode: tc.mode, Limits: []Limit{l}}
+			if tc.mode == Soft {
+				p.SoftPercent = tc.pct
+			} else {
+				p.ElasticCeilingPercent, p.ElasticCapacity = tc.pct, 1000
+			}
+			if a, _, _ := run(p, states(p), now, 1, 3*tc.want, tc.room); a != tc.want {
+				t.Errorf("%s, %v %d%% of %d (room %v): admitted %d at once, want %d", alg, tc.mode, tc.pct, tc.limit, tc.room, a, tc.want)
+			}
+		}
+	}
+}
+
+// Stretched, a token bucket or GCRA refills at the stretched rate too:
+// soft 10% of 100 per second admits 110 per second, once its burst is
+// spent.
+func TestStretchedBucketsRefillStretched(t *testing.T) {
+	now := int64(1_700_000_000) * sec
+	for _, alg := range []window.Algorithm{window.TokenBucket, window.GCRA} {
+		l := lim(alg, 100, time.Second)
+		l.Burst = 100 // GCRA's default of 1 would space requests 1/110 s apart, rounded up to the 1ms steps
+		p := &Policy{Mode: Soft, SoftPercent: 10, Limits: []Limit{l}}
+		st := states(p)
+		step := sec / 1000
+		run(p, st, now, step, 1000, false) // spend the burst
+		if a, _, _ := run(p, st, now+sec, step, 1000, false); a != 110 {
+			t.Errorf("%s: admitted %d in the second second, want 110", alg, a)
+		}
+	}
+}
+
+// A sliding log holds its stretched limit's timestamps, so the cap on its
+// length applies to the stretched limit.
+func TestValidateCapsStretchedLogs(t *testing.T) {
+	p := Policy{Mode: Soft, SoftPercent: 10, Limits: []Limit{lim(window.SlidingLog, window.DefaultMaxLogLength, time.Minute)}}
+	var fe *window.FieldError
+	if err := p.Validate(0); !errors.As(err, &fe) || fe.Field != "limits[0].limit" {
+		t.Fatalf("soft 10%% of a log at the cap: %v, want an error naming limits[0].limit", err)
+	}
+	p.Limits[0].Limit.Limit = window.DefaultMaxLogLength * 100 / 110
+	if err := p.Validate(0); err != nil {
+		t.Fatalf("soft 10%% of a log within the cap: %v", err)
+	}
+}

@@ -41,6 +41,9 @@ func (p *Policy) Validate(maxLog int64) error {
 	if err := p.validateMode(); err != nil {
 		return err
 	}
+	if err := p.validateStretchedLogs(maxLog); err != nil {
+		return err
+	}
 	if p.Consistency > Fast {
 		return invalid("consistency", "unknown consistency %d", p.Consistency)
 	}
@@ -82,6 +85,26 @@ func (p *Policy) validateMode() error {
 		}
 	default:
 		return invalid("mode", "unknown mode %d", p.Mode)
+	}
+	return nil
+}
+
+// validateStretchedLogs checks the cap on sliding logs at the most a soft
+// or elastic policy stretches them: a log holds one timestamp per unit of
+// its stretched limit.
+func (p *Policy) validateStretchedLogs(maxLog int64) error {
+	if maxLog <= 0 {
+		maxLog = window.DefaultMaxLogLength
+	}
+	pct := p.stretch(true)
+	if pct == 100 {
+		return nil
+	}
+	for i := range p.Limits {
+		l := &p.Limits[i].Limit
+		if n := scaled(l, pct).Limit; l.Algorithm == window.SlidingLog && n > maxLog {
+			return invalid(fmt.Sprintf("limits[%d].limit", i), "a sliding_log keeps one timestamp per request and is capped at %d; stretched to %d%% this one holds %d, use sliding_counter", maxLog, pct, n)
+		}
 	}
 	return nil
 }
