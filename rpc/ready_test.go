@@ -1,0 +1,110 @@
+package rpc_test
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/policy"
+	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/rpc"
+	"github.com/floodgate/floodgate/test/inproc"
+	"github.com/floodgate/floodgate/window"
+)
+
+// A node serves its gRPC port before it knows its cluster (its groups and
+// peers need it), but answers no check until it is ready: before, a
+// restarting node hashed keys with a shard count of 0, sent every key to
+// shard 0 and counted it there, and called named policies unknown
+// (InvalidArgument, which clients take as final).
+func TestChecksWaitUntilTheNodeIsReady(t *testing.T) {
+	cfg := inproc.Config(t, "n1")
+	ln, err := net.Listen("tcp", cfg.GRPCAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peers := rpc.NewPeers()
+	defer peers.Close()
+	node, err := cluster.Open(cfg, peers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	gs, _ := rpc.NewGRPCServer(node, peers, rpc.Config{})
+	go gs.Serve(ln)
+	defer gs.Stop()
+	conn, err := grpc.NewClient(cfg.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := context.Background()
+	rl := pb.NewRateLimiterClient(conn)
+	inline := &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 10, WindowMs: 60_000}
+
+	// Not started: no shard count, no policies.
+	for name, call := range map[string]func() error{
+		"inline": func() error { _, err := rl.Allow(ctx, &pb.AllowRequest{Key: "k", Limit: inline}); return err },
+		"policy": func() error { _, err := rl.Allow(ctx, &pb.AllowRequest{Key: "k", Policy: "api"}); return err },
+		"batch": func() error {
+			_, err := rl.AllowBatch(ctx, &pb.AllowBatchRequest{Requests: []*pb.AllowRequest{{Key: "k", Limit: inline}}})
+			return err
+		},
+	} {
+		if err := call(); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "starting") {
+			t.Errorf("%s before start: %v, want Unavailable (starting)", name, err)
+		}
+	}
+	// A peer's forward is refused as not-leader: nothing counted, retryable.
+	pol := policy.Policy{Limits: []policy.Limit{{Limit: inlineLimit()}}}
+	resp, err := peerv1.NewPeerClient(conn).Forward(ctx, &peerv1.ForwardRequest{Checks: []*peerv1.ForwardCheck{
+		{Shard: 0, Key: "k", Policy: pol.AppendBinary(nil), Cost: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.Results[0]; r.Code != peerv1.ForwardResult_NOT_LEADER {
+		t.Errorf("forward before start: %v %q, want NOT_LEADER", r.Code, r.Message)
+	}
+
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := node.Start(sctx); err != nil {
+		t.Fatal(err)
+	}
+	inproc.Eventually(t, 10*time.Second, "checks served once ready", func() error {
+		_, err := rl.Allow(ctx, &pb.AllowRequest{Key: "k", Limit: inline})
+		return err
+	})
+}
+
+// CheckOwner refuses a shard that does not own the key, or does not exist.
+func TestCheckOwner(t *testing.T) {
+	n := inproc.Cluster(t, 1)[0].Node
+	shards := n.Shards()
+	key := "user:42"
+	own, err := n.ShardOf(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.CheckOwner(own, key); err != nil {
+		t.Errorf("own shard refused: %v", err)
+	}
+	for _, s := range []int{(own + 1) % shards, -1, shards, 1 << 20} {
+		if err := n.CheckOwner(s, key); err == nil || !strings.Contains(err.Error(), "shard") {
+			t.Errorf("shard %d accepted for a key of shard %d (err %v)", s, own, err)
+		}
+	}
+}
+
+func inlineLimit() window.Limit {
+	return window.Limit{Algorithm: window.SlidingLog, Limit: 10, Window: int64(time.Minute)}
+}
