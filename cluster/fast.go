@@ -82,7 +82,7 @@ func (f *fastLane) decide(c fsm.Check) (policy.Result, error) {
 	}
 	res, gen, at := f.shard.FastEval(c.Policy, c.Key, c.Cost, time.Now().UnixNano(), c.Elastic)
 	if res.Outcome != policy.Denied {
-		f.pending = append(f.pending, fastHit{fsm.Hit{Key: c.Key, Policy: c.Policy, Cost: c.Cost, Time: at, Outcome: res.Outcome}, gen})
+		f.pending = append(f.pending, fastHit{fsm.Hit{Key: c.Key, Policy: c.Policy, Cost: c.Cost, Time: at, Outcome: res.Outcome, Elastic: c.Elastic}, gen})
 		if f.cost += max(c.Cost, 1); f.cost >= f.maxPending {
 			f.nudge()
 		}
