@@ -27,6 +27,19 @@ test: ## Run every test: unit, property, race, system and end-to-end
 e2e: ## Run only the end-to-end tests (real processes on loopback)
 	$(GO) test -count=1 -v ./test/e2e/
 
+# Fuzz targets, package:Target; their seed corpora (testdata/fuzz/) also run
+# as ordinary tests in `make test`.
+FUZZ    := ./policy/:FuzzDecode ./fsm/:FuzzShardApply ./fsm/:FuzzShardRestore \
+           ./fsm/:FuzzMetaApply ./fsm/:FuzzMetaRestore ./rpc/:FuzzPeerRequests \
+           ./cmd/floodgatectl/:FuzzParsePolicies
+FUZZTIME ?= 20s
+
+fuzz: ## Fuzz every decoder for FUZZTIME (20s) each, one at a time
+	@set -e; for t in $(FUZZ); do \
+		echo "== $${t#*:} ($${t%%:*})"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s "$${t%%:*}"; \
+	done
+
 bench: build ## Run the Go benchmarks and the three-node cluster benchmark
 	$(GO) test -run '^$$' -bench . -benchmem ./window/ ./fsm/
 	$(GO) run ./test/bench
@@ -43,4 +56,4 @@ proto: ## Regenerate the protobuf code (needs protoc, protoc-gen-go, protoc-gen-
 clean: ## Remove build output and the default data dir
 	rm -rf $(BIN) floodgate-data
 
-.PHONY: help build run test e2e bench lint proto clean
+.PHONY: help build run test e2e fuzz bench lint proto clean
