@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -110,5 +111,34 @@ func TestResetForgetsOneKey(t *testing.T) {
 	res = s.Apply(allowLog(3, ts, Check{Key: "a", Policy: p, Cost: 1}, Check{Key: "b", Policy: p, Cost: 1})).([]policy.Result)
 	if res[0].Outcome != policy.Admitted || res[1].Outcome != policy.AdmittedReduced {
 		t.Fatalf("after reset: %+v", res)
+	}
+}
+
+// Hits carry the leader's elastic judgment: in a version 2 body, as a bit
+// of the outcome byte. A batch without an elastic hit is still written as
+// version 1, which older binaries read, and version 1 bodies still decode.
+func TestHitsCarryElastic(t *testing.T) {
+	p := &policy.Policy{Name: "e", Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.SlidingLog, Limit: 3, Window: sec}}}}
+	plain := Hit{Key: "k", Policy: p, Cost: 1, Time: 5, Outcome: policy.DeniedCountedReduced}
+	stretched := plain
+	stretched.Elastic, stretched.Outcome = true, policy.Admitted
+	v1 := EncodeHits(nil, 7, []Hit{plain})
+	v2 := EncodeHits(nil, 7, []Hit{plain, stretched})
+	if v1[1] != 1 || v2[1] != hitsVersion {
+		t.Fatalf("versions %d and %d, want 1 and %d", v1[1], v2[1], hitsVersion)
+	}
+	e, err := decodeHits(v2[1:])
+	if err != nil || len(e.hits) != 2 || e.hits[0].elastic || e.hits[0].outcome != policy.DeniedCountedReduced ||
+		!e.hits[1].elastic || e.hits[1].outcome != policy.Admitted {
+		t.Fatalf("version 2: %+v, %v", e.hits, err)
+	}
+	if e, err := decodeHits(v1[1:]); err != nil || e.hits[0].elastic || e.hits[0].outcome != policy.DeniedCountedReduced {
+		t.Fatalf("version 1: %+v, %v", e.hits, err)
+	}
+	// Version 1 had no flag: the bit there is a corrupt outcome.
+	bad := bytes.Clone(v1)
+	bad[len(bad)-1] |= hitElastic
+	if _, err := decodeHits(bad[1:]); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("version 1 with the elastic bit: %v, want ErrCorrupt", err)
 	}
 }

@@ -156,7 +156,10 @@ func (s *Shard) gather(t *touched, p *policy.Policy, key []byte, forget bool) {
 			continue
 		}
 		r := s.tab.rec(rn)
-		if l.Expiry(&r.st) <= s.now {
+		// The record's own expiry, not l's: a stretched limit reads a
+		// bucket's fraction of a nanosecond over another limit, and a
+		// state forgotten must be full however it is read (table.go).
+		if r.expiry() <= s.now {
 			if !forget {
 				t.states[i], t.found[i] = &t.fresh[i], false
 				continue

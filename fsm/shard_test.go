@@ -277,3 +277,18 @@ func TestRestoreRejectsDamagedSnapshots(t *testing.T) {
 		t.Fatalf("restored %+v, want %+v", restored.Stats(), s.Stats())
 	}
 }
+
+// A state is forgotten only once it is full however its limit is read: a
+// GCRA stretched from 1 to 2 per 3ns is full again at 1.5ns, which read
+// unstretched (in whole units of 1/1 ns) rounds down to 1.
+func TestStretchedBucketIsNotForgottenEarly(t *testing.T) {
+	s := NewShard()
+	p := &policy.Policy{Name: "e", Mode: policy.Elastic, ElasticCeilingPercent: 200, ElasticCapacity: 1,
+		Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.GCRA, Limit: 1, Window: 3}}}}
+	if res := s.Apply(allowLog(1, 0, Check{Key: "k", Policy: p, Cost: 1, Elastic: true})).([]policy.Result); !res[0].Allowed {
+		t.Fatalf("first request: %+v", res[0])
+	}
+	if res := s.Apply(allowLog(2, 1, Check{Key: "k", Policy: p, Cost: 1, Elastic: true})).([]policy.Result); res[0].Allowed {
+		t.Fatalf("at 1ns, before the stretched bucket is full again (1.5ns): %+v", res[0])
+	}
+}

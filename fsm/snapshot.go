@@ -19,9 +19,11 @@ import (
 //	          | state (uvarint length + window encoding) }
 //	CRC-32C of everything before (4 bytes, big endian)
 //
-// Entries are sorted by identity and expired states are left out, so two
-// replicas that applied the same log write the same bytes, whatever their
-// hash seeds or how far their sweepers got.
+// Entries are sorted by identity, expired states are left out and what has
+// aged out of live ones is dropped, so two replicas that counted the same
+// decisions write the same bytes, whatever their hash seeds, how far their
+// sweepers got, or whether they applied the decisions as strict checks or
+// as replayed fast hits.
 const (
 	shardMagic   = "FGSS"
 	shardVersion = 1
@@ -58,6 +60,11 @@ func (s *Shard) Snapshot() (raft.FSMSnapshot, error) {
 			err = fmt.Errorf("%w: state identity", ErrCorrupt)
 			return
 		}
+		// A peek at log time drops what has aged out (a sliding log's old
+		// timestamps). Strict replicas drop it when they check; replicas
+		// that replay fast hits only record. It never changes an answer,
+		// and without it their snapshots would differ in dead bytes.
+		l.Check(&r.st, s.now, 0)
 		off := len(snap.buf)
 		snap.buf = binary.AppendUvarint(snap.buf, uint64(len(r.id)))
 		snap.buf = append(snap.buf, r.id...)

@@ -133,7 +133,9 @@ func Requests(rng *rand.Rand, p *policy.Policy, m Mode, n int) []Request {
 		l := &all[rng.IntN(len(all))].Limit
 		now += windowtest.Step(rng, l, now)
 		c := Stretched(*l, Stretch(p, true)).Capacity()
-		out[i] = Request{Time: now, Cost: windowtest.Cost(rng, c), Elastic: m.Room(rng)}
+		// No entry carries more than MaxLimit: the API refuses it.
+		cost := min(windowtest.Cost(rng, c), window.MaxLimit)
+		out[i] = Request{Time: now, Cost: cost, Elastic: m.Room(rng)}
 	}
 	return out
 }
