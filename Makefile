@@ -19,10 +19,14 @@ build: ## Build floodgate and floodgatectl into ./bin
 run: build ## Run a single-node cluster on loopback, data in ./floodgate-data
 	./$(BIN)/floodgate --data-dir ./floodgate-data
 
-test: ## Run every test: unit, property, race, system and end-to-end
+test: ## Run every test: unit, property, race, system, end-to-end and fault
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 $(RACE)
-	$(GO) test -count=1 ./cmd/... ./test/...
+	$(GO) test -count=1 ./cmd/... $$($(GO) list ./test/... | grep -v /test/fault)
+	$(MAKE) fault
+
+fault: ## Run the fault-injection suite alone (real processes; partition and disk scenarios need root)
+	$(GO) test -count=1 -timeout 15m -v ./test/fault/
 
 e2e: ## Run only the end-to-end tests (real processes on loopback)
 	$(GO) test -count=1 -v ./test/e2e/

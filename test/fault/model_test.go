@@ -1,0 +1,73 @@
+package fault
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// The checkers themselves, on hand-made histories: they must reject what
+// a broken limiter does and accept every behaviour a correct one may show.
+
+func op(call, ret int, cost int64, out Outcome, remaining int64) Op {
+	return Op{Key: "k", Cost: cost, Call: time.Duration(call) * time.Millisecond, Ret: time.Duration(ret) * time.Millisecond, Outcome: out, Remaining: remaining}
+}
+
+func TestCounterModel(t *testing.T) {
+	cases := []struct {
+		name string
+		ops  []Op
+		want porcupine.CheckResult
+	}{
+		{"serial", []Op{op(0, 1, 3, Allowed, 2), op(2, 3, 2, Allowed, 0), op(4, 5, 1, Denied, 0), op(6, 7, 0, Denied, 0)}, porcupine.Ok},
+		{"concurrent either order", []Op{op(0, 10, 3, Allowed, 0), op(1, 9, 2, Allowed, 3)}, porcupine.Ok},
+		{"over-admission", []Op{op(0, 1, 3, Allowed, 2), op(2, 3, 3, Allowed, 0)}, porcupine.Illegal},
+		{"lost count", []Op{op(0, 1, 3, Allowed, 2), op(2, 3, 0, Allowed, 5)}, porcupine.Illegal},
+		{"peek does not count", []Op{op(0, 1, 0, Allowed, 5), op(2, 3, 0, Allowed, 5)}, porcupine.Ok},
+		{"denied shows what is left", []Op{op(0, 1, 4, Allowed, 1), op(2, 3, 3, Denied, 1)}, porcupine.Ok},
+		{"failed call that counted", []Op{op(0, 1, 2, Unknown, 0), op(2, 3, 0, Allowed, 3)}, porcupine.Ok},
+		{"failed call that did not", []Op{op(0, 1, 2, Unknown, 0), op(2, 3, 0, Allowed, 5)}, porcupine.Ok},
+		{"failed call counted late", []Op{op(0, 1, 2, Unknown, 0), op(2, 3, 0, Allowed, 5), op(4, 5, 0, Allowed, 3)}, porcupine.Ok},
+		{"failed call cannot uncount", []Op{op(0, 1, 2, Unknown, 0), op(2, 3, 0, Allowed, 3), op(4, 5, 0, Allowed, 5)}, porcupine.Illegal},
+	}
+	for _, c := range cases {
+		if got := CheckLinearizable("k", c.ops, 5, 10*time.Second, "").Result; got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+}
+
+func TestCheckFinalCount(t *testing.T) {
+	shard := func(string) int { return 0 }
+	ops := []Op{op(0, 1, 2, Allowed, 3), op(2, 3, 3, Unknown, 0), op(4, 5, 1, Unknown, 0)}
+	spec := Spec{Limit: 5, LinTimeout: 10 * time.Second}
+	for final, ok := range map[int64]bool{2: true, 3: true, 5: true, 4: false, 1: false} {
+		r := Check("t", ops, nil, spec, shard, 0, map[string]int64{"k": final})
+		if got := len(r.Violations) == 0; got != ok {
+			t.Errorf("final %d: violations %v, want ok=%v", final, r.Violations, ok)
+		}
+	}
+	over := []Op{op(0, 1, 3, Allowed, 2), op(2, 3, 3, Allowed, 0)}
+	r := Check("t", over, nil, spec, shard, 0, map[string]int64{"k": 5})
+	if len(r.Violations) == 0 || !strings.Contains(r.Violations[0], "admitted 6, limit 5") {
+		t.Errorf("over-admission not reported: %v", r.Violations)
+	}
+	spec.Slack = 2 // fast mode after one failover, bound 2
+	if r := Check("t", over, nil, spec, shard, 0, map[string]int64{"k": 5}); len(r.Violations) != 0 {
+		t.Errorf("6 of 5 with slack 2: %v, want none", r.Violations)
+	}
+	if r := Check("t", over, nil, spec, shard, 0, map[string]int64{"k": 2}); len(r.Violations) != 1 {
+		t.Errorf("6 admitted, 2 counted, slack 2: %v, want the lost counts reported", r.Violations)
+	}
+}
+
+func TestFailovers(t *testing.T) {
+	ops := []Op{op(0, 10, 1, Allowed, 0), op(150, 900, 1, Unknown, 0), op(200, 1300, 1, Allowed, 0), op(1000, 1100, 1, Denied, 0)}
+	faults := []Fault{{At: 100 * time.Millisecond}}
+	fo, gap := failovers(ops, faults, func(string) int { return 0 }, 0)
+	if fo[0] != time.Second || gap != 1090*time.Millisecond {
+		t.Errorf("failover %s, gap %s; want 1s (the call invoked at 1s answered at 1.1s) and 1.09s", fo[0], gap)
+	}
+}

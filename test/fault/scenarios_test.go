@@ -1,0 +1,338 @@
+package fault
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/floodgate/floodgate/test/e2e"
+)
+
+// scenarios lists TestFault's subtests, in order. Each runs its own
+// cluster for about 20–40 seconds.
+func scenarios() []scenario {
+	return []scenario{
+		{name: "kill-leader", load: 25 * time.Second, exact: true, nemesis: killLeader(3)},
+		{name: "pause-leader", load: 25 * time.Second, exact: true, nemesis: pauseLeader(3)},
+		{name: "pause-follower", load: 20 * time.Second, exact: true, nemesis: pauseFollower(2)},
+		{name: "partition", netns: true, load: 30 * time.Second, exact: true, nemesis: partition},
+		{name: "restart-all", load: 25 * time.Second, exact: true, nemesis: restartAll(2)},
+		{name: "fast-kill-leader", fast: true, load: 20 * time.Second, nemesis: killLeader(2)},
+		{name: "fast-rolling-restart", fast: true, exact: true, load: 25 * time.Second, nemesis: rollingRestart},
+		{name: "join-leave", load: 30 * time.Second, exact: true, nemesis: joinLeave},
+		{name: "disk-full", disks: true, load: 25 * time.Second, exact: true, nemesis: diskFull},
+		{name: "readonly-start", disks: true, load: 20 * time.Second, exact: true, nemesis: readOnlyStart},
+	}
+}
+
+// warmup lets the load run on a healthy cluster before each fault.
+const warmup = 2 * time.Second
+
+// killLeader: kill -9 of the hot shard's leader, restarted after 0.5–3 s.
+func killLeader(rounds int) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		for range rounds {
+			if err := pause(ctx, warmup); err != nil {
+				return err
+			}
+			l, err := e.n.Leader(ctx)
+			if err != nil {
+				return err
+			}
+			if err := e.n.KillRestart(ctx, l, true, e.n.Between(500*time.Millisecond, 3*time.Second)); err != nil {
+				return err
+			}
+			if err := e.n.Settle(ctx, 30*time.Second); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// pauseLeader: SIGSTOP of the hot shard's leader for 1.2–3 s.
+func pauseLeader(rounds int) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		for range rounds {
+			if err := pause(ctx, warmup); err != nil {
+				return err
+			}
+			l, err := e.n.Leader(ctx)
+			if err != nil {
+				return err
+			}
+			if err := e.n.Pause(ctx, l, e.n.Between(1200*time.Millisecond, 3*time.Second)); err != nil {
+				return err
+			}
+			if err := e.n.Settle(ctx, 30*time.Second); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// pauseFollower: SIGSTOP of a follower of the hot shard for 1.2–3 s; the
+// leader keeps a quorum, so the shard should not notice.
+func pauseFollower(rounds int) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		for range rounds {
+			if err := pause(ctx, warmup); err != nil {
+				return err
+			}
+			f, err := e.n.Follower(ctx)
+			if err != nil {
+				return err
+			}
+			if err := e.n.Pause(ctx, f, e.n.Between(1200*time.Millisecond, 3*time.Second)); err != nil {
+				return err
+			}
+			if err := e.n.Settle(ctx, 30*time.Second); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// partition cuts the hot shard's leader off for 3–5 s (it keeps running,
+// so it may believe it leads), then a follower.
+func partition(ctx context.Context, e *env) error {
+	for _, pick := range []func(context.Context) (*e2e.Node, error){e.n.Leader, e.n.Follower} {
+		if err := pause(ctx, warmup); err != nil {
+			return err
+		}
+		node, err := pick(ctx)
+		if err != nil {
+			return err
+		}
+		idx := slices.Index(e.c.Nodes, node)
+		f := e.h.Inject("partition", node.ID, false)
+		if err := e.net.Isolate(idx); err != nil {
+			return err
+		}
+		err = pause(ctx, e.n.Between(3*time.Second, 5*time.Second))
+		if rerr := e.net.Rejoin(idx); rerr != nil {
+			return rerr
+		}
+		e.h.Heal(f)
+		if err != nil {
+			return err
+		}
+		if err := e.n.Settle(ctx, 40*time.Second); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restartAll kills every node with kill -9 and starts them all again
+// after 0.5–3 s.
+func restartAll(rounds int) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		for range rounds {
+			if err := pause(ctx, warmup); err != nil {
+				return err
+			}
+			for _, n := range e.c.Nodes {
+				n.Kill()
+			}
+			f := e.h.Inject("kill -9", names(e.c.Nodes...), true)
+			if err := pause(ctx, e.n.Between(500*time.Millisecond, 3*time.Second)); err != nil {
+				return err
+			}
+			for _, n := range e.c.Nodes {
+				if err := n.Start(); err != nil {
+					return err
+				}
+			}
+			e.h.Heal(f)
+			for _, n := range e.c.Nodes {
+				if err := n.WaitServing(ctx); err != nil {
+					return err
+				}
+			}
+			if err := e.n.Settle(ctx, 40*time.Second); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// rollingRestart stops every node in turn with SIGTERM (which hands its
+// leaderships off) and starts it again: no failover, so fast is exact.
+func rollingRestart(ctx context.Context, e *env) error {
+	for _, n := range e.c.Nodes {
+		if err := pause(ctx, warmup); err != nil {
+			return err
+		}
+		f := e.h.Inject("SIGTERM restart", n.ID, false)
+		n.Stop()
+		if err := n.Start(); err != nil {
+			return err
+		}
+		e.h.Heal(f)
+		if err := n.WaitServing(ctx); err != nil {
+			return err
+		}
+		if err := e.n.Settle(ctx, 30*time.Second); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// joinLeave adds a fourth node with floodgatectl join, waits until it holds
+// its replicas, then drains it with floodgatectl leave.
+func joinLeave(ctx context.Context, e *env) error {
+	if err := pause(ctx, warmup); err != nil {
+		return err
+	}
+	n4, err := e.newNode("n4", 3, false)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// n4 is gone from the cluster: drop it so nothing restarts it.
+		n4.Close()
+		e.c.Nodes = slices.DeleteFunc(e.c.Nodes, func(n *e2e.Node) bool { return n == n4 })
+	}()
+	if err := n4.Start(); err != nil {
+		return err
+	}
+	if err := n4.WaitServing(ctx); err != nil {
+		return err
+	}
+	f := e.h.Inject("join", "n4", false)
+	if _, err := e.c.Ctl(ctx, e.c.Nodes[0].GRPC, "join", n4.GRPC); err != nil {
+		return err
+	}
+	e.h.Heal(f)
+	if err := e.n.Settle(ctx, 60*time.Second); err != nil {
+		return err
+	}
+	if err := pause(ctx, warmup); err != nil {
+		return err
+	}
+	f = e.h.Inject("leave", "n4", false)
+	if _, err := e.c.Ctl(ctx, e.c.Nodes[0].GRPC, "leave", "n4"); err != nil {
+		return err
+	}
+	select {
+	case <-n4.Exited():
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("n4 did not exit within 30s of leaving")
+	}
+	e.h.Heal(f)
+	n4.Kill()
+	return e.n.Settle(ctx, 60*time.Second)
+}
+
+// diskFull fills the data dir of the hot shard's leader for a few seconds,
+// frees it, then restarts the node with kill -9 so its stores are checked
+// and reopened: it must come back without damage.
+func diskFull(ctx context.Context, e *env) error {
+	if err := pause(ctx, warmup); err != nil {
+		return err
+	}
+	l, err := e.n.Leader(ctx)
+	if err != nil {
+		return err
+	}
+	logOff := len(l.Log())
+	f := e.h.Inject("disk full", l.ID, false)
+	if err := e.disk[l.ID].Fill(); err != nil {
+		return err
+	}
+	select { // how long the disk stays full; the node may exit meanwhile
+	case <-l.Exited():
+	case <-time.After(6 * time.Second):
+	}
+	exited := exitedNow(l)
+	if err := e.disk[l.ID].Free(); err != nil {
+		return err
+	}
+	e.h.Heal(f)
+	log := l.Log()[logOff:]
+	e.t.Logf("%s on a full disk: exited %v, %d log lines say ENOSPC", l.ID, exited, strings.Count(strings.ToLower(log), "no space left on device"))
+	if exited && !mentions(log, "no space left on device") {
+		e.violate("%s exited (code %d) on a full disk without saying so:\n%s", l.ID, l.ExitCode(), tailLines(log, 15))
+	}
+	g := e.h.Inject("kill -9", l.ID, false)
+	l.Kill()
+	if err := l.Start(); err != nil {
+		return err
+	}
+	e.h.Heal(g)
+	if err := l.WaitServing(ctx); err != nil {
+		e.violate("%s did not come back after its disk was full: %v", l.ID, err)
+		return nil
+	}
+	return e.n.Settle(ctx, 40*time.Second)
+}
+
+// readOnlyStart stops the hot shard's leader cleanly and starts it on a
+// read-only data dir: it must exit saying so, or stay up without
+// answering wrongly (the checkers judge its answers). Then it starts again
+// on a writable dir and must rejoin intact.
+func readOnlyStart(ctx context.Context, e *env) error {
+	if err := pause(ctx, warmup); err != nil {
+		return err
+	}
+	l, err := e.n.Leader(ctx)
+	if err != nil {
+		return err
+	}
+	f := e.h.Inject("read-only restart", l.ID, false)
+	l.Stop()
+	if err := e.disk[l.ID].ReadOnly(true); err != nil {
+		return err
+	}
+	logOff := len(l.Log())
+	if err := l.Start(); err != nil {
+		return err
+	}
+	select { // a clear failure is an exit at start
+	case <-l.Exited():
+	case <-time.After(8 * time.Second):
+	}
+	if exitedNow(l) {
+		if code, log := l.ExitCode(), l.Log()[logOff:]; code == 0 || !mentions(log, "read-only") {
+			e.violate("%s exited (code %d) on a read-only data dir without saying so:\n%s", l.ID, code, tailLines(log, 15))
+		}
+	} else {
+		e.t.Logf("%s stayed up on a read-only data dir", l.ID)
+	}
+	l.Kill()
+	if err := e.disk[l.ID].ReadOnly(false); err != nil {
+		return err
+	}
+	if err := l.Start(); err != nil {
+		return err
+	}
+	e.h.Heal(f)
+	if err := l.WaitServing(ctx); err != nil {
+		e.violate("%s did not come back on a writable data dir: %v", l.ID, err)
+		return nil
+	}
+	return e.n.Settle(ctx, 40*time.Second)
+}
+
+func exitedNow(n *e2e.Node) bool {
+	select {
+	case <-n.Exited():
+		return true
+	default:
+		return false
+	}
+}
+
+func mentions(log, s string) bool { return strings.Contains(strings.ToLower(log), s) }
+
+func tailLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
