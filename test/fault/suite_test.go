@@ -135,6 +135,11 @@ func start(ctx context.Context, t *testing.T, s scenario) *env {
 	if err := e.c.WaitSettled(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// --shards only counts when a cluster is created; a node restarting
+	// without it (default 64) must still use the cluster's 8.
+	for _, n := range e.c.Nodes {
+		n.Args = withoutShards(n.Args)
+	}
 	st, err := e.c.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -202,6 +207,18 @@ func (e *env) pickKeys(st *pb.StatusResponse) {
 			e.keys = append(e.keys, k)
 		}
 	}
+}
+
+func withoutShards(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == "--shards" {
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
 }
 
 func hourLimit() *pb.Limit {
