@@ -105,13 +105,17 @@ func EncodeMeta(typ byte, msg proto.Message) ([]byte, error) {
 }
 
 // Apply implements raft.FSM. It returns nil, or an error describing why the
-// command was refused (identically on every replica).
+// command was refused (identically on every replica). It panics, stopping
+// the node, on an unknown command type (ErrUnknownEntry; doc.go says why).
 func (m *Meta) Apply(l *raft.Log) interface{} {
 	if l.Type != raft.LogCommand || len(l.Data) == 0 {
 		return nil
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if typ := l.Data[0]; typ < MetaInitCluster || typ > MetaDeletePolicy {
+		stop("meta", l.Index, typ, 0, 0)
+	}
 	cur := m.view.Load()
 	next, err := applyMeta(cur, l.Data[0], l.Data[1:])
 	if err != nil {
@@ -220,6 +224,7 @@ func applyMeta(cur *MetaView, typ byte, body []byte) (*MetaView, error) {
 		next.Reports = slices.Clone(cur.Reports)
 		next.Reports[c.Shard] = &c
 	default:
+		// Meta.Apply stops the node before it gets here.
 		return nil, fmt.Errorf("%w: unknown meta command type %d", ErrCorrupt, typ)
 	}
 	return &next, nil

@@ -41,7 +41,9 @@ func NewShard() *Shard {
 
 // Apply implements raft.FSM. For a cmdAllow entry it returns
 // []policy.Result, one per check in order; for a corrupt entry an error
-// (every replica reaches the same error, so they stay identical).
+// (every replica reaches the same error, so they stay identical). It
+// panics, stopping the node, on an entry of an unknown type or a body
+// version newer than it knows (ErrUnknownEntry; doc.go says why).
 func (s *Shard) Apply(l *raft.Log) interface{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -63,9 +65,10 @@ func (s *Shard) apply(l *raft.Log) interface{} {
 	if l.Type != raft.LogCommand || len(l.Data) == 0 {
 		return nil
 	}
-	body := l.Data[1:]
-	switch l.Data[0] {
+	typ, body := l.Data[0], l.Data[1:]
+	switch typ {
 	case cmdAllow:
+		knownVersion(l.Index, typ, body, allowVersion)
 		e, err := decodeAllow(body)
 		if err != nil {
 			return fmt.Errorf("entry %d: %w", l.Index, err)
@@ -79,6 +82,7 @@ func (s *Shard) apply(l *raft.Log) interface{} {
 		s.tab.sweep(s.now, sweepPerEntry+sweepPerCheck*len(e.checks))
 		return out
 	case cmdHits:
+		knownVersion(l.Index, typ, body, hitsVersion)
 		e, err := decodeHits(body)
 		if err != nil {
 			return fmt.Errorf("entry %d: %w", l.Index, err)
@@ -90,6 +94,7 @@ func (s *Shard) apply(l *raft.Log) interface{} {
 		s.tab.sweep(s.now, sweepPerEntry+sweepPerCheck*len(e.hits))
 		return nil
 	case cmdReset:
+		knownVersion(l.Index, typ, body, allowVersion)
 		ts, p, key, err := decodeReset(body)
 		if err != nil {
 			return fmt.Errorf("entry %d: %w", l.Index, err)
@@ -105,7 +110,17 @@ func (s *Shard) apply(l *raft.Log) interface{} {
 		s.tab.sweep(s.now, max(sweepPerTick, int(s.tab.used)/32))
 		return nil
 	}
-	return fmt.Errorf("entry %d: %w: unknown command type %d", l.Index, ErrCorrupt, l.Data[0])
+	stop("shard", l.Index, typ, 0, 0)
+	return nil
+}
+
+// knownVersion stops the node on a body version newer than newest. Older
+// and malformed bodies are left to the decoders, which refuse them with
+// ErrCorrupt.
+func knownVersion(index uint64, typ byte, body []byte, newest byte) {
+	if len(body) > 0 && body[0] > newest {
+		stop("shard", index, typ, body[0], newest)
+	}
 }
 
 // advance moves log time forward to ts; a new leader with a clock behind

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -235,10 +236,10 @@ func TestCorruptEntriesAreRefused(t *testing.T) {
 	s := NewShard()
 	good := EncodeAllow(nil, sec, []Check{{Key: "k", Policy: inline(window.Limit{Algorithm: window.SlidingLog, Limit: 1, Window: sec}), Cost: 1}})
 	for name, data := range map[string][]byte{
-		"unknown type": {99, 1, 2},
-		"truncated":    good[:len(good)-2],
-		"bad version":  append([]byte{cmdAllow, 9}, good[2:]...),
-		"bad tick":     {cmdTick},
+		"truncated": good[:len(good)-2],
+		"version 0": append([]byte{cmdAllow, 0}, good[2:]...),
+		"bad tick":  {cmdTick},
+		"no body":   {cmdHits},
 	} {
 		if err, ok := s.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data}).(error); !ok || !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: got %v, want ErrCorrupt", name, err)
@@ -291,4 +292,53 @@ func TestStretchedBucketIsNotForgottenEarly(t *testing.T) {
 	if res := s.Apply(allowLog(2, 1, Check{Key: "k", Policy: p, Cost: 1, Elastic: true})).([]policy.Result); res[0].Allowed {
 		t.Fatalf("at 1ns, before the stretched bucket is full again (1.5ns): %+v", res[0])
 	}
+}
+
+// An entry this binary cannot interpret, an unknown type or a newer body
+// version, stops the node loudly instead of being skipped, and changes
+// nothing first.
+func TestUnknownEntriesStopTheNode(t *testing.T) {
+	good := EncodeAllow(nil, sec, []Check{{Key: "k", Policy: inline(window.Limit{Algorithm: window.SlidingLog, Limit: 1, Window: sec}), Cost: 1}})
+	hits := EncodeHits(nil, sec, []Hit{{Key: "k", Policy: inline(window.Limit{Algorithm: window.SlidingLog, Limit: 1, Window: sec}), Cost: 1, Time: sec, Outcome: policy.Admitted}})
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"unknown type", []byte{99, 1, 2}, "has type 99"},
+		{"type 0", []byte{0}, "has type 0"},
+		{"newer allow", append([]byte{cmdAllow, allowVersion + 1}, good[2:]...), "type 1 has body version 2"},
+		{"newer hits", append([]byte{cmdHits, hitsVersion + 1}, hits[2:]...), "type 4 has body version 3"},
+		{"newer reset", append([]byte{cmdReset, 0xff}, good[2:]...), "type 3 has body version 255"},
+	} {
+		s := NewShard()
+		err := stopped(t, func() { s.Apply(&raft.Log{Index: 42, Type: raft.LogCommand, Data: tc.data}) })
+		if !errors.Is(err, ErrUnknownEntry) || !strings.Contains(err.Error(), "shard log entry 42") ||
+			!strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "written by a newer floodgate?") {
+			t.Errorf("%s: stopped with %v", tc.name, err)
+		}
+		if s.Stats() != (Stats{}) {
+			t.Errorf("%s: changed the state before stopping", tc.name)
+		}
+	}
+	m := NewMeta()
+	err := stopped(t, func() { m.Apply(&raft.Log{Index: 7, Type: raft.LogCommand, Data: []byte{MetaDeletePolicy + 1}}) })
+	if !errors.Is(err, ErrUnknownEntry) || !strings.Contains(err.Error(), "meta log entry 7 has type 8") ||
+		!strings.Contains(err.Error(), "written by a newer floodgate?") {
+		t.Errorf("meta: stopped with %v", err)
+	}
+}
+
+// stopped runs f and returns the error it panicked with.
+func stopped(t *testing.T, f func()) (err error) {
+	t.Helper()
+	defer func() {
+		r := recover()
+		if r == nil {
+			t.Fatal("applied instead of stopping")
+		}
+		err, _ = r.(error)
+	}()
+	f()
+	return nil
 }
