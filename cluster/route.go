@@ -51,7 +51,10 @@ func (n *Node) Ready() bool {
 // to another shard or the shard does not exist (ErrWrongShard: the sender
 // is wrong, and nothing is counted).
 func (n *Node) CheckOwner(shard int, key string) error {
-	shards := n.Shards()
+	return checkOwner(n.Shards(), shard, key)
+}
+
+func checkOwner(shards, shard int, key string) error {
 	switch {
 	case shards <= 0:
 		return fmt.Errorf("%w: the shard count is not known yet", ErrNotReady)
@@ -116,8 +119,9 @@ func (n *Node) replicaVoting(r *replica) bool {
 func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]policy.Result, error) {
 	// Callers route by the same hash; checking again here keeps a check
 	// that was routed with a wrong or unknown shard count out of any log.
+	shards := n.Shards()
 	for i := range checks {
-		if err := n.CheckOwner(shard, checks[i].Key); err != nil {
+		if err := checkOwner(shards, shard, checks[i].Key); err != nil {
 			return nil, err
 		}
 	}
