@@ -16,7 +16,7 @@ import (
 // elastic room) and compares every answer, field by field, with the
 // brute-force reference of the whole policy.
 func TestPropertyPolicy(t *testing.T) {
-	seqs, ops := 40, 80
+	seqs, ops := 20, 80
 	if testing.Short() {
 		seqs /= 4
 	}

@@ -20,7 +20,7 @@ func TestPropertyLimitChanges(t *testing.T) {
 		t.Run(a.String(), func(t *testing.T) {
 			t.Parallel()
 			rng := rand.New(rand.NewPCG(uint64(i), 0xc4a9e))
-			seqs := 200
+			seqs := 100
 			if testing.Short() {
 				seqs /= 5
 			}
