@@ -204,7 +204,7 @@ func (p *Policy) Evaluate(states []*window.State, now, cost int64, elastic bool)
 // or every request (bucket). The reduced limit is never stretched.
 func (p *Policy) Record(states []*window.State, now, cost int64, outcome Outcome, elastic bool) int64 {
 	var reset int64
-	rec := func(l *window.Limit, s *window.State) {
+	rec := func(l window.Limit, s *window.State) {
 		l.Record(s, now, cost)
 		reset = max(reset, l.Expiry(s))
 	}
@@ -215,7 +215,7 @@ func (p *Policy) Record(states []*window.State, now, cost int64, outcome Outcome
 		}
 	}
 	if (outcome == AdmittedReduced || outcome == DeniedCountedReduced) && p.Reduced != nil {
-		rec(&p.Reduced.Limit, states[len(p.Limits)])
+		rec(p.Reduced.Limit, states[len(p.Limits)])
 	}
 	return reset
 }
@@ -237,16 +237,16 @@ func (p *Policy) stretch(elastic bool) int64 {
 // serves every stretch (counts are counts; a bucket's state is the time it
 // is full again, read at the stretched rate), provided it is recorded with
 // the stretch it was checked with (Record).
-func scaled(l *window.Limit, pct int64) *window.Limit {
-	if pct == 100 {
-		return l
-	}
+// It returns a copy, not a pointer to one, so nothing is allocated.
+func scaled(l *window.Limit, pct int64) window.Limit {
 	s := *l
-	s.Limit = min(window.MaxLimit, max(1, l.Limit*pct/100))
-	if s.Burst > 0 {
-		s.Burst = min(window.MaxLimit, max(1, l.Burst*pct/100))
+	if pct != 100 {
+		s.Limit = min(window.MaxLimit, max(1, l.Limit*pct/100))
+		if s.Burst > 0 {
+			s.Burst = min(window.MaxLimit, max(1, l.Burst*pct/100))
+		}
 	}
-	return &s
+	return s
 }
 
 // DecidedBy names the limit that decided a result: its name, or its place.
