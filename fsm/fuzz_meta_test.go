@@ -2,10 +2,9 @@ package fsm
 
 import (
 	"bytes"
-	"fmt"
+	"errors"
 	"io"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -92,7 +91,7 @@ func seededMeta(t testing.TB, n int) *Meta {
 func applyMetaFuzzed(m *Meta, data []byte) (resp any, stopped bool) {
 	defer func() {
 		if r := recover(); r != nil {
-			if data[0] >= MetaInitCluster && data[0] <= MetaDeletePolicy || !strings.Contains(fmt.Sprint(r), "unknown") {
+			if err, _ := r.(error); data[0] >= MetaInitCluster && data[0] <= MetaDeletePolicy || !errors.Is(err, ErrUnknownEntry) {
 				panic(r)
 			}
 			stopped = true

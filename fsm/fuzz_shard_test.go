@@ -30,7 +30,7 @@ func entrySeeds() []fuzzseed.Seed {
 	for i, p := range pols {
 		all = append(all, Check{Key: fmt.Sprintf("user:%d", i), Policy: p, Cost: 1})
 		for o := policy.Denied; o <= policy.DeniedCountedReduced; o++ {
-			hits = append(hits, Hit{Key: "user:1", Policy: p, Cost: 2, Time: fuzzT0 + int64(o)*sec, Outcome: o})
+			hits = append(hits, Hit{Key: "user:1", Policy: p, Cost: 2, Time: fuzzT0 + int64(o)*sec, Outcome: o, Elastic: p.Mode == policy.Elastic})
 		}
 	}
 	all = append(all, Check{Key: "user:0", Policy: pols[0], Cost: 0}, Check{Key: "user:4", Policy: pols[4], Cost: 3, Elastic: true})
@@ -49,9 +49,10 @@ func entrySeeds() []fuzzseed.Seed {
 		{Name: "tick", Data: EncodeTick(fuzzT0 + 10*sec)},
 		{Name: "tick-far-future", Data: EncodeTick(1<<63 - 1)},
 		{Name: "tick-negative", Data: EncodeTick(-1)},
-		{Name: "allow-version-2", Data: bumpVersion(allow)},
-		{Name: "hits-version-2", Data: bumpVersion(hitsEntry)},
-		{Name: "reset-version-2", Data: bumpVersion(reset)},
+		{Name: "allow-version-next", Data: withVersion(allow, allowVersion+1)},
+		{Name: "hits-version-next", Data: withVersion(hitsEntry, hitsVersion+1)},
+		{Name: "hits-version-1", Data: withVersion(EncodeHits(nil, fuzzT0, hits[:5]), 1)},
+		{Name: "reset-version-next", Data: withVersion(reset, allowVersion+1)},
 		{Name: "allow-trailing-byte", Data: append(bytes.Clone(allow), 0)},
 		{Name: "type-0", Data: []byte{0}},
 		{Name: "type-5", Data: append([]byte{5}, allow[1:]...)},
@@ -74,10 +75,10 @@ func entrySeeds() []fuzzseed.Seed {
 	return seeds
 }
 
-// bumpVersion returns entry with its body's version byte raised.
-func bumpVersion(entry []byte) []byte {
+// withVersion returns entry with its body's version byte set to v.
+func withVersion(entry []byte, v byte) []byte {
 	b := bytes.Clone(entry)
-	b[1]++
+	b[1] = v
 	return b
 }
 

@@ -1,9 +1,9 @@
 package rpc
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -113,7 +113,7 @@ func applyMetaCommand(t *testing.T, cmd []byte) {
 	t.Helper()
 	defer func() {
 		if r := recover(); r != nil {
-			if cmd[0] >= fsm.MetaInitCluster && cmd[0] <= fsm.MetaDeletePolicy || !strings.Contains(fmt.Sprint(r), "unknown") {
+			if err, _ := r.(error); cmd[0] >= fsm.MetaInitCluster && cmd[0] <= fsm.MetaDeletePolicy || !errors.Is(err, fsm.ErrUnknownEntry) {
 				panic(r)
 			}
 		}
