@@ -3,7 +3,6 @@ package fsm
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/window"
@@ -219,7 +218,7 @@ func (r *reader) policy() policy.Policy {
 	}
 	p, n, err := policy.Decode(r.b[r.off:])
 	if err == nil {
-		err = p.Validate(math.MaxInt64)
+		err = p.Validate(window.MaxLogLength)
 	}
 	if err != nil {
 		r.err = fmt.Errorf("%w: policy: %w", ErrCorrupt, err)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/floodgate/floodgate/policy"
 	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
+	"github.com/floodgate/floodgate/window"
 )
 
 // Meta command types: the first byte of every meta log entry, followed by
@@ -264,7 +264,7 @@ func decodeStoredPolicy(b []byte) (*policy.Policy, error) {
 		err = fmt.Errorf("%w: trailing bytes", policy.ErrCorrupt)
 	}
 	if err == nil {
-		err = p.Validate(math.MaxInt64)
+		err = p.Validate(window.MaxLogLength)
 	}
 	if err == nil && p.Name == "" {
 		err = fmt.Errorf("%w: a stored policy needs a name", ErrRefused)

@@ -102,6 +102,11 @@ const (
 	// log keeps one timestamp per unit of cost, so larger limits belong in a
 	// sliding counter.
 	DefaultMaxLogLength = 10_000
+	// MaxLogLength is the hard cap on a sliding log's Limit, whatever a
+	// node's --max-log-length says: the state machines validate every log
+	// entry's policies against it, on every replica alike, so no entry can
+	// make replicas allocate gigabytes of timestamps.
+	MaxLogLength = 1_000_000
 	// MaxRefill bounds how long an empty TokenBucket or GCRA takes to fill
 	// up again (Capacity × Window / Limit): ten years. Their state is the
 	// time at which the bucket is full again, in int64 nanoseconds, so the
@@ -132,13 +137,14 @@ type Limit struct {
 }
 
 // Validate reports why l can never be evaluated. maxLog caps the Limit of a
-// SlidingLog (0 means DefaultMaxLogLength). The error wraps ErrInvalid and
-// names the field: "algorithm", "limit", "window", "buckets", "calendar" or
-// "burst".
+// SlidingLog (0 means DefaultMaxLogLength; never above MaxLogLength). The
+// error wraps ErrInvalid and names the field: "algorithm", "limit",
+// "window", "buckets", "calendar" or "burst".
 func (l Limit) Validate(maxLog int64) error {
 	if maxLog <= 0 {
 		maxLog = DefaultMaxLogLength
 	}
+	maxLog = min(maxLog, MaxLogLength)
 	if l.Algorithm < SlidingLog || l.Algorithm > GCRA {
 		return invalid("algorithm", "unknown algorithm %d", l.Algorithm)
 	}

@@ -120,3 +120,18 @@ func TestNegativeInputs(t *testing.T) {
 		}
 	}
 }
+
+// No caller can lift a sliding log above MaxLogLength: the state machines
+// rely on it to bound what one log entry can make replicas allocate.
+func TestMaxLogLengthIsAHardCap(t *testing.T) {
+	l := Limit{Algorithm: SlidingLog, Limit: MaxLogLength + 1, Window: 3600 * sec}
+	for _, maxLog := range []int64{0, MaxLogLength, MaxLogLength + 1, 1 << 62} {
+		if err := l.Validate(maxLog); err == nil {
+			t.Errorf("Validate(%d) accepted a sliding log of %d", maxLog, l.Limit)
+		}
+	}
+	l.Limit = MaxLogLength
+	if err := l.Validate(1 << 62); err != nil {
+		t.Errorf("a log of exactly MaxLogLength refused: %v", err)
+	}
+}

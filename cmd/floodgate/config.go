@@ -15,6 +15,7 @@ import (
 
 	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/rpc"
+	"github.com/floodgate/floodgate/window"
 )
 
 // options are the daemon's settings, from flags, FLOODGATE_* environment
@@ -68,6 +69,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	if err := fillUnset(fs, *configFile, getenv); err != nil {
 		return nil, err
+	}
+	if *maxLog < 1 || *maxLog > window.MaxLogLength {
+		return nil, fmt.Errorf("max-log-length: must be between 1 and %d, got %d", window.MaxLogLength, *maxLog)
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {

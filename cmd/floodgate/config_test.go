@@ -54,6 +54,8 @@ func TestOptionsErrorsNameTheSetting(t *testing.T) {
 		{[]string{"--join", "host:http"}, nil, "join: \"host:http\": port must be"},
 		{[]string{"--join", "bad/host:7700"}, nil, "join: \"bad/host:7700\": host must be"},
 		{nil, map[string]string{"FLOODGATE_JOIN": "::::"}, "join:"},
+		{[]string{"--max-log-length", "0"}, nil, "max-log-length: must be between 1 and 1000000"},
+		{[]string{"--max-log-length", "1000001"}, nil, "max-log-length: must be between 1 and 1000000"},
 	} {
 		_, err := parseOptions(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
