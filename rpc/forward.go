@@ -62,8 +62,9 @@ type fwdReq struct {
 // or errNotSent means nothing was counted.
 func (f *forwarder) forward(ctx context.Context, addr string, shard int, checks []fsm.Check) ([]policy.Result, error) {
 	req := &fwdReq{ctx: ctx, shard: shard, checks: checks, done: make(chan struct{})}
+	q := f.queue(addr)
 	select {
-	case f.queue(addr).in <- req:
+	case q.in <- req:
 	case <-f.peers.closed:
 		return nil, fmt.Errorf("forward to %s: %w", addr, errNotSent)
 	case <-ctx.Done():
@@ -72,6 +73,15 @@ func (f *forwarder) forward(ctx context.Context, addr string, shard int, checks 
 	select {
 	case <-req.done:
 		return req.results, req.err
+	case <-q.done:
+		// The queue stopped (peers closed). It answered everything it
+		// took; a request it never took never left this node.
+		select {
+		case <-req.done:
+			return req.results, req.err
+		default:
+			return nil, fmt.Errorf("forward to %s: %w", addr, errNotSent)
+		}
 	case <-ctx.Done():
 		return nil, fmt.Errorf("forward to %s: %w: %w", addr, cluster.ErrUnavailable, ctx.Err())
 	}
@@ -82,7 +92,7 @@ func (f *forwarder) queue(addr string) *peerQueue {
 	defer f.mu.Unlock()
 	q := f.queues[addr]
 	if q == nil {
-		q = &peerQueue{addr: addr, peers: f.peers, in: make(chan *fwdReq, 1024)}
+		q = &peerQueue{addr: addr, peers: f.peers, in: make(chan *fwdReq, 1024), done: make(chan struct{})}
 		f.queues[addr] = q
 		go q.loop()
 	}
@@ -94,9 +104,11 @@ type peerQueue struct {
 	addr  string
 	peers *Peers
 	in    chan *fwdReq
+	done  chan struct{} // closed when loop returns
 }
 
 func (q *peerQueue) loop() {
+	defer close(q.done)
 	var queue []*fwdReq
 	inflight := 0
 	sent := make(chan struct{}, forwardInFlight)

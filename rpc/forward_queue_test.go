@@ -265,15 +265,11 @@ func TestForwardQueueClosedPeersAnswerNotSent(t *testing.T) {
 }
 
 // A forward made after the peers closed is answered errNotSent, at once.
-//
-// Known bug, rpc/forward.go: once the queue's loop has exited, forward's
-// first select has two ready cases, the buffered q.in and peers.closed,
-// and picks one at random; a request put in q.in then is never answered
-// (the loop drained q.in when it exited), so its caller waits until its
-// own deadline and is told the outcome is unknown (ErrUnavailable) for a
-// check that never left the node. Remove the skip with the fix.
+// Once the queue's loop has exited, forward's first select has two ready
+// cases, the buffered q.in and peers.closed, and picks one at random; a
+// request put in q.in then must still be answered (not sent), not left
+// until its caller's deadline and called an unknown outcome.
 func TestForwardAfterCloseIsNotSent(t *testing.T) {
-	t.Skip("known bug in forward(): see the comment; remove with the fix")
 	var target atomic.Pointer[gatedPeer]
 	cc := readyPeerConn(t, &target)
 	synctest.Test(t, func(t *testing.T) {
