@@ -171,6 +171,11 @@ func applyMeta(cur *MetaView, typ byte, body []byte) (*MetaView, error) {
 		if old == nil {
 			return nil, fmt.Errorf("%w: node %q", ErrUnknownNode, c.Id)
 		}
+		if c.State < metav1.NodeState_NODE_STATE_ACTIVE || c.State > metav1.NodeState_NODE_STATE_DEAD {
+			// A node neither active, leaving nor dead would be placed by
+			// no rule: refuse it, identically on every replica.
+			return nil, fmt.Errorf("%w: state: unknown node state %d", ErrRefused, c.State)
+		}
 		if c.State == metav1.NodeState_NODE_STATE_LEAVING && old.State == metav1.NodeState_NODE_STATE_ACTIVE && activeOthers(cur, c.Id) == 0 {
 			// Checked here, in log order, so two leaves at once cannot
 			// both pass: nothing could take the last node's replicas.

@@ -58,6 +58,11 @@ func TestMetaMembershipAndReports(t *testing.T) {
 	if err, _ := m.Apply(metaLog(t, 9, MetaSetNodeState, &metav1.SetNodeState{Id: "nope"})).(error); !errors.Is(err, ErrUnknownNode) {
 		t.Fatalf("unknown node: %v", err)
 	}
+	for _, st := range []metav1.NodeState{metav1.NodeState_NODE_STATE_UNSPECIFIED, 42} {
+		if err, _ := m.Apply(metaLog(t, 9, MetaSetNodeState, &metav1.SetNodeState{Id: "n1", State: st})).(error); !errors.Is(err, ErrRefused) {
+			t.Fatalf("node state %d: %v, want refused", st, err)
+		}
+	}
 	applyMetaOK(t, m, metaLog(t, 10, MetaShardReport, &metav1.ShardReport{Shard: 2, Leader: "n1", Term: 5}))
 	applyMetaOK(t, m, metaLog(t, 11, MetaShardReport, &metav1.ShardReport{Shard: 2, Leader: "n3", Term: 4}))
 	if got := m.View().Reports[2].Leader; got != "n1" {
