@@ -29,7 +29,14 @@ func checkListenAddr(field, addr string) error {
 	return checkAddr(field, addr, 0)
 }
 
+// maxAddrLen is the longest host:port: a 253-byte name, brackets, a port.
+const maxAddrLen = 263
+
 func checkAddr(field, addr string, minPort int) error {
+	if len(addr) > maxAddrLen {
+		// Not echoed: the message must stay readable.
+		return fmt.Errorf("%w: %s: %d bytes is too long for host:port", ErrConfig, field, len(addr))
+	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %q is not host:port", ErrConfig, field, addr)

@@ -25,7 +25,8 @@ func TestCheckAddr(t *testing.T) {
 		{"host:http", "port must be"},
 		{"bad host:80", "host must be"},
 		{"a/b:80", "host must be"},
-		{strings.Repeat("h", 300) + ":80", "host must be"},
+		{strings.Repeat("h", 256) + ":80", "host must be"},
+		{strings.Repeat("h", 1<<20), "1048576 bytes is too long"},
 	} {
 		err := CheckAddr("join", tc.addr)
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
@@ -50,6 +51,7 @@ func TestCheckNode(t *testing.T) {
 		want string
 	}{
 		{"no id", func(n *metav1.Node) { n.Id = "" }, "node.id: required"},
+		{"huge raft address", func(n *metav1.Node) { n.RaftAddr = strings.Repeat("a", 1<<20) }, "node.raft_addr: 1048576 bytes"},
 		{"id with a space", func(n *metav1.Node) { n.Id = "n 9" }, "node.id:"},
 		{"huge id", func(n *metav1.Node) { n.Id = strings.Repeat("n", 1<<20) }, "node.id: 1048576 bytes"},
 		{"no grpc", func(n *metav1.Node) { n.GrpcAddr = "" }, "node.grpc_addr:"},

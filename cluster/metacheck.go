@@ -33,11 +33,27 @@ func (n *Node) checkMeta(cmd []byte) error {
 	if err := dry.Restore(io.NopCloser(&sink.Buffer)); err != nil {
 		return err
 	}
-	res := dry.Apply(&raft.Log{Type: raft.LogCommand, Index: n.View().Index + 1, Data: cmd})
-	err, _ = res.(error)
-	if errors.Is(err, fsm.ErrCorrupt) {
+	err = dryApply(dry, &raft.Log{Type: raft.LogCommand, Index: n.View().Index + 1, Data: cmd})
+	if errors.Is(err, fsm.ErrCorrupt) || errors.Is(err, fsm.ErrUnknownEntry) {
 		return fmt.Errorf("%w: command: %w", ErrConfig, err)
 	}
+	return err
+}
+
+// dryApply applies l to m, turning the panic with which the state machine
+// stops on an entry it cannot interpret (fsm.ErrUnknownEntry) into an
+// error. That one matters most: logged, it would stop every replica.
+func dryApply(m *fsm.Meta, l *raft.Log) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if e, ok := r.(error); ok && errors.Is(e, fsm.ErrUnknownEntry) {
+				err = e
+				return
+			}
+			panic(r)
+		}
+	}()
+	err, _ = m.Apply(l).(error)
 	return err
 }
 
