@@ -72,7 +72,10 @@ func peerCases(t *testing.T, f *badFixture) []grpcCase {
 	corrupt, _ := fsm.EncodeMeta(fsm.MetaSetPolicies, &metav1.SetPolicies{Policies: [][]byte{{0xff, 0x01}}})
 	ghost, _ := fsm.EncodeMeta(fsm.MetaSetNodeState, &metav1.SetNodeState{Id: "bi-ghost", State: metav1.NodeState_NODE_STATE_LEAVING})
 	addNode := func(n *metav1.Node) func(ctx context.Context) error {
-		return func(ctx context.Context) error { _, err := other.AddNode(ctx, &peerv1.AddNodeRequest{Node: n}); return err }
+		return func(ctx context.Context) error {
+			_, err := other.AddNode(ctx, &peerv1.AddNodeRequest{Node: n})
+			return err
+		}
 	}
 	node := func(edit func(n *metav1.Node)) *metav1.Node {
 		n := &metav1.Node{Id: "bi-new", GrpcAddr: "127.0.0.1:1", RaftAddr: "127.0.0.1:2", GossipAddr: "127.0.0.1:3"}

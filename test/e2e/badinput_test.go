@@ -149,7 +149,10 @@ func adminCases(node *Node) []grpcCase {
 		}
 	}
 	get := func(name string) func(ctx context.Context) error {
-		return func(ctx context.Context) error { _, err := ad.GetPolicy(ctx, &pb.GetPolicyRequest{Name: name}); return err }
+		return func(ctx context.Context) error {
+			_, err := ad.GetPolicy(ctx, &pb.GetPolicyRequest{Name: name})
+			return err
+		}
 	}
 	del := func(name string) func(ctx context.Context) error {
 		return func(ctx context.Context) error {
