@@ -37,6 +37,8 @@ type GroupInfo struct {
 	Leader  bool
 	Applied uint64
 	Last    uint64
+	// Term is the replica's current Raft term.
+	Term uint64
 	// Servers is the group's configuration as the node knows it.
 	Servers []string
 }

@@ -240,7 +240,7 @@ func (n *Node) Progress(group int) GroupInfo {
 	if g == nil {
 		return GroupInfo{}
 	}
-	info := GroupInfo{Present: true, Leader: g.isLeader(), Applied: g.raft.AppliedIndex(), Last: g.raft.LastIndex()}
+	info := GroupInfo{Present: true, Leader: g.isLeader(), Applied: g.raft.AppliedIndex(), Last: g.raft.LastIndex(), Term: g.raft.CurrentTerm()}
 	if cfg, err := g.configuration(); err == nil {
 		for _, s := range cfg.Servers {
 			info.Servers = append(info.Servers, string(s.ID))

@@ -2,7 +2,9 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -277,5 +279,21 @@ func TestValidateCapsStretchedLogs(t *testing.T) {
 	p.Limits[0].Limit.Limit = window.DefaultMaxLogLength * 100 / 110
 	if err := p.Validate(0); err != nil {
 		t.Fatalf("soft 10%% of a log within the cap: %v", err)
+	}
+}
+
+// A name too long to be one is described by its length, never echoed.
+func TestValidateNeverEchoesAHugeName(t *testing.T) {
+	huge := strings.Repeat("n", 1<<20)
+	base := Policy{Name: "ok", Limits: []Limit{lim(window.FixedWindow, 10, time.Minute)}}
+	for _, p := range []Policy{
+		func() Policy { p := base; p.Name = huge; return p }(),
+		func() Policy { p := base; p.KeyBy = []string{huge}; return p }(),
+		func() Policy { p := base; p.Limits = []Limit{{Name: huge, Limit: p.Limits[0].Limit}}; return p }(),
+	} {
+		err := p.Validate(0)
+		if err == nil || len(err.Error()) > 200 || !strings.Contains(err.Error(), "1048576 bytes") {
+			t.Errorf("got %d-byte error %.80q, want a short one giving the length", len(fmt.Sprint(err)), fmt.Sprint(err))
+		}
 	}
 }

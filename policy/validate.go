@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/floodgate/floodgate/window"
 )
@@ -12,7 +13,7 @@ import (
 // maxLog caps sliding logs (window.DefaultMaxLogLength when 0).
 func (p *Policy) Validate(maxLog int64) error {
 	if len(p.Name) > MaxNameLen || p.Name != "" && !ValidName(p.Name) {
-		return invalid("name", "%q must be 1 to %d letters, digits or _.:-", p.Name, MaxNameLen)
+		return invalid("name", "%s must be 1 to %d letters, digits or _.:-", quoteName(p.Name), MaxNameLen)
 	}
 	if len(p.Limits) == 0 {
 		return invalid("limits", "a policy needs at least one limit")
@@ -52,7 +53,7 @@ func (p *Policy) Validate(maxLog int64) error {
 	}
 	for i, d := range p.KeyBy {
 		if len(d) > MaxNameLen || !ValidName(d) {
-			return invalid(fmt.Sprintf("key_by[%d]", i), "%q must be 1 to %d letters, digits or _.:-", d, MaxNameLen)
+			return invalid(fmt.Sprintf("key_by[%d]", i), "%s must be 1 to %d letters, digits or _.:-", quoteName(d), MaxNameLen)
 		}
 		for j := 0; j < i; j++ {
 			if p.KeyBy[j] == d {
@@ -111,7 +112,7 @@ func (p *Policy) validateStretchedLogs(maxLog int64) error {
 
 func validateLimit(l *Limit, path string, maxLog int64) error {
 	if len(l.Name) > MaxNameLen || l.Name != "" && !ValidName(l.Name) {
-		return invalid(path+"name", "%q must be 1 to %d letters, digits or _.:-", l.Name, MaxNameLen)
+		return invalid(path+"name", "%s must be 1 to %d letters, digits or _.:-", quoteName(l.Name), MaxNameLen)
 	}
 	if err := l.Limit.Validate(maxLog); err != nil {
 		return within(path, err)
@@ -169,4 +170,13 @@ func within(path string, err error) error {
 		return &window.FieldError{Field: path + fe.Field, Msg: fe.Msg}
 	}
 	return err
+}
+
+// quoteName quotes a name for an error message, or only says how long it
+// is when it is too long to be one: an error never echoes a megabyte.
+func quoteName(s string) string {
+	if len(s) > MaxNameLen {
+		return fmt.Sprintf("a name of %d bytes", len(s))
+	}
+	return strconv.Quote(s)
 }

@@ -155,10 +155,12 @@ func (p *PeerServer) ShardProgress(ctx context.Context, req *peerv1.ShardProgres
 	group := int(req.Shard)
 	if req.Meta {
 		group = -1
+	} else if shards := p.node.Shards(); shards > 0 && group >= shards {
+		return nil, toStatus(fmt.Errorf("%w: shard: %d does not exist (the cluster has %d)", ErrInvalid, group, shards))
 	}
 	info := p.node.Progress(group)
 	return &peerv1.ShardProgressResponse{Present: info.Present, AppliedIndex: info.Applied, LastIndex: info.Last,
-		Leader: info.Leader, Servers: info.Servers}, nil
+		Leader: info.Leader, Servers: info.Servers, Term: info.Term}, nil
 }
 
 // Hello implements peerv1.PeerServer.
