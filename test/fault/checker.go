@@ -30,9 +30,10 @@ type KeyReport struct {
 	Key                       string
 	Shard                     int
 	Ops, Allowed, Denied, Unk int
-	Admitted                  int64   // cost of the calls answered allowed
-	Ambiguous                 []int64 // costs of the failed non-peek calls
-	Final                     int64   // used at the end (limit − remaining of the last peek); -1 unread
+	Admitted                  int64          // cost of the calls answered allowed
+	Ambiguous                 []int64        // costs of the failed non-peek calls
+	Final                     int64          // used at the end (limit − remaining of the last peek); -1 unread
+	Errors                    map[string]int // failed calls by error
 	Lin                       porcupine.CheckResult
 	Visual                    string
 }
@@ -45,7 +46,8 @@ type Report struct {
 	Faults     []Fault
 	Failovers  []time.Duration // per fault: until the hot shard answered again
 	LongestGap time.Duration   // between answers on the hot shard
-	NotSent    int
+	NotSent    int             // calls that failed to dial
+	Refused    int             // calls a starting node refused
 	Violations []string
 }
 
@@ -72,6 +74,10 @@ func Check(name string, ops []Op, faults []Fault, spec Spec, shardOf func(string
 				kr.Denied++
 			case Unknown:
 				kr.Unk++
+				if kr.Errors == nil {
+					kr.Errors = map[string]int{}
+				}
+				kr.Errors[o.Err]++
 				if o.Cost > 0 {
 					kr.Ambiguous = append(kr.Ambiguous, o.Cost)
 				}

@@ -60,6 +60,7 @@ type History struct {
 	mu      sync.Mutex
 	ops     []Op
 	notSent int // calls refused while dialing: they never reached a node
+	refused int // calls a starting node refused
 	faults  []Fault
 }
 
@@ -102,10 +103,19 @@ func (h *History) Do(ctx context.Context, client int, c Caller, req *pb.AllowReq
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err != nil && neverSent(err) {
+	switch {
+	case err == nil:
+	case neverSent(err):
 		// The connection could not even be dialed: nothing reached a
 		// node, so the call is known not to have counted.
 		h.notSent++
+		return op
+	case notReady(err):
+		// A starting node refuses every check before looking at it. Left
+		// out of the history, such a call can only make the checks
+		// stricter: were it counted after all, the count would show up
+		// unexplained.
+		h.refused++
 		return op
 	}
 	h.ops = append(h.ops, op)
@@ -116,6 +126,14 @@ func (h *History) Do(ctx context.Context, client int, c Caller, req *pb.AllowReq
 // before any byte of the request is written.
 func neverSent(err error) bool {
 	return status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "Error while dialing")
+}
+
+// notReady reports whether err is a starting node's refusal (rpc.Server's
+// ready check, cluster.ErrNotReady): the check was not looked at. The
+// message is all the API gives to tell it apart from an Unavailable whose
+// outcome is unknown.
+func notReady(err error) bool {
+	return status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "node not part of a cluster yet")
 }
 
 func shortErr(err error) string {
@@ -141,6 +159,14 @@ func (h *History) NotSent() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.notSent
+}
+
+// Refused is how many calls a starting node refused (left out of the
+// history).
+func (h *History) Refused() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.refused
 }
 
 // ByKey splits ops by key.

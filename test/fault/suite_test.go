@@ -302,7 +302,7 @@ func run(t *testing.T, s scenario) {
 		t.Errorf("after the scenario: %v", err)
 	}
 	final := e.finalCounts(ctx, s)
-	spec := Spec{Limit: limit, Linearizable: s.exact, LinTimeout: 90 * time.Second, VisualDir: t.TempDir()}
+	spec := Spec{Limit: limit, Linearizable: s.exact, LinTimeout: 60 * time.Second, VisualDir: t.TempDir()}
 	if !s.exact {
 		for _, f := range e.h.Faults() {
 			if f.LeaderLost {
@@ -311,7 +311,7 @@ func run(t *testing.T, s scenario) {
 		}
 	}
 	r := Check(s.name, e.h.Ops(), e.h.Faults(), spec, func(k string) int { return hashing.ShardOf(k, shards) }, e.hot, final)
-	r.NotSent = e.h.NotSent()
+	r.NotSent, r.Refused = e.h.NotSent(), e.h.Refused()
 	r.Violations = append(r.Violations, e.found...)
 	t.Log("\n" + r.Detail())
 	for _, v := range r.Violations {

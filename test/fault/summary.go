@@ -2,6 +2,7 @@ package fault
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -35,8 +36,8 @@ func (r Report) measured() (ds []time.Duration, missing int) {
 // violations.
 func (r Report) Detail() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "scenario %s: %s of load, %d calls recorded, %d refused while dialing (left out)\n",
-		r.Name, r.Duration.Round(100*time.Millisecond), r.calls(), r.NotSent)
+	fmt.Fprintf(&b, "scenario %s: %s of load, %d calls recorded; left out: %d failed to dial, %d refused by a starting node\n",
+		r.Name, r.Duration.Round(100*time.Millisecond), r.calls(), r.NotSent, r.Refused)
 	for i, f := range r.Faults {
 		fmt.Fprintf(&b, "  fault %s", f)
 		if r.Failovers[i] < 0 {
@@ -51,6 +52,15 @@ func (r Report) Detail() string {
 			k.Key, k.Shard, k.Ops, k.Allowed, k.Denied, k.Unk, k.Admitted, k.Final, sum(k.Ambiguous), k.Lin)
 	}
 	fmt.Fprintf(&b, "  longest gap between answers on the hot shard: %s\n", r.LongestGap.Round(time.Millisecond))
+	errs := map[string]int{}
+	for _, k := range r.Keys {
+		for e, n := range k.Errors {
+			errs[e] += n
+		}
+	}
+	for _, e := range slices.Sorted(maps.Keys(errs)) {
+		fmt.Fprintf(&b, "  %d× %s\n", errs[e], e)
+	}
 	for _, v := range r.Violations {
 		fmt.Fprintf(&b, "  VIOLATION %s\n", v)
 	}
