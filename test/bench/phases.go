@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/floodgate/floodgate/rpc/client"
+	"github.com/floodgate/floodgate/test/e2e"
+)
+
+// benchClusters runs every phase that needs a cluster: on three nodes the
+// ghz and SDK workloads. A phase that fails is reported as a failed row and
+// the others still run; only a cluster that does not start ends the run.
+func benchClusters(ctx context.Context, rp *report, o options, args []string, dir string) error {
+	ghzBin, err := ensureGhz(o.ghz)
+	if err != nil {
+		return err
+	}
+	g := &ghzRunner{bin: ghzBin, dir: dir, concurrency: o.clients, connections: o.ghzConns}
+	bin, err := e2e.Build(dir)
+	if err != nil {
+		return err
+	}
+	c, err := startCluster(ctx, bin, dir, 3, args)
+	if err != nil {
+		return err
+	}
+	atExit(c.Close)
+	defer c.Close()
+
+	if err := setPolicies(ctx, c, benchPolicies(o.perAlgorithm > 0)); err != nil {
+		return err
+	}
+	var prof *profiler
+	if o.profile != "" {
+		prof = &profiler{httpAddr: c.Nodes[0].HTTP, dir: o.profile, warmup: o.warmup, duration: o.duration}
+	}
+	ws := workloads(o.batch, o.heldRate)
+
+	fmt.Printf("\nghz against n1 (%s), %d callers, %d connection(s), %s per run after %s warmup\n",
+		c.Nodes[0].GRPC, o.clients, o.ghzConns, o.duration, o.warmup)
+	_, _, err = benchGhz(ctx, rp, g, c, ws, o.keys, o.duration, o.warmup, prof)
+	if err != nil {
+		rp.failed("gRPC health check (reference)", ghzClient, "", err)
+	}
+
+	fmt.Printf("\nGo SDK to every node, %d callers\n", o.clients)
+	cl, err := client.New(ctx, client.Options{Addrs: addrs(c)})
+	if err != nil {
+		return fmt.Errorf("SDK client: %w", err)
+	}
+	closeClient := sync.OnceFunc(func() { cl.Close() }) // Close may be called once
+	defer closeClient()
+	sdkHealth := benchSDK(rp, c, cl, ws, o.keys, o.clients, o.duration, o.warmup, prof)
+	if o.perAlgorithm > 0 {
+		fmt.Printf("\nsingle Allow per algorithm and consistency through the SDK, %s each\n", o.perAlgorithm)
+		compareAlgorithms(rp, cl, o.keys, o.clients, o.perAlgorithm, o.warmup, sdkHealth, prof.start)
+	}
+
+	return nil
+}
+
+// header describes the run: machine, build, flags.
+func header(o options, args []string) []string {
+	load, _ := os.ReadFile("/proc/loadavg")
+	commit := gitHead()
+	flags := "defaults"
+	if len(args) > 0 {
+		flags = strings.Join(args, " ")
+	}
+	return []string{
+		fmt.Sprintf("floodgate `make bench`, %s, commit %s, %s, %d CPUs, load average %s at the start",
+			time.Now().Format("2006-01-02 15:04"), commit, runtime.Version(), runtime.NumCPU(),
+			strings.Join(strings.Fields(string(load))[:min(3, len(strings.Fields(string(load))))], " ")),
+		fmt.Sprintf("nodes: real bin/floodgate processes on loopback, node flags: %s; %d callers, %d random keys, %s per measurement after %s warmup",
+			flags, o.clients, o.keys, o.duration, o.warmup),
+		"ratios are to the bare gRPC health check of the same client in the same run; absolute figures move with the machine's load",
+	}
+}
+
+// gitHead is the short id of the checked-out commit ("unknown" without git).
+func gitHead() string {
+	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
