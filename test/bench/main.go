@@ -3,7 +3,7 @@
 // README. `make bench` runs it. In order:
 //
 //   - a 3-node cluster of real bin/floodgate processes with default flags
-//     (through test/e2e);
+//     (through test/e2e): its idle CPU and raft TCP connections;
 //   - with ghz (a third-party load tool that does not route to leaders)
 //     against one node: the bare gRPC health check, the reference of every
 //     ratio, then single strict Allow (inline sliding log and token
@@ -11,7 +11,11 @@
 //     fast at a held rate;
 //   - the same workloads through the Go SDK (rpc/client), which sends each
 //     check to its shard's leader, against its own health reference;
-//   - single Allow per algorithm and consistency through the SDK.
+//   - single Allow per algorithm and consistency through the SDK;
+//   - leader failover: kill -9 of a node under light load, until its
+//     shards answer again;
+//   - a 5-node cluster: health and single strict Allow, normalised by
+//     health and compared with the 3-node figure.
 //
 // Each figure is printed with its ratio to the health check of the same run
 // and the issue's target, marked met or not met. --quick shortens every
@@ -34,6 +38,9 @@ import (
 type options struct {
 	clients, batch, keys, heldRate, shards int
 	duration, warmup, perAlgorithm         time.Duration
+	idle, idleSettle                       time.Duration
+	failover                               failoverOptions
+	scaleNodes                             int
 	ghz                                    string
 	ghzConns                               int
 	nodeArgs, profile                      string
@@ -48,22 +55,31 @@ func parseFlags() options {
 	flag.IntVar(&o.keys, "keys", 100_000, "distinct random keys the load spreads over")
 	flag.IntVar(&o.heldRate, "held-rate", 1000, "calls/s of the held-rate workloads")
 	flag.DurationVar(&o.perAlgorithm, "per-algorithm", 5*time.Second, "length of each per-algorithm SDK run (0 skips them)")
+	flag.DurationVar(&o.idle, "idle", 10*time.Second, "how long the idle cluster's CPU is sampled (0 skips it)")
+	flag.DurationVar(&o.idleSettle, "idle-settle", 5*time.Second, "quiet time before the idle sample")
+	flag.IntVar(&o.failover.reps, "failover-reps", 3, "leader kills (0 skips failover)")
+	flag.IntVar(&o.failover.keys, "failover-keys", 32, "probe keys per client during failover")
+	flag.DurationVar(&o.failover.interval, "failover-interval", 100*time.Millisecond, "pause between a probe key's answered checks")
+	flag.DurationVar(&o.failover.deadline, "failover-deadline", 15*time.Second, "longest wait for a killed leader's shards")
+	flag.IntVar(&o.scaleNodes, "scale-nodes", 5, "size of the larger cluster compared with 3 nodes (0 skips it)")
 	flag.StringVar(&o.ghz, "ghz", "bin/tools/ghz", "ghz binary; installed there with go install if missing")
 	flag.IntVar(&o.ghzConns, "ghz-connections", 1, "gRPC connections ghz spreads its callers over")
 	flag.IntVar(&o.shards, "shards", 0, "--shards of the clusters (0: the daemon's default)")
 	flag.StringVar(&o.nodeArgs, "node-args", "", "extra flags for every node, space-separated (default: none, the daemon's defaults)")
 	flag.StringVar(&o.profile, "profile", "", "save node n1's CPU profile of each workload into this directory (adds --pprof)")
-	quick := flag.Bool("quick", false, "short run: 3s measurements, 1s warmups, no per-algorithm runs (explicit flags win)")
+	quick := flag.Bool("quick", false, "short run: 3s measurements, 1s warmups, 5s idle, 2 kills, no per-algorithm runs (explicit flags win)")
 	flag.Parse()
 	if *quick {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		for name, v := range map[string]string{"duration": "3s", "warmup": "1s", "per-algorithm": "0"} {
+		for name, v := range map[string]string{"duration": "3s", "warmup": "1s", "per-algorithm": "0", "idle": "5s",
+			"idle-settle": "2s", "failover-reps": "2"} {
 			if !set[name] {
 				_ = flag.Set(name, v)
 			}
 		}
 	}
+	o.failover.retry = 20 * time.Millisecond
 	return o
 }
 

@@ -15,8 +15,9 @@ import (
 )
 
 // benchClusters runs every phase that needs a cluster: on three nodes the
-// ghz and SDK workloads. A phase that fails is reported as a failed row and
-// the others still run; only a cluster that does not start ends the run.
+// idle cost, the ghz and SDK workloads and failover; then the larger
+// cluster. A phase that fails is reported as a failed row and the others
+// still run; only a cluster that does not start ends the run.
 func benchClusters(ctx context.Context, rp *report, o options, args []string, dir string) error {
 	ghzBin, err := ensureGhz(o.ghz)
 	if err != nil {
@@ -34,6 +35,16 @@ func benchClusters(ctx context.Context, rp *report, o options, args []string, di
 	atExit(c.Close)
 	defer c.Close()
 
+	if o.idle > 0 {
+		fmt.Printf("\nidle: %s quiet, then %s sampled\n", o.idleSettle, o.idle)
+		time.Sleep(o.idleSettle)
+		if res, err := measureIdle(c, o.idle); err != nil {
+			rp.failed("idle 3-node cluster", "none", fmt.Sprintf("≤ %.0f%% of one core", targetIdle), err)
+		} else {
+			rp.add(res.row(3))
+		}
+	}
+
 	if err := setPolicies(ctx, c, benchPolicies(o.perAlgorithm > 0)); err != nil {
 		return err
 	}
@@ -45,7 +56,7 @@ func benchClusters(ctx context.Context, rp *report, o options, args []string, di
 
 	fmt.Printf("\nghz against n1 (%s), %d callers, %d connection(s), %s per run after %s warmup\n",
 		c.Nodes[0].GRPC, o.clients, o.ghzConns, o.duration, o.warmup)
-	_, _, err = benchGhz(ctx, rp, g, c, ws, o.keys, o.duration, o.warmup, prof)
+	health3, strict3, err := benchGhz(ctx, rp, g, c, ws, o.keys, o.duration, o.warmup, prof)
 	if err != nil {
 		rp.failed("gRPC health check (reference)", ghzClient, "", err)
 	}
@@ -63,6 +74,34 @@ func benchClusters(ctx context.Context, rp *report, o options, args []string, di
 		compareAlgorithms(rp, cl, o.keys, o.clients, o.perAlgorithm, o.warmup, sdkHealth, prof.start)
 	}
 
+	if o.failover.reps > 0 {
+		fmt.Printf("\nfailover: %d kills, %d probe keys per client, one check per key every %s\n",
+			o.failover.reps, o.failover.keys, o.failover.interval)
+		if res, err := measureFailover(ctx, c, cl, o.failover); err != nil {
+			rp.failed("leader failover", "", "≤ "+fmtDur(targetFailover), err)
+		} else {
+			for _, r := range res.rows(len(c.Nodes)) {
+				rp.add(r)
+			}
+		}
+	}
+	closeClient()
+	c.Close()
+
+	if o.scaleNodes > 0 {
+		fmt.Printf("\n%d-node cluster, ghz against n1\n", o.scaleNodes)
+		target := fmt.Sprintf("≥ %.1f× 3-node", targetScale)
+		switch {
+		case health3 == nil || strict3 == nil:
+			rp.failed(fmt.Sprintf("%s, %d nodes", ws[0].name, o.scaleNodes), ghzClient, target,
+				fmt.Errorf("no 3-node figure to compare with"))
+		default:
+			if err := measureScale(ctx, rp, g, bin, dir, o.scaleNodes, args, ws[0], o.keys, o.duration, o.warmup,
+				health3, strict3); err != nil {
+				rp.failed(fmt.Sprintf("%s, %d nodes", ws[0].name, o.scaleNodes), ghzClient, target, err)
+			}
+		}
+	}
 	return nil
 }
 
