@@ -15,7 +15,9 @@
 //   - leader failover: kill -9 of a node under light load, until its
 //     shards answer again;
 //   - a 5-node cluster: health and single strict Allow, normalised by
-//     health and compared with the 3-node figure.
+//     health and compared with the 3-node figure;
+//   - the Go benchmarks of window/ and fsm/, of which BenchmarkStateMemory
+//     gives the memory per key.
 //
 // Each figure is printed with its ratio to the health check of the same run
 // and the target, marked met or not met. --quick shortens every
@@ -41,6 +43,7 @@ type options struct {
 	idle, idleSettle                       time.Duration
 	failover                               failoverOptions
 	scaleNodes                             int
+	micro                                  bool
 	ghz                                    string
 	ghzConns                               int
 	nodeArgs, profile                      string
@@ -62,18 +65,19 @@ func parseFlags() options {
 	flag.DurationVar(&o.failover.interval, "failover-interval", 100*time.Millisecond, "pause between a probe key's answered checks")
 	flag.DurationVar(&o.failover.deadline, "failover-deadline", 15*time.Second, "longest wait for a killed leader's shards")
 	flag.IntVar(&o.scaleNodes, "scale-nodes", 5, "size of the larger cluster compared with 3 nodes (0 skips it)")
+	flag.BoolVar(&o.micro, "micro", true, "run every Go benchmark of window/ and fsm/ (false: only the memory ones)")
 	flag.StringVar(&o.ghz, "ghz", "bin/tools/ghz", "ghz binary; installed there with go install if missing")
 	flag.IntVar(&o.ghzConns, "ghz-connections", 1, "gRPC connections ghz spreads its callers over")
 	flag.IntVar(&o.shards, "shards", 0, "--shards of the clusters (0: the daemon's default)")
 	flag.StringVar(&o.nodeArgs, "node-args", "", "extra flags for every node, space-separated (default: none, the daemon's defaults)")
 	flag.StringVar(&o.profile, "profile", "", "save node n1's CPU profile of each workload into this directory (adds --pprof)")
-	quick := flag.Bool("quick", false, "short run: 3s measurements, 1s warmups, 5s idle, 2 kills, no per-algorithm runs (explicit flags win)")
+	quick := flag.Bool("quick", false, "short run: 3s measurements, 1s warmups, 5s idle, 2 kills, no per-algorithm runs, only the memory benchmarks (explicit flags win)")
 	flag.Parse()
 	if *quick {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		for name, v := range map[string]string{"duration": "3s", "warmup": "1s", "per-algorithm": "0", "idle": "5s",
-			"idle-settle": "2s", "failover-reps": "2"} {
+			"idle-settle": "2s", "failover-reps": "2", "micro": "false"} {
 			if !set[name] {
 				_ = flag.Set(name, v)
 			}
@@ -152,6 +156,13 @@ func run(o options) error {
 	}
 	if err := benchClusters(ctx, rp, o, args, dir); err != nil {
 		return err
+	}
+	metrics, err := goBenchmarks(o.micro)
+	if err != nil {
+		rp.note("Go benchmarks: %v", err)
+	}
+	for _, r := range memoryRows(metrics) {
+		rp.add(r)
 	}
 	rp.note("the whole run took %s", time.Since(start).Round(time.Second))
 	rp.print()
