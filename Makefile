@@ -44,9 +44,16 @@ fuzz: ## Fuzz every decoder for FUZZTIME (20s) each, one at a time
 		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s "$${t%%:*}"; \
 	done
 
-bench: build ## Run the Go benchmarks and the three-node cluster benchmark
-	$(GO) test -run '^$$' -bench . -benchmem ./window/ ./fsm/
-	$(GO) run ./test/bench
+# The load tool of `make bench`, installed on first use into $(BIN)/tools.
+GHZ        := $(BIN)/tools/ghz
+GHZ_MODULE := github.com/bojand/ghz/cmd/ghz@v0.93.0
+BENCHFLAGS ?=
+
+$(GHZ):
+	GOBIN=$(abspath $(BIN)/tools) $(GO) install $(GHZ_MODULE)
+
+bench: build $(GHZ) ## Measure issue 7's targets (ghz and Go SDK, idle, failover, 5 nodes, memory): ~10 min; BENCHFLAGS=--quick
+	$(GO) run ./test/bench --ghz $(GHZ) $(BENCHFLAGS)
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
