@@ -170,10 +170,10 @@ func (b *batcher) apply(batch []*request, committed chan<- struct{}) {
 // ErrUnavailable when its outcome is unknown.
 func (b *batcher) classify(err error) error {
 	switch {
-	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
-		return b.notLeader()
 	case errors.Is(err, raft.ErrEnqueueTimeout):
 		return fmt.Errorf("%s: %w: raft queue full", b.group, ErrNoLeader)
+	case notAppended(err):
+		return b.notLeader()
 	}
 	return fmt.Errorf("%s: %w: %w", b.group, ErrUnavailable, err)
 }

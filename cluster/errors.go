@@ -53,3 +53,15 @@ func (e *NotLeaderError) Error() string {
 
 // Is makes errors.Is(err, ErrNotLeader) hold.
 func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+
+// Retryable reports whether err means the request was written nowhere
+// (not the leader, no leader yet, the node not ready), so it may be sent
+// again, here or to another node, without being counted twice. An unknown
+// outcome (ErrUnavailable) never is, even when it wraps one of those. This
+// is the one retry rule of the Allow path.
+func Retryable(err error) bool {
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		return false
+	}
+	return errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoLeader) || errors.Is(err, ErrNotReady)
+}

@@ -215,7 +215,9 @@ func (f *fastLane) flush() bool {
 	return len(f.pending) > 0
 }
 
-// notAppended reports whether a failed Apply never reached the log.
+// notAppended reports whether a failed Apply (or Barrier) never reached
+// the log: the one rule for raft's errors, shared by the batcher and the
+// fast lane.
 func notAppended(err error) bool {
 	return errors.Is(err, raft.ErrEnqueueTimeout) || errors.Is(err, raft.ErrLeadershipTransferInProgress) ||
 		errors.Is(err, raft.ErrNotLeader)

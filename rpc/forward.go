@@ -2,7 +2,6 @@ package rpc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -16,8 +15,8 @@ import (
 )
 
 // errNotSent means a forward never left this node (the peer's connection
-// was down), so it may be retried elsewhere.
-var errNotSent = errors.New("peer unreachable: check not sent")
+// was down): nothing was written, so it may be retried elsewhere.
+var errNotSent = fmt.Errorf("peer unreachable, check not sent: %w", cluster.ErrNoLeader)
 
 const (
 	// forwardInFlight is how many Forward calls may be outstanding to one

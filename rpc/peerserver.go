@@ -131,13 +131,13 @@ func forwardResult(res []policy.Result, j int, err error) *peerv1.ForwardResult 
 		return &peerv1.ForwardResult{Decision: decisionToProto(res[j])}
 	case codeOf(err) == codes.InvalidArgument:
 		return &peerv1.ForwardResult{Code: peerv1.ForwardResult_INVALID, Message: err.Error()}
-	case errors.Is(err, cluster.ErrUnavailable):
-		return &peerv1.ForwardResult{Code: peerv1.ForwardResult_UNAVAILABLE, Message: err.Error()}
-	case errors.As(err, &nl):
-		return &peerv1.ForwardResult{Code: peerv1.ForwardResult_NOT_LEADER, LeaderId: nl.LeaderID, LeaderAddr: nl.LeaderAddr, Message: err.Error()}
-	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrNotReady):
+	case cluster.Retryable(err):
 		// Nothing was written: the sender may retry, here or elsewhere.
-		return &peerv1.ForwardResult{Code: peerv1.ForwardResult_NOT_LEADER, Message: err.Error()}
+		r := &peerv1.ForwardResult{Code: peerv1.ForwardResult_NOT_LEADER, Message: err.Error()}
+		if errors.As(err, &nl) {
+			r.LeaderId, r.LeaderAddr = nl.LeaderID, nl.LeaderAddr
+		}
+		return r
 	}
 	return &peerv1.ForwardResult{Code: peerv1.ForwardResult_UNAVAILABLE, Message: err.Error()}
 }

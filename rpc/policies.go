@@ -2,12 +2,11 @@ package rpc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
+	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/policy"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
@@ -100,39 +99,22 @@ func (a *AdminServer) ResetKey(ctx context.Context, req *pb.ResetKeyRequest) (*p
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	deadline := time.Now().Add(a.cfg.LeaderWait)
-	var last error
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			if time.Now().After(deadline) {
-				return nil, toStatus(last)
-			}
-			select {
-			case <-ctx.Done():
-				return nil, toStatus(ctx.Err())
-			case <-time.After(retryDelay(attempt)):
-			}
-		}
-		var n int
-		rt, err := a.node.Route(shard)
-		switch {
-		case err != nil:
-		case rt.Local:
+	var n int
+	err = onLeader(ctx, a.node, shard, a.cfg.LeaderWait, true, func(ctx context.Context, rt cluster.Route) error {
+		if rt.Local {
+			var err error
 			n, err = a.node.ResetKey(ctx, shard, c.Key, c.Policy)
-		default:
-			var resp *peerv1.PeerResetResponse
-			resp, err = peerv1.NewPeerClient(a.peers.conn(rt.Addr)).ResetKey(ctx,
-				&peerv1.PeerResetRequest{Shard: uint32(shard), Key: c.Key, Policy: c.Policy.AppendBinary(nil)})
-			if err == nil {
-				n = int(resp.States)
-			}
+			return err
 		}
+		resp, err := peerv1.NewPeerClient(a.peers.conn(rt.Addr)).ResetKey(ctx,
+			&peerv1.PeerResetRequest{Shard: uint32(shard), Key: c.Key, Policy: c.Policy.AppendBinary(nil)})
 		if err == nil {
-			return &pb.ResetKeyResponse{Key: c.Key, States: int32(n)}, nil
+			n = int(resp.States)
 		}
-		if errors.Is(err, ErrInvalid) || codeOf(err) == codeOf(ErrInvalid) {
-			return nil, toStatus(err)
-		}
-		last = fmt.Errorf("reset %s: %w", c.Key, err)
+		return err
+	})
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("reset %s: %w", c.Key, err))
 	}
+	return &pb.ResetKeyResponse{Key: c.Key, States: int32(n)}, nil
 }

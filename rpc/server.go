@@ -130,73 +130,19 @@ func (s *Server) ready() error {
 	return nil
 }
 
-// evaluate answers checks of one shard on its leader, this node or a peer.
-// It retries only when nothing was written (not the leader, no leader yet),
-// until the shard's leader answers or LeaderWait passes: a check is never
-// counted twice. LeaderWait bounds the whole call, waiting on a leader
-// included: a leader that stalls (paused, partitioned) costs its callers
-// an Unavailable answer, not the length of the stall.
+// evaluate answers checks of one shard on its leader, this node or a peer,
+// within LeaderWait. A check is never counted twice: only what was
+// written nowhere is retried (onLeader).
 func (s *Server) evaluate(ctx context.Context, shard int, checks []fsm.Check) ([]policy.Result, error) {
-	deadline := time.Now().Add(s.cfg.LeaderWait)
-	parent := ctx
-	ctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	var hint cluster.Route
-	var last error
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			if time.Now().After(deadline) {
-				return nil, last
-			}
-			select {
-			case <-ctx.Done():
-				if parent.Err() == nil {
-					return nil, last // LeaderWait passed: nothing was written
-				}
-				return nil, fmt.Errorf("%w (last error: %v)", parent.Err(), last)
-			case <-time.After(retryDelay(attempt)):
-			}
-		}
-		rt := hint
-		hint = cluster.Route{}
-		if rt.Addr == "" {
-			var err error
-			if rt, err = s.node.Route(shard); err != nil {
-				last = err
-				continue
-			}
-		}
-		var res []policy.Result
+	var res []policy.Result
+	err := onLeader(ctx, s.node, shard, s.cfg.LeaderWait, false, func(ctx context.Context, rt cluster.Route) error {
 		var err error
 		if rt.Local {
 			res, err = s.node.Submit(ctx, shard, checks)
 		} else {
 			res, err = s.fwd.forward(ctx, rt.Addr, shard, checks)
 		}
-		var nl *cluster.NotLeaderError
-		switch {
-		case err == nil:
-			return res, nil
-		case errors.Is(err, cluster.ErrUnavailable):
-			return nil, err // may have counted: never retried
-		case errors.As(err, &nl):
-			if nl.LeaderAddr != "" && nl.LeaderID != s.node.ID() {
-				hint = cluster.Route{NodeID: nl.LeaderID, Addr: nl.LeaderAddr}
-			}
-			last = err
-		case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, errNotSent):
-			last = err
-		default:
-			return nil, err
-		}
-	}
-}
-
-// retryDelay paces retries while a shard elects a leader: quick at first,
-// then every 50ms.
-func retryDelay(attempt int) time.Duration {
-	if attempt == 1 {
-		return 0
-	}
-	return min(time.Duration(attempt)*10*time.Millisecond, 50*time.Millisecond)
+		return err
+	})
+	return res, err
 }

@@ -1,0 +1,70 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/floodgate/floodgate/cluster"
+)
+
+// onLeader runs call against the leader of shard, this node or a peer,
+// until it succeeds or fails for good, for at most wait. It retries only
+// what cluster.Retryable says was written nowhere (not the leader, no
+// leader yet, not ready, not sent), following a not-leader hint at once;
+// with idempotent (a reset), it retries any failure but a bad request,
+// since doing it twice does no harm. The wait bounds the whole call, a
+// stalled leader included: its callers get Unavailable, not the stall.
+func onLeader(ctx context.Context, node *cluster.Node, shard int, wait time.Duration, idempotent bool,
+	call func(ctx context.Context, rt cluster.Route) error) error {
+	deadline := time.Now().Add(wait)
+	parent := ctx
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	var hint cluster.Route
+	var last error
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				if parent.Err() == nil {
+					return last // the wait is over: nothing more was written
+				}
+				return fmt.Errorf("%w (last error: %v)", parent.Err(), last)
+			case <-time.After(retryDelay(attempt)):
+			}
+		}
+		rt := hint
+		hint = cluster.Route{}
+		if rt.Addr == "" {
+			var err error
+			if rt, err = node.Route(shard); err != nil {
+				last = err
+				continue
+			}
+		}
+		err := call(ctx, rt)
+		var nl *cluster.NotLeaderError
+		switch {
+		case err == nil:
+			return nil
+		case cluster.Retryable(err):
+			if errors.As(err, &nl) && nl.LeaderAddr != "" && nl.LeaderID != node.ID() {
+				hint = cluster.Route{NodeID: nl.LeaderID, Addr: nl.LeaderAddr}
+			}
+		case !idempotent, codeOf(err) == codeOf(ErrInvalid):
+			return err
+		}
+		last = err
+	}
+}
+
+// retryDelay paces retries while a shard elects a leader: quick at first,
+// then every 50ms.
+func retryDelay(attempt int) time.Duration {
+	if attempt == 1 {
+		return 0
+	}
+	return min(time.Duration(attempt)*10*time.Millisecond, 50*time.Millisecond)
+}
