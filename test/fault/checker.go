@@ -73,6 +73,9 @@ func Check(name string, ops []Op, faults []Fault, spec Spec, shardOf func(string
 			case Denied:
 				kr.Denied++
 			case Unknown:
+				if o.Invalid {
+					r.violate("%s: a valid check refused: %s", key, o)
+				}
 				kr.Unk++
 				if kr.Errors == nil {
 					kr.Errors = map[string]int{}
@@ -112,8 +115,11 @@ func Check(name string, ops []Op, faults []Fault, spec Spec, shardOf func(string
 	}
 	r.Failovers, r.LongestGap = failovers(ops, faults, shardOf, hot)
 	for i, f := range faults {
-		if r.Failovers[i] < 0 {
+		switch {
+		case r.Failovers[i] < 0:
 			r.violate("shard %d never answered again after %s", hot, f)
+		case f.Within > 0 && r.Failovers[i] > f.Within:
+			r.violate("shard %d answered again only %s after %s, want within %s", hot, r.Failovers[i].Round(time.Millisecond), f, f.Within)
 		}
 	}
 	return r

@@ -43,6 +43,7 @@ type Op struct {
 	Outcome   Outcome
 	Remaining int64 // when answered
 	Err       string
+	Invalid   bool // refused as InvalidArgument: every request sent is valid
 }
 
 func (o Op) String() string {
@@ -100,6 +101,7 @@ func (h *History) Do(ctx context.Context, client int, c Caller, req *pb.AllowReq
 		op.Outcome, op.Remaining = Denied, resp.Remaining
 	default:
 		op.Outcome, op.Err = Unknown, shortErr(err)
+		op.Invalid = status.Code(err) == codes.InvalidArgument
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

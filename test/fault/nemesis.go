@@ -20,6 +20,8 @@ type Fault struct {
 	// LeaderLost says the hot shard's leader stopped without handing off
 	// (kill -9): a failover, after which fast mode may lose up to its bound.
 	LeaderLost bool
+	// Within, if set, is how soon the hot shard must answer again.
+	Within time.Duration
 }
 
 func (f Fault) String() string {
@@ -43,6 +45,13 @@ func (h *History) Heal(i int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.faults[i].Healed = time.Since(h.start)
+}
+
+// Require records that the hot shard must answer within d of fault i.
+func (h *History) Require(i int, d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.faults[i].Within = d
 }
 
 // Faults returns the recorded faults.
@@ -129,9 +138,11 @@ func (n *Nemesis) KillRestart(ctx context.Context, node *e2e.Node, leader bool, 
 	return node.WaitServing(ctx)
 }
 
-// Pause stops node with SIGSTOP for d, then resumes it with SIGCONT.
-func (n *Nemesis) Pause(ctx context.Context, node *e2e.Node, d time.Duration) error {
+// Pause stops node with SIGSTOP for d, then resumes it with SIGCONT. With
+// within set, the hot shard must answer again that soon, paused or not.
+func (n *Nemesis) Pause(ctx context.Context, node *e2e.Node, d, within time.Duration) error {
 	i := n.H.Inject(fmt.Sprintf("SIGSTOP %.1fs", d.Seconds()), node.ID, false)
+	n.H.Require(i, within)
 	if err := node.Signal(syscall.SIGSTOP); err != nil {
 		return err
 	}

@@ -24,7 +24,6 @@ const (
 	shards      = 8
 	limit       = 1000 // per key, over an hour: nothing expires during a run
 	maxPending  = 50   // --fast-max-pending: fast mode's bound is twice this per failover
-	hotKeys     = 3    // in the hot shard, the one the faults target (see spend)
 	callTimeout = 4 * time.Second
 	fastPolicy  = "fast"
 )
@@ -64,6 +63,22 @@ type scenario struct {
 	// exact: no over-admission at all and linearizable; otherwise fast
 	// mode's bound per failover of the hot shard applies.
 	exact bool
+	// hotKeys, if set, is the number of keys on the hot shard (default 3).
+	hotKeys int
+	// args are extra node flags.
+	args []string
+}
+
+// spend is each key's share of the load, as multiples of its limit over
+// the run: the first hot key runs out early (every later admission would
+// be an over-admission), the second near the end, the others never; the
+// control key, on another shard, near the end.
+func (s scenario) spend() []float64 {
+	out := []float64{2.5, 1.25, 0.8}
+	for len(out) < max(s.hotKeys, 3) {
+		out = append(out, 0.8)
+	}
+	return append(out[:max(s.hotKeys, 3)], 1.25)
 }
 
 // env is a running scenario.
@@ -94,7 +109,7 @@ func nodeArgs() []string {
 func start(ctx context.Context, t *testing.T, s scenario) *env {
 	e := &env{t: t, h: NewHistory(), disk: map[string]*Disk{}}
 	dir := t.TempDir()
-	e.c = &e2e.Cluster{Bin: bin, Dir: dir, Args: nodeArgs()}
+	e.c = &e2e.Cluster{Bin: bin, Dir: dir, Args: append(nodeArgs(), s.args...)}
 	t.Cleanup(func() {
 		for _, n := range e.c.Nodes {
 			_ = n.Signal(syscall.SIGCONT) // a paused node must not stall Close
@@ -144,7 +159,7 @@ func start(ctx context.Context, t *testing.T, s scenario) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.pickKeys(st)
+	e.pickKeys(st, len(s.spend())-1)
 	e.n = &Nemesis{C: e.c, H: e.h, Shard: e.hot, Rand: rand.New(rand.NewPCG(uint64(len(s.name)), 42))}
 	if s.fast {
 		_, err := e.c.Nodes[0].Admin().SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: []*pb.Policy{{
@@ -189,21 +204,28 @@ func (e *env) newNode(id string, i int, disk bool) (*e2e.Node, error) {
 
 // pickKeys makes the shard led by the second node hot (not the node the
 // others joined through) and adds a control key on a shard led elsewhere.
-func (e *env) pickKeys(st *pb.StatusResponse) {
+func (e *env) pickKeys(st *pb.StatusResponse, hot int) {
 	e.hot, e.keys = -1, nil
 	control := -1
 	for _, s := range st.ShardStatus {
 		switch {
+		case s.Id == 0:
+			// Shard 0 is where a node that lost track of the shard count
+			// would put every key (ShardOf(k, 0) is 0): keys there would
+			// hide that bug, so no key goes there.
 		case e.hot < 0 && s.Leader == e.c.Nodes[1].ID:
 			e.hot = int(s.Id)
 		case control < 0 && s.Leader != e.c.Nodes[1].ID:
 			control = int(s.Id)
 		}
 	}
-	for i := 0; len(e.keys) < hotKeys+1; i++ {
+	if e.hot < 0 || control < 0 {
+		e.t.Fatalf("no shard but 0 led by %s, or none led by another node: %v", e.c.Nodes[1].ID, st.ShardStatus)
+	}
+	for i := 0; len(e.keys) < hot+1; i++ {
 		k := fmt.Sprintf("hot-%d", i)
 		sh := hashing.ShardOf(k, shards)
-		if (sh == e.hot && len(e.keys) < hotKeys) || (sh == control && len(e.keys) == hotKeys) {
+		if (sh == e.hot && len(e.keys) < hot) || (sh == control && len(e.keys) == hot) {
 			e.keys = append(e.keys, k)
 		}
 	}
@@ -266,10 +288,7 @@ func run(t *testing.T, s scenario) {
 		callers = append(callers, pinned(n))
 	}
 	const workers = 2
-	// One hot key runs out early (every later admission would be an
-	// over-admission), one near the end, one never; the control key, on
-	// another shard, near the end.
-	spend := []float64{2.5, 1.25, 0.8, 1.25}
+	spend := s.spend()
 	load := &Load{H: e.h, Callers: callers, Workers: workers, Keys: e.keys, Spend: spend, Request: s.request,
 		Interval: Pace(s.load, workers*len(callers), limit, spend), Timeout: callTimeout, Seed: 7}
 	t.Logf("hot shard %d (leader %s), keys %v, one call per %s per worker", e.hot, e.c.Nodes[1].ID, e.keys, load.Interval.Round(time.Millisecond))
