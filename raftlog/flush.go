@@ -1,0 +1,169 @@
+package raftlog
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// maxKeptBuffer is the largest write buffer the flusher keeps between
+// batches; a bigger one (a burst of large entries) is let go.
+const maxKeptBuffer = 4 << 20
+
+// flusher is the group commit: it takes every record queued since its last
+// write, writes them together and syncs once. Records queued while it
+// syncs wait for the next round, so under load each fsync serves every
+// group that wrote meanwhile.
+func (s *Store) flusher() {
+	defer close(s.done)
+	var buf []byte
+	for {
+		stopping := false
+		select {
+		case <-s.kick:
+		case <-s.stop:
+			stopping = true
+		}
+		for {
+			s.qmu.Lock()
+			batch := s.queue
+			s.queue = nil
+			s.qmu.Unlock()
+			if len(batch) == 0 {
+				break
+			}
+			var err error
+			buf, err = s.writeBatch(batch, buf[:0])
+			for _, o := range batch {
+				o.done <- err
+			}
+			if cap(buf) > maxKeptBuffer {
+				buf = nil
+			}
+			if err == nil {
+				s.maintain()
+			}
+		}
+		if stopping {
+			return
+		}
+	}
+}
+
+// writeBatch appends the batch's records to the active segment, syncs,
+// and applies them to the index, which then shows only durable entries.
+func (s *Store) writeBatch(batch []*op, buf []byte) ([]byte, error) {
+	s.qmu.Lock()
+	failed := s.failed
+	s.qmu.Unlock()
+	if failed != nil {
+		return buf, failed
+	}
+	size := 0
+	for _, o := range batch {
+		size += len(o.rec)
+	}
+	if seg := s.active(); seg.size+int64(size) > math.MaxUint32 {
+		// Offsets are 32 bits: a huge batch starts a segment of its own.
+		if err := s.rotate(); err != nil {
+			return buf, s.fail(err)
+		}
+	}
+	seg := s.active()
+	out := batch[0].rec
+	if len(batch) > 1 {
+		for _, o := range batch {
+			buf = append(buf, o.rec...)
+		}
+		out = buf
+	}
+	base := seg.size
+	err := s.ops.write(seg.f, out, base)
+	if err == nil && !s.opts.NoSync {
+		s.nSyncs.Add(1)
+		err = s.ops.sync(seg.f)
+	}
+	if err != nil {
+		return buf, s.fail(fmt.Errorf("write %s: %w", seg.path, err))
+	}
+	seg.size += int64(len(out))
+	s.nWrites.Add(1)
+	s.nRecords.Add(uint64(len(batch)))
+	s.nBytes.Add(uint64(len(out)))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	off := base
+	for _, o := range batch {
+		if err := applyRecord(s.groups, o.r, seg.seq, uint32(off)); err != nil {
+			// Checked before queueing, so this is a bug: memory no
+			// longer matches what replay would build.
+			return buf, s.fail(fmt.Errorf("apply record of %s: %w", o.r.group, err))
+		}
+		off += int64(len(o.rec))
+	}
+	return buf, nil
+}
+
+// maintain rotates a full segment, rewrites the groups that keep too many
+// segments alive, and deletes the segments no group needs.
+func (s *Store) maintain() {
+	if s.active().size >= s.opts.SegmentSize {
+		if err := s.rotate(); err != nil {
+			s.fail(err)
+			return
+		}
+	}
+	if err := s.collect(); err != nil {
+		s.fail(err)
+		return
+	}
+	if len(s.segs) > s.opts.MaxSegments {
+		if err := s.rewritePinned(); err != nil {
+			s.fail(err)
+			return
+		}
+		if err := s.collect(); err != nil {
+			s.fail(err)
+		}
+	}
+}
+
+// rotate starts a new segment. The old one is synced first (even with
+// NoSync: it is rare) so that a newer segment never exists while an older
+// one is incomplete, and the new one starts with a checkpoint of every
+// stable key, so older segments never hold one that is still needed.
+func (s *Store) rotate() error {
+	old := s.active()
+	if err := s.ops.sync(old.f); err != nil {
+		return fmt.Errorf("sync %s: %w", old.path, err)
+	}
+	seg, err := createSegment(s.dir, old.seq+1, encodeCheckpoint(s.stableKeys()), s.ops)
+	if err != nil {
+		return fmt.Errorf("start segment %d: %w", old.seq+1, err)
+	}
+	s.mu.Lock()
+	s.segs = append(s.segs, seg)
+	s.mu.Unlock()
+	return nil
+}
+
+// stableKeys lists every group's stable keys in a fixed order. Only the
+// flusher calls it (and replay), so groups needs no lock.
+func (s *Store) stableKeys() []groupKV {
+	var kvs []groupKV
+	for name, g := range s.groups {
+		for k, v := range g.kv {
+			kvs = append(kvs, groupKV{group: name, key: []byte(k), val: v})
+		}
+	}
+	slices.SortFunc(kvs, func(a, b groupKV) int {
+		if a.group != b.group {
+			if a.group < b.group {
+				return -1
+			}
+			return 1
+		}
+		return slices.Compare(a.key, b.key)
+	})
+	return kvs
+}

@@ -1,0 +1,130 @@
+package raftlog
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// replay rebuilds every group from the segments, cuts a torn tail off the
+// last one, and leaves the last one open for appending.
+func (s *Store) replay() error {
+	seqs, err := listSegments(s.dir)
+	if err != nil {
+		return err
+	}
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] != seqs[i-1]+1 {
+			return fmt.Errorf("%w: segment %s is missing from %s", ErrCorrupt, segName(seqs[i-1]+1), s.dir)
+		}
+	}
+	for i, seq := range seqs {
+		seg, err := s.replaySegment(seq, i == len(seqs)-1)
+		if err != nil {
+			return err
+		}
+		if seg != nil {
+			s.segs = append(s.segs, seg)
+		}
+	}
+	if len(s.segs) > 0 {
+		return nil
+	}
+	next := uint32(1)
+	if len(seqs) > 0 {
+		next = seqs[0] // the only one, removed as torn at its creation
+	}
+	seg, err := createSegment(s.dir, next, encodeCheckpoint(nil), s.ops)
+	if err != nil {
+		return err
+	}
+	s.segs = append(s.segs, seg)
+	return nil
+}
+
+// replaySegment applies one segment's records. In the last segment a torn
+// tail is cut off; a last segment whose first record (its checkpoint) never
+// made it to disk is removed, being a crash in the middle of rotation (nil,
+// nil). Any other damage is ErrCorrupt.
+func (s *Store) replaySegment(seq uint32, last bool) (*segment, error) {
+	path := filepath.Join(s.dir, segName(seq))
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	corrupt := func(off int, why any) error {
+		return fmt.Errorf("%w: %s at offset %d: %v; the node's Raft log cannot be trusted: "+
+			"rebuild the node from its peers", ErrCorrupt, path, off, why)
+	}
+	off, nrec := segHeaderSize, 0
+	if !checkSegHeader(data, seq) {
+		if !last || (len(data) >= segHeaderSize && !allZero(data)) {
+			return nil, corrupt(0, "not a segment header")
+		}
+		off = len(data) // torn while being created
+	}
+	for off < len(data) {
+		p, n, perr := parseRecord(data[off:])
+		if perr != nil {
+			if !last || !torn(data[off:], perr, n) {
+				return nil, corrupt(off, perr)
+			}
+			break
+		}
+		r, err := decodeRecord(p)
+		if err != nil {
+			return nil, corrupt(off, err)
+		}
+		if nrec == 0 && r.typ != recCheckpoint {
+			return nil, corrupt(off, "segment does not start with a checkpoint")
+		}
+		if err := applyRecord(s.groups, r, seq, uint32(off)); err != nil {
+			return nil, corrupt(off, err)
+		}
+		off += n
+		nrec++
+	}
+	if nrec == 0 {
+		if !last {
+			return nil, corrupt(off, "segment holds no record")
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+		return nil, syncDir(s.dir)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	if off < len(data) {
+		// Cut the torn tail, durably, so appends follow the last whole
+		// record and a later replay does not meet the torn bytes mid-log.
+		if err := f.Truncate(int64(off)); err == nil {
+			err = s.ops.sync(f)
+		}
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("cut torn tail of %s: %w", path, err)
+		}
+	}
+	return &segment{seq: seq, path: path, f: f, size: int64(off)}, nil
+}
+
+// torn reports whether damage at the start of rest can only be a write
+// cut short by a crash: nothing whole could come after it. A record whose
+// header holds but whose payload does not is torn only if it is the last.
+func torn(rest []byte, err error, n int) bool {
+	switch {
+	case allZero(rest):
+		return true
+	case err == errShortHeader, err == errPastEnd:
+		return true
+	case err == errPayloadCRC:
+		return n == len(rest)
+	}
+	return false
+}
+
+func allZero(b []byte) bool { return len(bytes.Trim(b, "\x00")) == 0 }

@@ -1,0 +1,119 @@
+package raftlog
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+const (
+	segMagic      = "FGRLOG\x00\x01" // format version in the last byte
+	segHeaderSize = 16
+	segSuffix     = ".seg"
+)
+
+// segment is one file of the log. Only the flusher writes it (and, before
+// it starts, replay); readers use ReadAt, which needs no lock of its own.
+type segment struct {
+	seq  uint32
+	path string
+	f    *os.File
+	size int64 // bytes of valid records written so far
+}
+
+// fileOps is the seam through which the store writes and flushes files, so
+// tests can count fsyncs, hold a flush in progress, or make one fail.
+type fileOps struct {
+	write func(f *os.File, p []byte, off int64) error
+	sync  func(f *os.File) error
+}
+
+func defaultFileOps() fileOps {
+	return fileOps{
+		write: func(f *os.File, p []byte, off int64) error {
+			_, err := f.WriteAt(p, off)
+			return err
+		},
+		sync: syncFile,
+	}
+}
+
+func segName(seq uint32) string { return fmt.Sprintf("%08x%s", seq, segSuffix) }
+
+// listSegments returns the sequence numbers of dir's segments, in order.
+func listSegments(dir string) ([]uint32, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var seqs []uint32
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), segSuffix)
+		if !ok || e.IsDir() {
+			continue
+		}
+		v, err := strconv.ParseUint(name, 16, 32)
+		if err != nil || segName(uint32(v)) != e.Name() {
+			return nil, fmt.Errorf("%w: unexpected file %s in %s", ErrCorrupt, e.Name(), dir)
+		}
+		seqs = append(seqs, uint32(v))
+	}
+	slices.Sort(seqs)
+	return seqs, nil
+}
+
+// segHeader returns the header of segment seq.
+func segHeader(seq uint32) []byte {
+	h := make([]byte, segHeaderSize)
+	copy(h, segMagic)
+	binary.LittleEndian.PutUint64(h[8:], uint64(seq))
+	return h
+}
+
+// checkSegHeader reports whether b starts with segment seq's header.
+func checkSegHeader(b []byte, seq uint32) bool {
+	return len(b) >= segHeaderSize && string(b[:8]) == segMagic &&
+		binary.LittleEndian.Uint64(b[8:]) == uint64(seq)
+}
+
+// createSegment makes segment seq holding its header and first, then
+// flushes it and its directory entry, so a crash never leaves a newer
+// segment whose start is lost.
+func createSegment(dir string, seq uint32, first []byte, ops fileOps) (*segment, error) {
+	path := filepath.Join(dir, segName(seq))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	buf := append(segHeader(seq), first...)
+	if err := ops.write(f, buf, 0); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := ops.sync(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := syncDir(dir); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &segment{seq: seq, path: path, f: f, size: int64(len(buf))}, nil
+}
+
+// syncDir flushes dir's entries (new and removed files).
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
