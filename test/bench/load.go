@@ -133,7 +133,9 @@ func measure(clients int, duration, warmup time.Duration, o op) *result {
 // measureRate sends o at a held rate (calls per second, open loop, like
 // ghz --rps) from up to clients goroutines: a call is started on every tick
 // of the schedule by an idle caller; when all callers are busy the tick
-// waits. Latency runs from the call's start, as ghz counts it.
+// waits. Calls of ticks due during the warmup, or taken after the end, are
+// not counted, so the measured rate is at most the held one. Latency runs
+// from the call's start, as ghz counts it.
 func measureRate(clients, rate int, duration, warmup time.Duration, o op) *result {
 	t := newTally()
 	ticks := make(chan time.Time, clients)
@@ -149,10 +151,13 @@ func measureRate(clients, rate int, duration, warmup time.Duration, o op) *resul
 			h := newHist()
 			var calls, decisions, errs int64
 			var firstErr error
-			for range ticks {
+			for tick := range ticks {
 				t0 := time.Now()
+				if t0.After(end) {
+					continue // a tick due in time but taken too late: not sent
+				}
 				n, err := o(i, r)
-				if t0.Before(measureFrom) {
+				if tick.Before(measureFrom) {
 					continue
 				}
 				calls++
