@@ -155,3 +155,19 @@ func copyDir(t testing.TB, src string) string {
 	}
 	return dst
 }
+
+// settle returns once the flusher has finished the housekeeping (rotation,
+// GC) of every write acknowledged so far: it runs after the answers.
+func settle(t testing.TB, s *Store) {
+	t.Helper()
+	if err := s.commit(nil, record{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// segCount is the number of segment files once s has settled.
+func segCount(t testing.TB, s *Store) int {
+	t.Helper()
+	settle(t, s)
+	return len(segFiles(t, s.dir))
+}
