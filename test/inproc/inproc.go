@@ -56,8 +56,8 @@ func FreeAddr(t testing.TB) string {
 	return ""
 }
 
-// Config is a fast configuration for tests: 8 shards, quick timers, fsync
-// on. FLOODGATE_TEST_DEBUG=1 prints the nodes' logs.
+// Config is a configuration for tests: 8 shards, quick membership timers,
+// relaxed Raft timers, fsync on. FLOODGATE_TEST_DEBUG=1 prints the nodes' logs.
 func Config(t testing.TB, id string) cluster.Config {
 	lvl := slog.LevelWarn
 	var out io.Writer = io.Discard
@@ -74,7 +74,15 @@ func Config(t testing.TB, id string) cluster.Config {
 		Replicas:   3,
 		Fsync:      cluster.FsyncBatch,
 		DeadAfter:  3 * time.Second,
-		Logger:     slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: lvl})).With("test", t.Name()),
+		// Twice the daemon's defaults: these nodes share one process,
+		// often under the race detector beside other test packages, and a
+		// spurious election there is noise, not what a test checks.
+		// Failover at the defaults is tested on real processes
+		// (test/e2e, test/fault).
+		HeartbeatTimeout:   time.Second,
+		ElectionTimeout:    time.Second,
+		LeaderLeaseTimeout: 500 * time.Millisecond,
+		Logger:             slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: lvl})).With("test", t.Name()),
 	}
 }
 
