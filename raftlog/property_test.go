@@ -1,0 +1,137 @@
+package raftlog
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"github.com/hashicorp/raft"
+)
+
+// Random StoreLogs, DeleteRange, Set and Drop on several groups, with
+// crashes at random points (some leaving a torn write behind), must leave
+// every group exactly as an in-memory reference says, whatever the
+// segment size does to rotation, GC and rewrites.
+func TestPropertyMatchesReference(t *testing.T) {
+	seeds, ops := 24, 300
+	if testing.Short() {
+		seeds = 6
+	}
+	for seed := range seeds {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			runProperty(t, uint64(seed), ops)
+		})
+	}
+}
+
+func runProperty(t *testing.T, seed uint64, nops int) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	dir := t.TempDir()
+	opts := Options{SegmentSize: int64(512 + rng.IntN(4096)), MaxSegments: 2 + rng.IntN(3)}
+	s, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.Close() }()
+	names := []string{"meta", "shard-0", "shard-1", "shard-2"}
+	ms := map[string]*model{}
+	for _, n := range names {
+		ms[n] = newModel()
+	}
+	term := uint64(1)
+	var history []string
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("seed %d after %v: %s", seed, history, fmt.Sprintf(format, args...))
+	}
+	for range nops {
+		name := names[rng.IntN(len(names))]
+		m, g := ms[name], s.Group(name)
+		switch p := rng.IntN(100); {
+		case p < 50: // append
+			start := m.last() + 1
+			if m.last() == 0 {
+				start = 1 + uint64(rng.IntN(1000))
+			}
+			if rng.IntN(10) == 0 {
+				term++
+			}
+			ls := entries(name, start, start+uint64(rng.IntN(5)), term)
+			history = append(history, fmt.Sprintf("%s+%d..%d", name, start, ls[len(ls)-1].Index))
+			if err := g.StoreLogs(ls); err != nil {
+				fail("StoreLogs: %v", err)
+			}
+			m.store(ls)
+		case p < 65: // head truncation (a snapshot)
+			if m.last() == 0 {
+				continue
+			}
+			upto := m.firstIndex() + uint64(rng.IntN(int(m.last()-m.firstIndex()+2)))
+			history = append(history, fmt.Sprintf("%s-head..%d", name, upto))
+			if err := g.DeleteRange(0, upto); err != nil {
+				fail("DeleteRange head: %v", err)
+			}
+			m.deleteRange(0, upto)
+		case p < 75: // tail truncation (a conflict)
+			if m.last() == 0 {
+				continue
+			}
+			from := m.firstIndex() + uint64(rng.IntN(int(m.last()-m.firstIndex()+1)))
+			history = append(history, fmt.Sprintf("%s-tail%d..", name, from))
+			if err := g.DeleteRange(from, m.last()+uint64(rng.IntN(3))); err != nil {
+				fail("DeleteRange tail: %v", err)
+			}
+			m.deleteRange(from, m.last())
+		case p < 85: // stable key
+			k, v := fmt.Sprint("k", rng.IntN(3)), fmt.Sprint(rng.Uint64())
+			history = append(history, name+"=")
+			if err := g.Set([]byte(k), []byte(v)); err != nil {
+				fail("Set: %v", err)
+			}
+			m.kv[k] = v
+		case p < 88: // the replica moves away
+			history = append(history, "drop "+name)
+			if err := s.Drop(name); err != nil {
+				fail("Drop: %v", err)
+			}
+			ms[name] = newModel()
+		case p < 95: // crash and reopen
+			history = append(history, "crash")
+			s.Close()
+			if rng.IntN(2) == 0 {
+				tearWrite(t, rng, dir, name)
+			}
+			if s, err = Open(dir, opts); err != nil {
+				fail("reopen: %v", err)
+			}
+		default:
+			for n, m := range ms {
+				checkGroup(t, s.Group(n), m)
+			}
+		}
+	}
+	s.Close()
+	if s, err = Open(dir, opts); err != nil {
+		fail("reopen: %v", err)
+	}
+	for n, m := range ms {
+		checkGroup(t, s.Group(n), m)
+	}
+}
+
+// tearWrite appends to the last segment a prefix of a record that was
+// never acknowledged: what a crash in the middle of a write leaves.
+func tearWrite(t *testing.T, rng *rand.Rand, dir, name string) {
+	files := segFiles(t, dir)
+	rec, _ := encodeEntries(recAppend, name, []*raft.Log{entry(name, 1<<40, 1)})
+	cut := 1 + rng.IntN(len(rec)-1)
+	f, err := os.OpenFile(files[len(files)-1], os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(rec[:cut]); err != nil {
+		t.Fatal(err)
+	}
+}
