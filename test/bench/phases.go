@@ -123,11 +123,16 @@ func header(o options, args []string) []string {
 	}
 }
 
-// gitHead is the short id of the checked-out commit ("unknown" without git).
+// gitHead is the short id of the checked-out commit ("unknown" without
+// git), marked "+changes" when tracked files differ from it.
 func gitHead() string {
 	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
 	if err != nil {
 		return "unknown"
 	}
-	return strings.TrimSpace(string(out))
+	id := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+		id += "+changes"
+	}
+	return id
 }
