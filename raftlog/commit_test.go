@@ -15,7 +15,7 @@ import (
 // countingOps counts fsyncs and can hold one in progress.
 type countingOps struct {
 	syncs atomic.Int64
-	hold  chan chan struct{} // a flush sends here and waits to be released
+	hold  atomic.Pointer[chan chan struct{}] // when set, a flush sends here and waits to be released
 	fail  atomic.Pointer[error]
 }
 
@@ -28,13 +28,10 @@ func (c *countingOps) ops() fileOps {
 			if e := c.fail.Load(); e != nil {
 				return *e
 			}
-			if c.hold != nil {
+			if hold := c.hold.Load(); hold != nil {
 				release := make(chan struct{})
-				select {
-				case c.hold <- release:
-					<-release
-				default:
-				}
+				*hold <- release
+				<-release
 			}
 			return d.sync(f)
 		},
@@ -45,12 +42,14 @@ func (c *countingOps) ops() fileOps {
 // they all share the next flush: two fsyncs for 64 writes.
 func TestGroupCommitSharesOneSync(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := &countingOps{hold: make(chan chan struct{})}
+		c := &countingOps{}
 		s, err := openWith(t.TempDir(), Options{}, c.ops())
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer s.Close()
+		hold := make(chan chan struct{})
+		c.hold.Store(&hold)
 		base := c.syncs.Load() // creating the first segment syncs it
 		var wg sync.WaitGroup
 		errs := make(chan error, 64)
@@ -61,7 +60,7 @@ func TestGroupCommitSharesOneSync(t *testing.T) {
 		}
 		wg.Add(1)
 		go store(0)
-		release := <-c.hold // the first flush is in progress
+		release := <-hold // the first flush is in progress
 		for g := 1; g < 64; g++ {
 			wg.Add(1)
 			go store(g)
@@ -70,7 +69,7 @@ func TestGroupCommitSharesOneSync(t *testing.T) {
 		if got := s.Stats().Writes; got != 0 {
 			t.Fatalf("writes before the first flush ended = %d", got)
 		}
-		c.hold = nil
+		c.hold.Store(nil)
 		close(release)
 		wg.Wait()
 		close(errs)
@@ -99,15 +98,17 @@ func TestGroupCommitSharesOneSync(t *testing.T) {
 // not answered, and its entries are not visible, until it ends.
 func TestStoreLogsWaitsForSync(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := &countingOps{hold: make(chan chan struct{})}
+		c := &countingOps{}
 		s, err := openWith(t.TempDir(), Options{}, c.ops())
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer s.Close()
+		hold := make(chan chan struct{})
+		c.hold.Store(&hold)
 		done := make(chan error)
 		go func() { done <- s.Group("g").StoreLog(entry("g", 1, 1)) }()
-		release := <-c.hold
+		release := <-hold
 		synctest.Wait()
 		select {
 		case err := <-done:
@@ -117,7 +118,7 @@ func TestStoreLogsWaitsForSync(t *testing.T) {
 		if l, _ := s.Group("g").LastIndex(); l != 0 {
 			t.Fatalf("entry visible before it is durable: LastIndex = %d", l)
 		}
-		c.hold = nil
+		c.hold.Store(nil)
 		close(release)
 		if err := <-done; err != nil {
 			t.Fatal(err)
