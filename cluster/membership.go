@@ -278,15 +278,21 @@ func (n *Node) DeletePolicy(ctx context.Context, name string) error {
 	return n.applyMeta(ctx, fsm.MetaDeletePolicy, &metav1.DeletePolicy{Name: name})
 }
 
-// CatchUpMeta waits until this node has applied everything the meta leader
-// had applied when asked, so a write made through any node (a policy just
-// set) is visible here. It gives up at ctx's deadline.
+// CatchUpMeta waits until this node has applied every meta entry the meta
+// leader has in its log when asked (so everything it had committed), so a
+// write made through any node (a policy just set) is visible here. That
+// holds on the leader itself too: one just elected after a restart may not
+// have applied what its predecessors committed yet. It writes nothing, and
+// gives up at ctx's deadline.
 func (n *Node) CatchUpMeta(ctx context.Context) error {
 	meta := n.metaGroup()
 	if meta == nil {
 		return ErrClosed
 	}
-	target := meta.raft.AppliedIndex()
+	// The leader's log holds every committed entry (and a few in flight,
+	// which commit shortly): once this node has applied up to its end,
+	// nothing committed before the question is missing here.
+	target := meta.raft.LastIndex()
 	if !meta.isLeader() {
 		addr := n.addrOf(meta.leader())
 		if addr == "" {
@@ -296,7 +302,10 @@ func (n *Node) CatchUpMeta(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		target = info.Applied
+		if !info.Leader {
+			return fmt.Errorf("meta group: %w: %s no longer leads it", ErrNoLeader, addr)
+		}
+		target = info.Last
 	}
 	for meta.raft.AppliedIndex() < target {
 		select {
