@@ -5,9 +5,10 @@
 //
 // Keys hash to shards (hashing.ShardOf); shards are placed on active nodes
 // by rendezvous hashing (hashing.Rendezvous), preferred leader first. Every
-// group of a node shares one Raft TCP port through Mux, and one disk flush
-// through Syncer. A shard leader's batcher gathers concurrent checks into
-// one log entry (group commit) stamped with the leader's clock.
+// group of a node shares one Raft TCP port through Mux, and one log and
+// one fsync per flush through the node's raftlog.Store. A shard leader's
+// batcher gathers concurrent checks into one log entry (group commit)
+// stamped with the leader's clock.
 //
 // The package knows Raft but not gRPC: calls to other nodes go through the
 // Peers interface, which the rpc package implements.

@@ -10,22 +10,21 @@ import (
 	"go.etcd.io/bbolt"
 )
 
-// How a node makes Raft writes durable (--fsync).
+// How a node makes Raft writes durable (--fsync). Every group's entries
+// go to the node's one shared log (raftlog): append-only, checksummed, so
+// a crash or a power cut keeps a prefix of what was written and never
+// tears an acknowledged write.
 const (
-	// FsyncBatch: stores write without their own fsync and every write
-	// waits for the node's Syncer, which flushes all of them at once. An
-	// acknowledged write is on disk, and a process crash (kill -9) or a
-	// node's loss loses nothing. A power cut in the middle of a write can
-	// leave that node's log unreadable (bolt writes a commit's pages and
-	// its root without a barrier between them): the node then refuses to
-	// start and is rebuilt from its peers.
+	// FsyncBatch: every write is fsync'd before it is acknowledged, and
+	// the writes of all groups waiting at the same moment share one fsync
+	// (group commit). The default.
 	FsyncBatch = "batch"
-	// FsyncAlways: every bolt commit makes its own two fsyncs, ordered,
-	// so a power cut loses at most the write in progress. About 2.5 times
-	// slower for strict checks on a shared disk.
+	// FsyncAlways is FsyncBatch (the shared log fsyncs every write before
+	// acknowledging it); kept so existing configurations still start.
 	FsyncAlways = "always"
-	// FsyncOff: writes reach the disk when the OS flushes them. For
-	// throwaway clusters only.
+	// FsyncOff: writes reach the disk when the OS flushes them: a process
+	// crash loses nothing, a power cut loses recent writes. For throwaway
+	// clusters only.
 	FsyncOff = "off"
 )
 
@@ -33,10 +32,11 @@ const (
 // cleanly; its absence at start means the last stop was a crash.
 const cleanMark = "clean-stop"
 
-// checkStores runs check over every Raft log of the data dir after an
-// unclean stop, and refuses a damaged one with what to do about it. Logs
-// are small (snapshots truncate them), so this is quick. Without a check
-// (nil) nothing is checked.
+// checkStores runs check over every bolt Raft log left in the data dir by
+// an older floodgate (before they move into the shared log) after an
+// unclean stop, and refuses a damaged one with what to do about it. The
+// shared log checks itself as it replays. Without a check (nil) nothing is
+// checked.
 func checkStores(dataDir, nodeID string, check func(path string) error) error {
 	mark := filepath.Join(dataDir, cleanMark)
 	if _, err := os.Stat(mark); err == nil {

@@ -36,9 +36,10 @@ func checkInChild(path string) error {
 	return nil
 }
 
-// After an unclean stop every Raft log is checked; a damaged one stops the
-// node with what to do, instead of Raft reading garbage.
-func TestDamagedLogIsRefusedAfterUncleanStop(t *testing.T) {
+// The shared log checks itself as it opens: a torn last write is cut off,
+// damage before it stops the node with what to do, instead of Raft
+// reading garbage.
+func TestDamagedLogIsRefused(t *testing.T) {
 	cfg := Config{
 		NodeID: "n1", DataDir: t.TempDir(), GRPCAddr: loopback(t), RaftAddr: loopback(t), GossipAddr: loopback(t),
 		Shards: 2, Replicas: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -66,29 +67,27 @@ func TestDamagedLogIsRefusedAfterUncleanStop(t *testing.T) {
 	if _, err := os.Stat(mark); err != nil {
 		t.Fatalf("no clean-stop mark after Close: %v", err)
 	}
-	// An unclean stop with sound logs: checked, and the node starts.
+	// An unclean stop with a sound log: the node starts.
 	os.Remove(mark)
 	if n, err = start(); err != nil {
-		t.Fatalf("sound logs after an unclean stop: %v", err)
+		t.Fatalf("sound log after an unclean stop: %v", err)
 	}
 	n.Close()
-	// A torn write: bolt's pages overwritten with garbage.
-	os.Remove(mark)
-	db := filepath.Join(cfg.DataDir, "shards", "1", "raft.db")
-	f, err := os.OpenFile(db, os.O_WRONLY, 0)
+	// Damage early in the log, with records after it: not a torn write.
+	segs, err := filepath.Glob(filepath.Join(cfg.DataDir, walDir, "*.seg"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("no log segment (%v)", err)
+	}
+	f, err := os.OpenFile(segs[0], os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	garbage := make([]byte, 3*4096)
-	for i := range garbage {
-		garbage[i] = 0xA5
-	}
-	if _, err := f.WriteAt(garbage, 2*4096); err != nil {
+	if _, err := f.WriteAt([]byte{0xA5, 0xA5, 0xA5, 0xA5}, 24); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
 	_, err = Open(cfg, nil)
-	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), db) || !strings.Contains(err.Error(), "--join") {
+	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), cfg.DataDir) || !strings.Contains(err.Error(), "--join") {
 		t.Fatalf("damaged log: %v", err)
 	}
 }

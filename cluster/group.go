@@ -12,6 +12,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/floodgate/floodgate/raftlog"
 )
 
 // Group is one Raft group on this node: the meta group or one shard. Its
@@ -24,6 +26,7 @@ type Group struct {
 	raft     *raft.Raft
 	store    *groupStore
 	trans    *raft.NetworkTransport
+	wal      *raftlog.Store // the node's shared log, holding this group's
 }
 
 type groupOptions struct {
@@ -32,7 +35,7 @@ type groupOptions struct {
 	nodeID string
 	fsm    raft.FSM
 	mux    *Mux
-	syncer *Syncer // nil when fsync is off
+	wal    *raftlog.Store
 	cfg    Config
 }
 
@@ -40,13 +43,12 @@ type groupOptions struct {
 // instance. A new group waits to be bootstrapped or added by a leader.
 func openGroup(o groupOptions) (*Group, error) {
 	logger := hclogFor(o.cfg.Logger, o.name)
-	store, err := openGroupStore(o.dir, o.cfg.Fsync, o.syncer, logger)
+	store, err := openGroupStore(o.dir, o.name, o.wal, logger)
 	if err != nil {
 		return nil, err
 	}
 	layer, err := o.mux.Layer(o.name)
 	if err != nil {
-		store.close()
 		return nil, err
 	}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
@@ -71,10 +73,9 @@ func openGroup(o groupOptions) (*Group, error) {
 	r, err := raft.NewRaft(rc, o.fsm, store.logs, store.state, store.snaps, trans)
 	if err != nil {
 		trans.Close()
-		store.close()
 		return nil, fmt.Errorf("start raft group %s: %w", o.name, err)
 	}
-	return &Group{name: o.name, dir: o.dir, openedAt: time.Now(), raft: r, store: store, trans: trans}, nil
+	return &Group{name: o.name, dir: o.dir, openedAt: time.Now(), raft: r, store: store, trans: trans, wal: o.wal}, nil
 }
 
 // hasState reports whether the group has ever been bootstrapped or joined.
@@ -135,15 +136,15 @@ func (g *Group) close(handOff bool) error {
 	if cerr := g.trans.Close(); err == nil {
 		err = cerr
 	}
-	if cerr := g.store.close(); err == nil {
-		err = cerr
-	}
 	return err
 }
 
 // destroy stops the group and deletes its data: the replica has moved away.
 func (g *Group) destroy() error {
 	err := g.close(false)
+	if derr := g.wal.Drop(g.name); err == nil {
+		err = derr
+	}
 	if rerr := os.RemoveAll(g.dir); err == nil {
 		err = rerr
 	}

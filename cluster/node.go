@@ -13,6 +13,7 @@ import (
 
 	"github.com/floodgate/floodgate/fsm"
 	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
+	"github.com/floodgate/floodgate/raftlog"
 )
 
 // Peers is how a node talks to other nodes. The rpc package implements it
@@ -54,7 +55,7 @@ type Node struct {
 	peers  Peers
 	lock   *dirLock
 	mux    *Mux
-	syncer *Syncer
+	wal    *raftlog.Store // every group's log and stable state
 	gossip *gossip
 
 	mu      sync.RWMutex // guards meta, metaFSM, shards, state below
@@ -115,10 +116,8 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 			n.lock.release()
 		}
 	}()
-	if cfg.Fsync == FsyncBatch {
-		if n.syncer, err = NewSyncer(cfg.DataDir); err != nil {
-			return nil, err
-		}
+	if n.wal, err = openWAL(cfg.DataDir, cfg.Fsync); err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", cfg.RaftAddr)
 	if err != nil {
@@ -174,7 +173,7 @@ func (n *Node) openMeta() error {
 	m := fsm.NewMeta()
 	g, err := openGroup(groupOptions{
 		name: "meta", dir: filepath.Join(n.cfg.DataDir, "meta"), nodeID: n.cfg.NodeID,
-		fsm: m, mux: n.mux, syncer: n.syncer, cfg: n.cfg,
+		fsm: m, mux: n.mux, wal: n.wal, cfg: n.cfg,
 	})
 	if err != nil {
 		return err
@@ -355,8 +354,10 @@ func (n *Node) closeResources() error {
 	if n.mux != nil {
 		n.mux.Close()
 	}
-	if n.syncer != nil {
-		n.syncer.Close()
+	if n.wal != nil {
+		if cerr := n.wal.Close(); err == nil {
+			err = cerr
+		}
 	}
 	return err
 }

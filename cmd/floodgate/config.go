@@ -46,7 +46,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		region     = fs.String("region", "", "region label of this node")
 		shards     = fs.Int("shards", cluster.DefaultShards, "shard count of a new cluster")
 		replicas   = fs.Int("replicas", cluster.DefaultReplicas, "replicas per shard of a new cluster (capped by the node count)")
-		fsync      = fs.String("fsync", "batch", "how Raft writes are made durable: batch (one flush for all groups), always (bolt fsyncs each commit), off")
+		fsync      = fs.String("fsync", "batch", "how Raft writes are made durable: batch (fsync'd before acknowledged, one fsync shared by all groups; always is the same), off (left to the OS)")
 		deadAfter  = fs.Duration("dead-after", 30*time.Second, "how long a node may be unreachable before its replicas move")
 		heartbeat  = fs.Duration("raft-heartbeat-timeout", 500*time.Millisecond, "Raft heartbeat timeout")
 		election   = fs.Duration("raft-election-timeout", 500*time.Millisecond, "Raft election timeout")
