@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -141,11 +140,8 @@ func (n *Node) spawn(key int, fn func(ctx context.Context)) {
 }
 
 // reconcileShard runs on a shard's leader: it reports the group to the
-// meta state and makes at most one membership change toward the placement.
-// Order matters for safety: a new replica joins as a non-voter, becomes a
-// voter only once caught up, and replicas leave only when every placed
-// replica votes, so no step ever shrinks the group below a quorum of
-// up-to-date replicas.
+// meta state and makes the one step toward the placement that planShard
+// decides.
 func (n *Node) reconcileShard(ctx context.Context, r *replica, v *fsm.MetaView, pl *placement) {
 	g := r.group
 	me := n.cfg.NodeID
@@ -163,75 +159,42 @@ func (n *Node) reconcileShard(ctx context.Context, r *replica, v *fsm.MetaView, 
 	n.reportShard(ctx, r.id, g.raft.CurrentTerm(), cfg, v)
 	n.maybeTick(r)
 	desired := pl.shards[r.id]
-	if len(desired) == 0 {
-		return // no active node to place the shard on: change nothing
-	}
-	servers := map[string]raft.Server{}
-	for _, s := range cfg.Servers {
-		servers[string(s.ID)] = s
-	}
-	// A node that moved its Raft port: update its address in the group.
-	for _, s := range cfg.Servers {
-		if m := v.Node(string(s.ID)); m != nil && m.RaftAddr != "" && raft.ServerAddress(m.RaftAddr) != s.Address && string(s.ID) != me {
-			n.change(ctx, g, "readdress", string(s.ID), func() raft.IndexFuture {
-				if s.Suffrage == raft.Voter {
-					return g.raft.AddVoter(s.ID, raft.ServerAddress(m.RaftAddr), 0, opTimeout)
-				}
-				return g.raft.AddNonvoter(s.ID, raft.ServerAddress(m.RaftAddr), 0, opTimeout)
-			})
-			return
-		}
-	}
-	// Add a placed node that has no replica yet, as a non-voter.
-	for _, id := range desired {
-		if _, ok := servers[id]; ok || !n.gossip.alive(id) {
-			continue
-		}
-		if m := v.Node(id); m != nil {
-			n.change(ctx, g, "add non-voter", id, func() raft.IndexFuture {
-				return g.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(m.RaftAddr), 0, opTimeout)
-			})
-			return
-		}
-	}
-	// Promote a placed non-voter once it has caught up.
-	allVote := true
-	for _, id := range desired {
-		s, ok := servers[id]
-		if !ok {
-			allVote = false
-			continue
-		}
-		if s.Suffrage == raft.Voter {
-			continue
-		}
-		allVote = false
-		if n.caughtUp(ctx, g, r.id, id, v) {
-			n.change(ctx, g, "promote to voter", id, func() raft.IndexFuture {
-				return g.raft.AddVoter(s.ID, s.Address, 0, opTimeout)
-			})
-			return
-		}
-	}
-	if !allVote {
-		return
-	}
-	// Every placed replica votes: retire the others, the leader last.
-	for _, s := range cfg.Servers {
-		if slices.Contains(desired, string(s.ID)) {
-			continue
-		}
-		if string(s.ID) == me {
-			n.transfer(ctx, r.id, g, desired, v, true)
-			return
-		}
-		n.change(ctx, g, "remove", string(s.ID), func() raft.IndexFuture {
-			return g.raft.RemoveServer(s.ID, 0, opTimeout)
+	step := planShard(shardPlanInput{
+		me: me, servers: cfg.Servers, desired: desired,
+		raftAddr: func(id string) string {
+			if m := v.Node(id); m != nil {
+				return m.RaftAddr
+			}
+			return ""
+		},
+		alive:    n.gossip.alive,
+		caughtUp: func(id string) bool { return n.caughtUp(ctx, g, r.id, id, v) },
+		settled:  time.Since(since) > leaderSettle,
+	})
+	id, addr := raft.ServerID(step.id), raft.ServerAddress(step.addr)
+	switch step.kind {
+	case stepReaddress:
+		n.change(ctx, g, "readdress", step.id, func() raft.IndexFuture {
+			if step.voter {
+				return g.raft.AddVoter(id, addr, 0, opTimeout)
+			}
+			return g.raft.AddNonvoter(id, addr, 0, opTimeout)
 		})
-		return
-	}
-	// Hand leadership to the preferred leader, spreading leaders evenly.
-	if len(desired) > 0 && desired[0] != me && time.Since(since) > leaderSettle {
+	case stepAddNonvoter:
+		n.change(ctx, g, "add non-voter", step.id, func() raft.IndexFuture {
+			return g.raft.AddNonvoter(id, addr, 0, opTimeout)
+		})
+	case stepPromote:
+		n.change(ctx, g, "promote to voter", step.id, func() raft.IndexFuture {
+			return g.raft.AddVoter(id, addr, 0, opTimeout)
+		})
+	case stepRemove:
+		n.change(ctx, g, "remove", step.id, func() raft.IndexFuture {
+			return g.raft.RemoveServer(id, 0, opTimeout)
+		})
+	case stepLeave:
+		n.transfer(ctx, r.id, g, desired, v, true)
+	case stepPrefer:
 		n.transfer(ctx, r.id, g, desired, v, false)
 	}
 }
