@@ -65,17 +65,41 @@ func newTally() *tally { return &tally{hist: newHist()} }
 
 func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, int64(30*time.Second), 3) }
 
+// caller is one goroutine's counts and latencies, merged into the tally
+// when it is done.
+type caller struct {
+	hist                   *hdrhistogram.Histogram
+	calls, decisions, errs int64
+	firstErr               error
+}
+
+func newCaller() *caller { return &caller{hist: newHist()} }
+
+// record counts one measured call started at t0 that made n decisions.
+func (c *caller) record(t0 time.Time, n int, err error) {
+	c.calls++
+	if err != nil {
+		c.errs++
+		if c.firstErr == nil {
+			c.firstErr = err
+		}
+		return
+	}
+	c.decisions += int64(n)
+	_ = c.hist.RecordValue(int64(time.Since(t0)))
+}
+
 // add merges one caller's counts and latencies.
-func (t *tally) add(calls, decisions, errs int64, firstErr error, h *hdrhistogram.Histogram) {
+func (t *tally) add(c *caller) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.res.calls += calls
-	t.res.decisions += decisions
-	t.res.errors += errs
-	if t.res.firstErr == "" && firstErr != nil {
-		t.res.firstErr = firstErr.Error()
+	t.res.calls += c.calls
+	t.res.decisions += c.decisions
+	t.res.errors += c.errs
+	if t.res.firstErr == "" && c.firstErr != nil {
+		t.res.firstErr = c.firstErr.Error()
 	}
-	t.hist.Merge(h)
+	t.hist.Merge(c.hist)
 }
 
 // done returns the result of a workload measured for elapsed.
@@ -100,30 +124,18 @@ func measure(clients int, duration, warmup time.Duration, o op) *result {
 		go func() {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(i), 42))
-			h := newHist()
-			var calls, decisions, errs int64
-			var firstErr error
+			c := newCaller()
 			for {
 				t0 := time.Now()
 				if t0.After(end) {
 					break
 				}
 				n, err := o(i, r)
-				if t0.Before(measureFrom) {
-					continue
+				if !t0.Before(measureFrom) {
+					c.record(t0, n, err)
 				}
-				calls++
-				if err != nil {
-					errs++
-					if firstErr == nil {
-						firstErr = err
-					}
-					continue
-				}
-				decisions += int64(n)
-				_ = h.RecordValue(int64(time.Since(t0)))
 			}
-			t.add(calls, decisions, errs, firstErr, h)
+			t.add(c)
 		}()
 	}
 	wg.Wait()
@@ -148,30 +160,18 @@ func measureRate(clients, rate int, duration, warmup time.Duration, o op) *resul
 		go func() {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(i), 43))
-			h := newHist()
-			var calls, decisions, errs int64
-			var firstErr error
+			c := newCaller()
 			for tick := range ticks {
 				t0 := time.Now()
 				if t0.After(end) {
 					continue // a tick due in time but taken too late: not sent
 				}
 				n, err := o(i, r)
-				if tick.Before(measureFrom) {
-					continue
+				if !tick.Before(measureFrom) {
+					c.record(t0, n, err)
 				}
-				calls++
-				if err != nil {
-					errs++
-					if firstErr == nil {
-						firstErr = err
-					}
-					continue
-				}
-				decisions += int64(n)
-				_ = h.RecordValue(int64(time.Since(t0)))
 			}
-			t.add(calls, decisions, errs, firstErr, h)
+			t.add(c)
 		}()
 	}
 	interval := time.Second / time.Duration(rate)

@@ -2,15 +2,15 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/floodgate/floodgate/test/e2e"
 )
 
 // memoryBench is the sub-benchmarks of fsm's BenchmarkStateMemory the
@@ -27,7 +27,7 @@ func goBenchmarks(all bool) (map[string]map[string]float64, error) {
 	if all {
 		args = []string{"test", "-run", "^$", "-bench", ".", "-benchmem", "./window/", "./fsm/"}
 	}
-	root, err := moduleRoot()
+	root, err := e2e.ModuleRoot()
 	if err != nil {
 		return nil, err
 	}
@@ -104,22 +104,4 @@ func memoryRows(metrics map[string]map[string]float64) []row {
 		r.figure, r.verdict = "BenchmarkStateMemory/sliding_log_* not found", notMet
 	}
 	return append(rows, r)
-}
-
-// moduleRoot is the directory of the go.mod above the working directory.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory")
-		}
-		dir = parent
-	}
 }

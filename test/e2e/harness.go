@@ -30,7 +30,7 @@ type Binaries struct {
 
 // Build compiles floodgate and floodgatectl into dir.
 func Build(dir string) (Binaries, error) {
-	root, err := moduleRoot()
+	root, err := ModuleRoot()
 	if err != nil {
 		return Binaries{}, err
 	}
@@ -45,7 +45,8 @@ func Build(dir string) (Binaries, error) {
 	return b, nil
 }
 
-func moduleRoot() (string, error) {
+// ModuleRoot is the directory of the go.mod above the working directory.
+func ModuleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
