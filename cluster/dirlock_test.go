@@ -1,12 +1,16 @@
 package cluster
 
 import (
+	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A data dir is used by one process at a time: a second lock fails at once
@@ -49,4 +53,23 @@ func TestOpenRefusesALockedDataDir(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "node-id")); !os.IsNotExist(err) {
 		t.Errorf("Open wrote into a data dir it does not hold (node-id: %v)", err)
 	}
+}
+
+// startOne starts a single-node cluster of one shard, closed when t ends.
+func startOne(t *testing.T) *Node {
+	t.Helper()
+	n, err := Open(Config{
+		NodeID: "n1", DataDir: t.TempDir(), GRPCAddr: loopback(t), RaftAddr: loopback(t), GossipAddr: loopback(t),
+		Shards: 1, Replicas: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := n.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

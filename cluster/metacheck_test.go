@@ -1,13 +1,9 @@
 package cluster
 
 import (
-	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/floodgate/floodgate/fsm"
 	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
@@ -16,19 +12,7 @@ import (
 // A meta command a peer sends that the state machine would refuse is
 // refused before it is logged: the meta log does not move.
 func TestApplyLocalMetaRefusesBeforeLogging(t *testing.T) {
-	n, err := Open(Config{
-		NodeID: "n1", DataDir: t.TempDir(), GRPCAddr: loopback(t), RaftAddr: loopback(t), GossipAddr: loopback(t),
-		Shards: 1, Replicas: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := n.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	n := startOne(t)
 	enc := func(typ byte, body []byte) []byte { return append([]byte{typ}, body...) }
 	report, _ := fsm.EncodeMeta(fsm.MetaShardReport, &metav1.ShardReport{Shard: 999, Leader: "n1", Term: 1})
 	corruptPolicy, _ := fsm.EncodeMeta(fsm.MetaSetPolicies, &metav1.SetPolicies{Policies: [][]byte{{0xff, 0x01}}})

@@ -3,8 +3,6 @@ package cluster
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"net"
 	"testing"
 	"time"
@@ -37,19 +35,9 @@ func loopback(t *testing.T) string {
 // "not the leader": a caller retries not-leader elsewhere, and would count
 // the strict checks twice.
 func TestPartlyCountedCallIsNotRetryable(t *testing.T) {
-	n, err := Open(Config{
-		NodeID: "n1", DataDir: t.TempDir(), GRPCAddr: loopback(t), RaftAddr: loopback(t), GossipAddr: loopback(t),
-		Shards: 1, Replicas: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
+	n := startOne(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := n.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	lim := policy.Limit{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 5, Window: int64(time.Minute)}}
 	strict := &policy.Policy{Name: "s", Limits: []policy.Limit{lim}}
 	fast := &policy.Policy{Name: "f", Consistency: policy.Fast, Limits: []policy.Limit{lim}}
@@ -58,7 +46,7 @@ func TestPartlyCountedCallIsNotRetryable(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	r.fast.refuse()
-	_, err = n.Submit(ctx, 0, []fsm.Check{{Key: "k", Policy: strict, Cost: 1}, {Key: "k", Policy: fast, Cost: 1}})
+	_, err := n.Submit(ctx, 0, []fsm.Check{{Key: "k", Policy: strict, Cost: 1}, {Key: "k", Policy: fast, Cost: 1}})
 	var nl *NotLeaderError
 	if !errors.Is(err, ErrUnavailable) || errors.As(err, &nl) || errors.Is(err, ErrNotLeader) {
 		t.Fatalf("got %v: want ErrUnavailable with no retryable cause", err)
