@@ -39,6 +39,10 @@ type groupOptions struct {
 	cfg    Config
 }
 
+// shardCommitTimeout is how often a shard leader with nothing new to
+// replicate tells its followers the commit index.
+const shardCommitTimeout = time.Second
+
 // openGroup opens (or creates) the group's stores and starts its Raft
 // instance. A new group waits to be bootstrapped or added by a leader.
 func openGroup(o groupOptions) (*Group, error) {
@@ -64,6 +68,16 @@ func openGroup(o groupOptions) (*Group, error) {
 	rc.ElectionTimeout = o.cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = o.cfg.LeaderLeaseTimeout
 	rc.BatchApplyCh = true
+	if o.name != "meta" {
+		// With nothing new to send, a leader still sends every follower an
+		// AppendEntries each CommitTimeout (raft's default 50ms), beside
+		// the heartbeats, only to tell it the commit index: at 64 groups
+		// that is half of an idle node's work. A shard's followers need
+		// the commit index only to apply late (nobody reads them) and a
+		// new entry carries it at once; the meta group keeps the default,
+		// since every node reads its own copy of the meta state.
+		rc.CommitTimeout = shardCommitTimeout
+	}
 	// Shard entries carry whole batches: snapshot often enough that the
 	// log a restart replays, and a lagging replica catches up on, stays
 	// small.
