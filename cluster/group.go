@@ -106,6 +106,25 @@ func (g *Group) bootstrap(servers []raft.Server) error {
 	return err
 }
 
+// lastCommand returns the index of the latest command entry in the
+// group's log (0 if the newest entries hold none): raft's no-op, barrier
+// and configuration entries never reach the state machine, so waiting for
+// the state machine to see the log's last index could wait forever.
+func (g *Group) lastCommand() uint64 {
+	last := g.raft.LastIndex()
+	first, err := g.store.logs.FirstIndex()
+	if err != nil {
+		return 0
+	}
+	var l raft.Log
+	for i := last; i >= max(first, 1) && last-i < 256; i-- {
+		if g.store.logs.GetLog(i, &l) == nil && l.Type == raft.LogCommand {
+			return i
+		}
+	}
+	return 0
+}
+
 // isLeader reports whether this node leads the group.
 func (g *Group) isLeader() bool { return g.raft.State() == raft.Leader }
 

@@ -290,9 +290,10 @@ func (n *Node) CatchUpMeta(ctx context.Context) error {
 		return ErrClosed
 	}
 	// The leader's log holds every committed entry (and a few in flight,
-	// which commit shortly): once this node has applied up to its end,
-	// nothing committed before the question is missing here.
-	target := meta.raft.LastIndex()
+	// which commit shortly): once this node's meta state has seen the
+	// leader's latest command, nothing committed before the question is
+	// missing here.
+	target := meta.lastCommand()
 	if !meta.isLeader() {
 		addr := n.addrOf(meta.leader())
 		if addr == "" {
@@ -305,9 +306,9 @@ func (n *Node) CatchUpMeta(ctx context.Context) error {
 		if !info.Leader {
 			return fmt.Errorf("meta group: %w: %s no longer leads it", ErrNoLeader, addr)
 		}
-		target = info.Last
+		target = info.LastCommand
 	}
-	for meta.raft.AppliedIndex() < target {
+	for n.metaState().Seen() < target {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

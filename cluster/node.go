@@ -40,6 +40,9 @@ type GroupInfo struct {
 	Last    uint64
 	// Term is the replica's current Raft term.
 	Term uint64
+	// LastCommand is, for the meta group, the index of the latest command
+	// in the replica's log.
+	LastCommand uint64
 	// Servers is the group's configuration as the node knows it.
 	Servers []string
 }

@@ -241,6 +241,9 @@ func (n *Node) Progress(group int) GroupInfo {
 		return GroupInfo{}
 	}
 	info := GroupInfo{Present: true, Leader: g.isLeader(), Applied: g.raft.AppliedIndex(), Last: g.raft.LastIndex(), Term: g.raft.CurrentTerm()}
+	if group == metaGroup {
+		info.LastCommand = g.lastCommand()
+	}
 	if cfg, err := g.configuration(); err == nil {
 		for _, s := range cfg.Servers {
 			info.Servers = append(info.Servers, string(s.ID))

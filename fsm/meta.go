@@ -69,7 +69,15 @@ type Meta struct {
 	mu      sync.Mutex // serializes writers; readers use view
 	view    atomic.Pointer[MetaView]
 	changed chan struct{}
+	// seen is the index of the latest command applied or refused. Raft's
+	// own applied index moves when an entry is handed to the state
+	// machine, before it is applied: a reader must wait on this one.
+	seen atomic.Uint64
 }
+
+// Seen returns the Raft index of the latest command the state has applied
+// or refused: once it reaches a command's index, the view shows it.
+func (m *Meta) Seen() uint64 { return m.seen.Load() }
 
 // NewMeta returns an empty meta state machine.
 func NewMeta() *Meta {
@@ -116,6 +124,7 @@ func (m *Meta) Apply(l *raft.Log) interface{} {
 	if typ := l.Data[0]; typ < MetaInitCluster || typ > MetaDeletePolicy {
 		stop("meta", l.Index, typ, 0, 0)
 	}
+	defer m.seen.Store(l.Index) // after the view is published
 	cur := m.view.Load()
 	next, err := applyMeta(cur, l.Data[0], l.Data[1:])
 	if err != nil {
@@ -292,7 +301,8 @@ const metaVersion = 1
 // Snapshot implements raft.FSM.
 func (m *Meta) Snapshot() (raft.FSMSnapshot, error) {
 	v := m.View()
-	st := &metav1.State{ClusterId: v.ClusterID, Shards: uint32(v.Shards), Replicas: uint32(v.Replicas), Nodes: v.Nodes}
+	st := &metav1.State{ClusterId: v.ClusterID, Shards: uint32(v.Shards), Replicas: uint32(v.Replicas), Nodes: v.Nodes,
+		AppliedIndex: m.seen.Load()}
 	for _, name := range slices.Sorted(maps.Keys(v.Policies)) {
 		st.Policies = append(st.Policies, v.Policies[name].AppendBinary(nil))
 	}
@@ -344,6 +354,7 @@ func (m *Meta) Restore(rc io.ReadCloser) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.publish(v)
+	m.seen.Store(st.AppliedIndex)
 	return nil
 }
 

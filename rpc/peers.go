@@ -94,7 +94,7 @@ func (p *Peers) Progress(ctx context.Context, addr string, group int) (cluster.G
 		return cluster.GroupInfo{}, fromStatus(err)
 	}
 	return cluster.GroupInfo{Present: resp.Present, Leader: resp.Leader, Applied: resp.AppliedIndex,
-		Last: resp.LastIndex, Servers: resp.Servers}, nil
+		Last: resp.LastIndex, Servers: resp.Servers, Term: resp.Term, LastCommand: resp.LastCommand}, nil
 }
 
 // AddNode implements cluster.Peers.

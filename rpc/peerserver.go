@@ -160,7 +160,7 @@ func (p *PeerServer) ShardProgress(ctx context.Context, req *peerv1.ShardProgres
 	}
 	info := p.node.Progress(group)
 	return &peerv1.ShardProgressResponse{Present: info.Present, AppliedIndex: info.Applied, LastIndex: info.Last,
-		Leader: info.Leader, Servers: info.Servers, Term: info.Term}, nil
+		Leader: info.Leader, Servers: info.Servers, Term: info.Term, LastCommand: info.LastCommand}, nil
 }
 
 // Hello implements peerv1.PeerServer.

@@ -2,6 +2,7 @@ package rpc_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -127,6 +128,29 @@ func TestRestartedNodeKnowsItsPolicies(t *testing.T) {
 			_, err := nodes[0].Limiter().Allow(ctx, &pb.AllowRequest{Key: "k", Policy: "api"})
 			if status.Code(err) == codes.InvalidArgument {
 				t.Fatalf("restart %d, call %d: %v", round, i, err)
+			}
+		}
+	}
+}
+
+// A policy set through one node is known at once on every other: the
+// reader waits until its meta state has seen the meta leader's latest
+// command. Raft's applied index is not enough: it moves when an entry is
+// handed to the state machine, before the state shows it, and a reader
+// waiting on it answered "unknown policy" now and then.
+func TestPolicySetAnywhereIsKnownEverywhereAtOnce(t *testing.T) {
+	nodes := inproc.Cluster(t, 3)
+	ctx := context.Background()
+	for i := range 20 {
+		name := fmt.Sprintf("p%d", i)
+		pol := &pb.Policy{Name: name, Limits: []*pb.PolicyLimit{{Limit: &pb.Limit{
+			Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 10, WindowMs: 60_000}}}}
+		if _, err := nodes[i%3].Admin().SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: []*pb.Policy{pol}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes {
+			if _, err := n.Limiter().Allow(ctx, &pb.AllowRequest{Key: "k", Policy: name}); err != nil {
+				t.Fatalf("policy %s just set through %s, checked on %s: %v", name, nodes[i%3].ID, n.ID, err)
 			}
 		}
 	}

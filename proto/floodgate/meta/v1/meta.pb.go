@@ -602,7 +602,10 @@ type State struct {
 	Nodes        []*Node                `protobuf:"bytes,4,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	ShardReports []*ShardReport         `protobuf:"bytes,5,rep,name=shard_reports,json=shardReports,proto3" json:"shard_reports,omitempty"`
 	// Policies sorted by name, each in the policy binary encoding.
-	Policies      [][]byte `protobuf:"bytes,6,rep,name=policies,proto3" json:"policies,omitempty"`
+	Policies [][]byte `protobuf:"bytes,6,rep,name=policies,proto3" json:"policies,omitempty"`
+	// The Raft index of the latest command the state has seen (applied or
+	// refused): how far it is caught up.
+	AppliedIndex  uint64 `protobuf:"varint,7,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -679,6 +682,13 @@ func (x *State) GetPolicies() [][]byte {
 	return nil
 }
 
+func (x *State) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
 var File_floodgate_meta_v1_meta_proto protoreflect.FileDescriptor
 
 const file_floodgate_meta_v1_meta_proto_rawDesc = "" +
@@ -718,7 +728,7 @@ const file_floodgate_meta_v1_meta_proto_rawDesc = "" +
 	"\vSetPolicies\x12\x1a\n" +
 	"\bpolicies\x18\x01 \x03(\fR\bpolicies\"\"\n" +
 	"\fDeletePolicy\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xea\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x8f\x02\n" +
 	"\x05State\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x16\n" +
@@ -726,7 +736,8 @@ const file_floodgate_meta_v1_meta_proto_rawDesc = "" +
 	"\breplicas\x18\x03 \x01(\rR\breplicas\x12-\n" +
 	"\x05nodes\x18\x04 \x03(\v2\x17.floodgate.meta.v1.NodeR\x05nodes\x12C\n" +
 	"\rshard_reports\x18\x05 \x03(\v2\x1e.floodgate.meta.v1.ShardReportR\fshardReports\x12\x1a\n" +
-	"\bpolicies\x18\x06 \x03(\fR\bpolicies*k\n" +
+	"\bpolicies\x18\x06 \x03(\fR\bpolicies\x12#\n" +
+	"\rapplied_index\x18\a \x01(\x04R\fappliedIndex*k\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11NODE_STATE_ACTIVE\x10\x01\x12\x16\n" +

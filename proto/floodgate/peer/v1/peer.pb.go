@@ -675,7 +675,10 @@ type ShardProgressResponse struct {
 	Servers []string `protobuf:"bytes,5,rep,name=servers,proto3" json:"servers,omitempty"`
 	// The replica's current Raft term: an election shows as a new term (and
 	// a new leader's first entry), not as a write.
-	Term          uint64 `protobuf:"varint,6,opt,name=term,proto3" json:"term,omitempty"`
+	Term uint64 `protobuf:"varint,6,opt,name=term,proto3" json:"term,omitempty"`
+	// Meta group only: the index of the latest command in the replica's log.
+	// A node whose meta state has seen it has everything this one has.
+	LastCommand   uint64 `protobuf:"varint,7,opt,name=last_command,json=lastCommand,proto3" json:"last_command,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -748,6 +751,13 @@ func (x *ShardProgressResponse) GetServers() []string {
 func (x *ShardProgressResponse) GetTerm() uint64 {
 	if x != nil {
 		return x.Term
+	}
+	return 0
+}
+
+func (x *ShardProgressResponse) GetLastCommand() uint64 {
+	if x != nil {
+		return x.LastCommand
 	}
 	return 0
 }
@@ -1085,7 +1095,7 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"\x11ApplyMetaResponse\"@\n" +
 	"\x14ShardProgressRequest\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x12\n" +
-	"\x04meta\x18\x02 \x01(\bR\x04meta\"\xbb\x01\n" +
+	"\x04meta\x18\x02 \x01(\bR\x04meta\"\xde\x01\n" +
 	"\x15ShardProgressResponse\x12\x18\n" +
 	"\apresent\x18\x01 \x01(\bR\apresent\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1d\n" +
@@ -1093,7 +1103,8 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"last_index\x18\x03 \x01(\x04R\tlastIndex\x12\x16\n" +
 	"\x06leader\x18\x04 \x01(\bR\x06leader\x12\x18\n" +
 	"\aservers\x18\x05 \x03(\tR\aservers\x12\x12\n" +
-	"\x04term\x18\x06 \x01(\x04R\x04term\"\x0e\n" +
+	"\x04term\x18\x06 \x01(\x04R\x04term\x12!\n" +
+	"\flast_command\x18\a \x01(\x04R\vlastCommand\"\x0e\n" +
 	"\fHelloRequest\"q\n" +
 	"\rHelloResponse\x12+\n" +
 	"\x04node\x18\x01 \x01(\v2\x17.floodgate.meta.v1.NodeR\x04node\x12\x1d\n" +
