@@ -68,10 +68,11 @@ type Client struct {
 	nodes    []string // every node's gRPC address
 	policies map[string]*policy.Policy
 
-	rr      atomic.Uint64
-	refresh chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
+	rr        atomic.Uint64
+	refresh   chan struct{}
+	stop      chan struct{}
+	closeOnce sync.Once // Close may be called more than once
+	done      chan struct{}
 }
 
 // New connects to the cluster at opts.Addrs and loads its routing table.
@@ -184,9 +185,11 @@ func (c *Client) Admin() pb.AdminClient { return pb.NewAdminClient(c.anyConn()) 
 
 // Close stops the client and closes its connections.
 func (c *Client) Close() error {
-	close(c.stop)
-	<-c.done
-	c.closeConns()
+	c.closeOnce.Do(func() {
+		close(c.stop)
+		<-c.done
+		c.closeConns()
+	})
 	return nil
 }
 

@@ -123,3 +123,19 @@ func TestClientPolicyKeys(t *testing.T) {
 		t.Fatalf("missing descriptor: %v", err)
 	}
 }
+
+// Closing a client twice is harmless (a deferred Close after an explicit
+// one used to panic on a closed channel).
+func TestCloseTwice(t *testing.T) {
+	nodes := inproc.Cluster(t, 1)
+	c, err := client.New(context.Background(), client.Options{Addrs: []string{nodes[0].Cfg.GRPCAddr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
