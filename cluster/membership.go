@@ -101,7 +101,9 @@ func (n *Node) joinVia(ctx context.Context, addrs []string, source string) error
 			n.log.Info("joined cluster", "cluster", cid, "via", addr)
 			return nil
 		}
-		wait := joinBackoff(attempt)
+		// 500ms doubling to 5s: a seed that comes up soon is found soon,
+		// and a dead one is not hammered.
+		wait := backoff(attempt, 500*time.Millisecond, 5*time.Second)
 		n.log.Warn("cannot join the cluster yet: no member answered; retrying",
 			"source", source, "addrs", strings.Join(addrs, ","), "attempt", attempt, "retry_in", wait, "err", last)
 		select {
@@ -117,13 +119,6 @@ func (n *Node) joinVia(ctx context.Context, addrs []string, source string) error
 
 // joinAttemptTimeout bounds one member's answer to a join.
 const joinAttemptTimeout = 10 * time.Second
-
-// joinBackoff is the wait after failed join round attempt: 500ms doubling
-// to 5s, so a seed that comes up soon is found soon, and a dead one is
-// not hammered.
-func joinBackoff(attempt int) time.Duration {
-	return min(500*time.Millisecond<<min(attempt-1, 4), 5*time.Second)
-}
 
 // rejoinGossip contacts the members the meta state knows that gossip does
 // not see: after a restart, or after a partition long enough for them to
@@ -340,7 +335,7 @@ func (n *Node) ApplyMeta(ctx context.Context, cmd []byte) error {
 				return fmt.Errorf("meta write: %w (last error: %v)", ctx.Err(), last)
 			case <-n.stop:
 				return ErrClosed
-			case <-time.After(backoff(attempt)):
+			case <-time.After(backoff(attempt, 20*time.Millisecond, 500*time.Millisecond)):
 			}
 		}
 		meta := n.metaGroup()
@@ -414,9 +409,12 @@ func (n *Node) addrOf(id string) string {
 	return ""
 }
 
-// backoff is the wait before retry attempt (1, 2, ...): 20ms doubling to
-// a 500ms ceiling.
-func backoff(attempt int) time.Duration {
-	d := 20 * time.Millisecond << min(attempt-1, 5)
-	return min(d, 500*time.Millisecond)
+// backoff is the wait before retry attempt (1, 2, ...): first, doubling
+// up to ceiling.
+func backoff(attempt int, first, ceiling time.Duration) time.Duration {
+	d := first
+	for i := 1; i < attempt && d < ceiling; i++ {
+		d *= 2
+	}
+	return min(d, ceiling)
 }

@@ -37,13 +37,12 @@ func (n *Node) ShardOf(key string) (int, error) {
 }
 
 // Ready reports whether the node serves checks: it is a member of its
-// cluster and knows the cluster's shards. Until then it refuses them
-// (ErrNotReady, nothing counted) rather than guess.
+// cluster (so its meta state, shard count included, is loaded). Until then
+// it refuses them (ErrNotReady, nothing counted) rather than guess.
 func (n *Node) Ready() bool {
 	n.mu.RLock()
-	member := n.member
-	n.mu.RUnlock()
-	return member && n.Shards() > 0
+	defer n.mu.RUnlock()
+	return n.member
 }
 
 // CheckOwner reports why key must not be counted in shard: the node does
@@ -51,10 +50,7 @@ func (n *Node) Ready() bool {
 // to another shard or the shard does not exist (ErrWrongShard: the sender
 // is wrong, and nothing is counted).
 func (n *Node) CheckOwner(shard int, key string) error {
-	return checkOwner(n.Shards(), shard, key)
-}
-
-func checkOwner(shards, shard int, key string) error {
+	shards := n.Shards()
 	switch {
 	case shards <= 0:
 		return fmt.Errorf("%w: the shard count is not known yet", ErrNotReady)
@@ -115,16 +111,11 @@ func (n *Node) replicaVoting(r *replica) bool {
 // Submit evaluates checks, all of shard, on this node, which must lead the
 // shard: a NotLeaderError (with a hint) otherwise. Checks of strict
 // policies are committed through Raft before the results return; checks of
-// fast policies are answered at once by the leader's fast lane.
+// fast policies are answered at once by the leader's fast lane. shard must
+// own every key: callers route with ShardOf, and a peer's forwarded checks
+// are each refused when it does not (CheckOwner), so no key is hashed
+// twice on the Allow path.
 func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]policy.Result, error) {
-	// Callers route by the same hash; checking again here keeps a check
-	// that was routed with a wrong or unknown shard count out of any log.
-	shards := n.Shards()
-	for i := range checks {
-		if err := checkOwner(shards, shard, checks[i].Key); err != nil {
-			return nil, err
-		}
-	}
 	r := n.replica(shard)
 	if r == nil {
 		rt, _ := n.Route(shard)
