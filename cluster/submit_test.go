@@ -3,31 +3,23 @@ package cluster
 import (
 	"context"
 	"errors"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/test/freeport"
 	"github.com/floodgate/floodgate/window"
 )
 
 // loopback returns a free 127.0.0.1 address for TCP and UDP.
 func loopback(t *testing.T) string {
 	t.Helper()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		u, err := net.ListenPacket("udp", addr)
-		l.Close()
-		if err == nil {
-			u.Close()
-			return addr
-		}
+	addr, err := freeport.Addr()
+	if err != nil {
+		t.Fatal(err)
 	}
+	return addr
 }
 
 // When the strict checks of a call committed and a fast check of the same

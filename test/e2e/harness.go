@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/test/freeport"
 )
 
 // Binaries are the built commands.
@@ -94,22 +94,7 @@ func NewNode(bin Binaries, dir, id string, args ...string) (*Node, error) {
 }
 
 // FreeAddr returns a loopback address whose port is free for TCP and UDP.
-func FreeAddr() (string, error) {
-	for i := 0; i < 100; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", err
-		}
-		addr := l.Addr().String()
-		u, err := net.ListenPacket("udp", addr)
-		l.Close()
-		if err == nil {
-			u.Close()
-			return addr, nil
-		}
-	}
-	return "", errors.New("no free port")
-}
+func FreeAddr() (string, error) { return freeport.Addr() }
 
 // Start launches the process; join lists gRPC addresses for --join.
 func (n *Node) Start(join ...string) error {

@@ -20,6 +20,7 @@ import (
 	"github.com/floodgate/floodgate/cluster"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 	"github.com/floodgate/floodgate/rpc"
+	"github.com/floodgate/floodgate/test/freeport"
 )
 
 // Node is one in-process node with its gRPC server.
@@ -39,21 +40,11 @@ type Node struct {
 // (memberlist needs both).
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	for i := 0; i < 50; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		u, err := net.ListenPacket("udp", addr)
-		l.Close()
-		if err == nil {
-			u.Close()
-			return addr
-		}
+	addr, err := freeport.Addr()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free port")
-	return ""
+	return addr
 }
 
 // Config is a configuration for tests: 8 shards, quick membership timers,
