@@ -124,10 +124,14 @@ func (h *History) Do(ctx context.Context, client int, c Caller, req *pb.AllowReq
 	return op
 }
 
-// neverSent reports whether err is gRPC's failure to dial, which happens
-// before any byte of the request is written.
+// neverSent reports whether err is gRPC's failure to set up the
+// connection: to dial, or to read the server's HTTP/2 preface. grpc-go
+// sends a call only on a connection whose handshake completed, so either
+// happens before any byte of the request is written.
 func neverSent(err error) bool {
-	return status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "Error while dialing")
+	msg := err.Error()
+	return status.Code(err) == codes.Unavailable &&
+		(strings.Contains(msg, "Error while dialing") || strings.Contains(msg, "error reading server preface"))
 }
 
 // notReady reports whether err is a starting node's refusal (rpc.Server's
