@@ -8,11 +8,16 @@ import (
 
 // Ports come from below the ephemeral range, and are free for TCP and UDP.
 func TestAddr(t *testing.T) {
-	for range 20 {
+	seen := map[string]bool{}
+	for range 200 {
 		addr, err := Addr()
 		if err != nil {
 			t.Fatal(err)
 		}
+		if seen[addr] {
+			t.Fatalf("%s handed out twice", addr)
+		}
+		seen[addr] = true
 		_, p, _ := net.SplitHostPort(addr)
 		port, _ := strconv.Atoi(p)
 		if port < lowest || port >= ephemeralLow() {
