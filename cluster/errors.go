@@ -3,6 +3,8 @@ package cluster
 import (
 	"errors"
 	"fmt"
+
+	"github.com/floodgate/floodgate/policy"
 )
 
 // Errors of the cluster. rpc maps them to gRPC codes.
@@ -35,6 +37,10 @@ var (
 	// ErrWrongShard refuses a check sent to a shard that does not own its
 	// key: counting it there would leave the key's own shard untouched.
 	ErrWrongShard = errors.New("key does not belong to this shard")
+	// ErrMoved means the group does not own the key's slot (now): the slot
+	// moved away, is moving, or has not arrived yet. Nothing was counted;
+	// the sender routes the check again once its slot table changes.
+	ErrMoved = errors.New("the key's slot is not owned by this group")
 )
 
 // NotLeaderError is ErrNotLeader with a hint of who leads, when known.
@@ -57,11 +63,52 @@ func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
 // Retryable reports whether err means the request was written nowhere
 // (not the leader, no leader yet, the node not ready), so it may be sent
 // again, here or to another node, without being counted twice. An unknown
-// outcome (ErrUnavailable) never is, even when it wraps one of those. This
-// is the one retry rule of the Allow path.
+// outcome (ErrUnavailable) never is, even when it wraps one of those, nor
+// is a PartialError, whatever its items say. This is the one retry rule of
+// the Allow path; ErrMoved is retried after routing the check again.
 func Retryable(err error) bool {
-	if err == nil || errors.Is(err, ErrUnavailable) {
-		return false
+	var pe *PartialError
+	if err == nil || errors.Is(err, ErrUnavailable) || errors.As(err, &pe) {
+		return false // a partial answer counted some of its checks
 	}
-	return errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoLeader) || errors.Is(err, ErrNotReady)
+	return errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoLeader) || errors.Is(err, ErrNotReady) ||
+		errors.Is(err, ErrMoved)
+}
+
+// PartialError answers a call of several checks of which some failed alone
+// (refused as invalid, or their slot moved) while the others were
+// evaluated, and possibly counted: each check gets its own answer, and none
+// of the evaluated ones may be retried.
+type PartialError struct {
+	Results []policy.Result
+	Errs    []error // nil where Results holds the answer
+}
+
+// NewPartialError returns errs[0] itself for a single check, so a lone
+// check's error keeps its own code and message.
+func NewPartialError(results []policy.Result, errs []error) error {
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return &PartialError{Results: results, Errs: errs}
+}
+
+func (e *PartialError) Error() string {
+	for _, err := range e.Errs {
+		if err != nil {
+			return err.Error()
+		}
+	}
+	return "partial result"
+}
+
+// Unwrap exposes the first item error, so a partial answer maps to the
+// code of its failures.
+func (e *PartialError) Unwrap() error {
+	for _, err := range e.Errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

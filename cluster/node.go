@@ -258,6 +258,10 @@ func (n *Node) Config() Config { return n.cfg }
 // View returns the node's copy of the meta state.
 func (n *Node) View() *fsm.MetaView { return n.metaState().View() }
 
+// MetaChanged returns a channel closed at the next change of the meta
+// state: a router whose check found its slot moved waits on it.
+func (n *Node) MetaChanged() <-chan struct{} { return n.metaState().Changed() }
+
 func (n *Node) metaGroup() *Group {
 	n.mu.RLock()
 	defer n.mu.RUnlock()

@@ -35,7 +35,8 @@ func codeOf(err error) codes.Code {
 	case errors.Is(err, cluster.ErrNotFresh), errors.Is(err, fsm.ErrRefused):
 		return codes.FailedPrecondition
 	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader),
-		errors.Is(err, cluster.ErrUnavailable), errors.Is(err, cluster.ErrClosed), errors.Is(err, cluster.ErrNotReady):
+		errors.Is(err, cluster.ErrUnavailable), errors.Is(err, cluster.ErrClosed), errors.Is(err, cluster.ErrNotReady),
+		errors.Is(err, cluster.ErrMoved):
 		return codes.Unavailable
 	case errors.Is(err, context.DeadlineExceeded):
 		return codes.DeadlineExceeded
@@ -54,41 +55,4 @@ func toStatus(err error) error {
 		return err
 	}
 	return status.Error(codeOf(err), err.Error())
-}
-
-// partialError answers a call of several checks of which some were refused
-// as invalid and the others evaluated (and possibly counted): each check
-// gets its own answer, and none of the evaluated ones may be retried.
-type partialError struct {
-	results []policy.Result
-	errs    []error // nil where results holds the answer
-}
-
-// newPartialError returns errs[0] itself for a single check, so a lone
-// check's error keeps its own code and message.
-func newPartialError(results []policy.Result, errs []error) error {
-	if len(errs) == 1 {
-		return errs[0]
-	}
-	return &partialError{results: results, errs: errs}
-}
-
-func (e *partialError) Error() string {
-	for _, err := range e.errs {
-		if err != nil {
-			return err.Error()
-		}
-	}
-	return "partial result"
-}
-
-// Unwrap exposes the first item error, so codeOf maps a partial answer
-// like its failures (InvalidArgument).
-func (e *partialError) Unwrap() error {
-	for _, err := range e.errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -260,9 +260,9 @@ func callDeadline(batch []*fwdReq) time.Time {
 }
 
 // decodeResults turns one shard's forward results into results or the
-// shard's error. Checks the peer refused as invalid fail alone: when
-// others of the same call were evaluated, the error is a *partialError
-// carrying both.
+// shard's error. Checks the peer refused as invalid, or whose slot moved,
+// fail alone: the error is then a *cluster.PartialError carrying each
+// check's answer.
 func decodeResults(shard int, rs []*peerv1.ForwardResult) ([]policy.Result, error) {
 	out := make([]policy.Result, len(rs))
 	var errs []error
@@ -275,6 +275,11 @@ func decodeResults(shard int, rs []*peerv1.ForwardResult) ([]policy.Result, erro
 				errs = make([]error, len(rs))
 			}
 			errs[i] = fmt.Errorf("%w: refused by the shard leader: %s", ErrInvalid, r.Message)
+		case peerv1.ForwardResult_MOVED:
+			if errs == nil {
+				errs = make([]error, len(rs))
+			}
+			errs[i] = fmt.Errorf("%w: %s", cluster.ErrMoved, r.Message)
 		case peerv1.ForwardResult_NOT_LEADER:
 			return nil, &cluster.NotLeaderError{Group: fmt.Sprintf("shard-%d", shard), LeaderID: r.LeaderId, LeaderAddr: r.LeaderAddr}
 		default:
@@ -284,5 +289,5 @@ func decodeResults(shard int, rs []*peerv1.ForwardResult) ([]policy.Result, erro
 	if errs == nil {
 		return out, nil
 	}
-	return nil, newPartialError(out, errs)
+	return nil, cluster.NewPartialError(out, errs)
 }

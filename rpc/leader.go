@@ -49,6 +49,8 @@ func onLeader(ctx context.Context, node *cluster.Node, shard int, wait time.Dura
 		switch {
 		case err == nil:
 			return nil
+		case errors.Is(err, cluster.ErrMoved):
+			return err // the caller routes it again: not this group's key
 		case cluster.Retryable(err):
 			if errors.As(err, &nl) && nl.LeaderAddr != "" && nl.LeaderID != node.ID() {
 				hint = cluster.Route{NodeID: nl.LeaderID, Addr: nl.LeaderAddr}

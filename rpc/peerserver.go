@@ -121,14 +121,21 @@ func (p *PeerServer) checkItem(c *peerv1.ForwardCheck, d decodedPolicy, field st
 	return fsm.Check{Key: c.Key, Policy: d.p, Cost: c.Cost}, nil
 }
 
-// forwardResult encodes the j-th result of a shard, or the shard's error:
-// NOT_LEADER when nothing was written, UNAVAILABLE when the outcome is
-// unknown.
+// forwardResult encodes the j-th result of a shard, or its error: the
+// shard's, or the check's own in a partial answer. NOT_LEADER when nothing
+// was written, MOVED when the group does not own the key's slot (nothing
+// written either), UNAVAILABLE when the outcome is unknown.
 func forwardResult(res []policy.Result, j int, err error) *peerv1.ForwardResult {
 	var nl *cluster.NotLeaderError
+	var pe *cluster.PartialError
+	if errors.As(err, &pe) {
+		res, err = pe.Results, pe.Errs[j]
+	}
 	switch {
 	case err == nil:
 		return &peerv1.ForwardResult{Decision: decisionToProto(res[j])}
+	case errors.Is(err, cluster.ErrMoved):
+		return &peerv1.ForwardResult{Code: peerv1.ForwardResult_MOVED, Message: err.Error()}
 	case codeOf(err) == codes.InvalidArgument:
 		return &peerv1.ForwardResult{Code: peerv1.ForwardResult_INVALID, Message: err.Error()}
 	case cluster.Retryable(err):

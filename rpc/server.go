@@ -2,14 +2,11 @@ package rpc
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/fsm"
-	"github.com/floodgate/floodgate/policy"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 	"github.com/floodgate/floodgate/rpc/validate"
 	"github.com/floodgate/floodgate/window"
@@ -53,13 +50,9 @@ func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	shard, err := s.node.ShardOf(c.Key)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	res, err := s.evaluate(ctx, shard, []fsm.Check{c})
-	if err != nil {
-		return nil, toStatus(err)
+	res, errs := s.decide(ctx, []fsm.Check{c})
+	if errs[0] != nil {
+		return nil, toStatus(errs[0])
 	}
 	return resultToProto(c, res[0]), nil
 }
@@ -75,48 +68,22 @@ func (s *Server) AllowBatch(ctx context.Context, req *pb.AllowBatchRequest) (*pb
 		return nil, toStatus(err)
 	}
 	checks := make([]fsm.Check, len(req.Requests))
-	byShard := map[int][]int{}
 	for i, r := range req.Requests {
 		c, err := s.parseCheck(ctx, r, fmt.Sprintf("requests[%d].", i))
 		if err != nil {
 			return nil, toStatus(err)
 		}
 		checks[i] = c
-		shard, err := s.node.ShardOf(c.Key)
-		if err != nil {
-			return nil, toStatus(err)
-		}
-		byShard[shard] = append(byShard[shard], i)
 	}
+	res, errs := s.decide(ctx, checks)
 	out := &pb.AllowBatchResponse{Results: make([]*pb.AllowBatchItem, len(checks))}
-	var wg sync.WaitGroup
-	for shard, idx := range byShard {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sub := make([]fsm.Check, len(idx))
-			for j, i := range idx {
-				sub[j] = checks[i]
-			}
-			res, err := s.evaluate(ctx, shard, sub)
-			var pe *partialError
-			if errors.As(err, &pe) {
-				res, err = pe.results, nil
-			}
-			for j, i := range idx {
-				ierr := err
-				if pe != nil && pe.errs[j] != nil {
-					ierr = pe.errs[j]
-				}
-				if ierr != nil {
-					out.Results[i] = &pb.AllowBatchItem{Error: &pb.ItemError{Code: uint32(codeOf(ierr)), Message: ierr.Error()}}
-				} else {
-					out.Results[i] = &pb.AllowBatchItem{Response: resultToProto(checks[i], res[j])}
-				}
-			}
-		}()
+	for i, err := range errs {
+		if err != nil {
+			out.Results[i] = &pb.AllowBatchItem{Error: &pb.ItemError{Code: uint32(codeOf(err)), Message: err.Error()}}
+		} else {
+			out.Results[i] = &pb.AllowBatchItem{Response: resultToProto(checks[i], res[i])}
+		}
 	}
-	wg.Wait()
 	return out, nil
 }
 
@@ -128,21 +95,4 @@ func (s *Server) ready() error {
 		return fmt.Errorf("%w: the node is starting; try another node or again shortly", cluster.ErrNotReady)
 	}
 	return nil
-}
-
-// evaluate answers checks of one shard on its leader, this node or a peer,
-// within LeaderWait. A check is never counted twice: only what was
-// written nowhere is retried (onLeader).
-func (s *Server) evaluate(ctx context.Context, shard int, checks []fsm.Check) ([]policy.Result, error) {
-	var res []policy.Result
-	err := onLeader(ctx, s.node, shard, s.cfg.LeaderWait, false, func(ctx context.Context, rt cluster.Route) error {
-		var err error
-		if rt.Local {
-			res, err = s.node.Submit(ctx, shard, checks)
-		} else {
-			res, err = s.fwd.forward(ctx, rt.Addr, shard, checks)
-		}
-		return err
-	})
-	return res, err
 }

@@ -40,6 +40,10 @@ const (
 	// and was not counted. Other checks of the request are unaffected: a
 	// peer is validated like a client.
 	ForwardResult_INVALID ForwardResult_Code = 3
+	// The receiver's group does not own the key's slot any more (it moved,
+	// or is moving): the check was not counted. The sender routes it again
+	// once its slot table has caught up.
+	ForwardResult_MOVED ForwardResult_Code = 4
 )
 
 // Enum value maps for ForwardResult_Code.
@@ -49,12 +53,14 @@ var (
 		1: "NOT_LEADER",
 		2: "UNAVAILABLE",
 		3: "INVALID",
+		4: "MOVED",
 	}
 	ForwardResult_Code_value = map[string]int32{
 		"OK":          0,
 		"NOT_LEADER":  1,
 		"UNAVAILABLE": 2,
 		"INVALID":     3,
+		"MOVED":       4,
 	}
 )
 
@@ -82,7 +88,113 @@ func (x ForwardResult_Code) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ForwardResult_Code.Descriptor instead.
 func (ForwardResult_Code) EnumDescriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{4, 0}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{6, 0}
+}
+
+type ExportSlotsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The source group, the move and its slots, as the meta state says.
+	Group         uint32   `protobuf:"varint,1,opt,name=group,proto3" json:"group,omitempty"`
+	Move          uint64   `protobuf:"varint,2,opt,name=move,proto3" json:"move,omitempty"`
+	Slots         []uint32 `protobuf:"varint,3,rep,packed,name=slots,proto3" json:"slots,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportSlotsRequest) Reset() {
+	*x = ExportSlotsRequest{}
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportSlotsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportSlotsRequest) ProtoMessage() {}
+
+func (x *ExportSlotsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportSlotsRequest.ProtoReflect.Descriptor instead.
+func (*ExportSlotsRequest) Descriptor() ([]byte, []int) {
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ExportSlotsRequest) GetGroup() uint32 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *ExportSlotsRequest) GetMove() uint64 {
+	if x != nil {
+		return x.Move
+	}
+	return 0
+}
+
+func (x *ExportSlotsRequest) GetSlots() []uint32 {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
+type ExportSlotsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The states, in the encoding a shard import entry carries.
+	Export        []byte `protobuf:"bytes,1,opt,name=export,proto3" json:"export,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportSlotsResponse) Reset() {
+	*x = ExportSlotsResponse{}
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportSlotsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportSlotsResponse) ProtoMessage() {}
+
+func (x *ExportSlotsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportSlotsResponse.ProtoReflect.Descriptor instead.
+func (*ExportSlotsResponse) Descriptor() ([]byte, []int) {
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ExportSlotsResponse) GetExport() []byte {
+	if x != nil {
+		return x.Export
+	}
+	return nil
 }
 
 type PeerResetRequest struct {
@@ -97,7 +209,7 @@ type PeerResetRequest struct {
 
 func (x *PeerResetRequest) Reset() {
 	*x = PeerResetRequest{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[0]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -109,7 +221,7 @@ func (x *PeerResetRequest) String() string {
 func (*PeerResetRequest) ProtoMessage() {}
 
 func (x *PeerResetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[0]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -122,7 +234,7 @@ func (x *PeerResetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerResetRequest.ProtoReflect.Descriptor instead.
 func (*PeerResetRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{0}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PeerResetRequest) GetShard() uint32 {
@@ -155,7 +267,7 @@ type PeerResetResponse struct {
 
 func (x *PeerResetResponse) Reset() {
 	*x = PeerResetResponse{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[1]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -167,7 +279,7 @@ func (x *PeerResetResponse) String() string {
 func (*PeerResetResponse) ProtoMessage() {}
 
 func (x *PeerResetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[1]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -180,7 +292,7 @@ func (x *PeerResetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerResetResponse.ProtoReflect.Descriptor instead.
 func (*PeerResetResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{1}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PeerResetResponse) GetStates() int32 {
@@ -205,7 +317,7 @@ type ForwardCheck struct {
 
 func (x *ForwardCheck) Reset() {
 	*x = ForwardCheck{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[2]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -217,7 +329,7 @@ func (x *ForwardCheck) String() string {
 func (*ForwardCheck) ProtoMessage() {}
 
 func (x *ForwardCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[2]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -230,7 +342,7 @@ func (x *ForwardCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardCheck.ProtoReflect.Descriptor instead.
 func (*ForwardCheck) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{2}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ForwardCheck) GetShard() uint32 {
@@ -270,7 +382,7 @@ type ForwardRequest struct {
 
 func (x *ForwardRequest) Reset() {
 	*x = ForwardRequest{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[3]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -282,7 +394,7 @@ func (x *ForwardRequest) String() string {
 func (*ForwardRequest) ProtoMessage() {}
 
 func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[3]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -295,7 +407,7 @@ func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardRequest.ProtoReflect.Descriptor instead.
 func (*ForwardRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{3}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ForwardRequest) GetChecks() []*ForwardCheck {
@@ -321,7 +433,7 @@ type ForwardResult struct {
 
 func (x *ForwardResult) Reset() {
 	*x = ForwardResult{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[4]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -333,7 +445,7 @@ func (x *ForwardResult) String() string {
 func (*ForwardResult) ProtoMessage() {}
 
 func (x *ForwardResult) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[4]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -346,7 +458,7 @@ func (x *ForwardResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardResult.ProtoReflect.Descriptor instead.
 func (*ForwardResult) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{4}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ForwardResult) GetCode() ForwardResult_Code {
@@ -401,7 +513,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[5]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -413,7 +525,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[5]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -426,7 +538,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{5}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Decision) GetAllowed() bool {
@@ -494,7 +606,7 @@ type ForwardResponse struct {
 
 func (x *ForwardResponse) Reset() {
 	*x = ForwardResponse{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[6]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -506,7 +618,7 @@ func (x *ForwardResponse) String() string {
 func (*ForwardResponse) ProtoMessage() {}
 
 func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[6]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -519,7 +631,7 @@ func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardResponse.ProtoReflect.Descriptor instead.
 func (*ForwardResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{6}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ForwardResponse) GetResults() []*ForwardResult {
@@ -539,7 +651,7 @@ type ApplyMetaRequest struct {
 
 func (x *ApplyMetaRequest) Reset() {
 	*x = ApplyMetaRequest{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[7]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -551,7 +663,7 @@ func (x *ApplyMetaRequest) String() string {
 func (*ApplyMetaRequest) ProtoMessage() {}
 
 func (x *ApplyMetaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[7]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -564,7 +676,7 @@ func (x *ApplyMetaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyMetaRequest.ProtoReflect.Descriptor instead.
 func (*ApplyMetaRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{7}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ApplyMetaRequest) GetCommand() []byte {
@@ -582,7 +694,7 @@ type ApplyMetaResponse struct {
 
 func (x *ApplyMetaResponse) Reset() {
 	*x = ApplyMetaResponse{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +706,7 @@ func (x *ApplyMetaResponse) String() string {
 func (*ApplyMetaResponse) ProtoMessage() {}
 
 func (x *ApplyMetaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,7 +719,7 @@ func (x *ApplyMetaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyMetaResponse.ProtoReflect.Descriptor instead.
 func (*ApplyMetaResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{8}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{10}
 }
 
 type ShardProgressRequest struct {
@@ -621,7 +733,7 @@ type ShardProgressRequest struct {
 
 func (x *ShardProgressRequest) Reset() {
 	*x = ShardProgressRequest{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -633,7 +745,7 @@ func (x *ShardProgressRequest) String() string {
 func (*ShardProgressRequest) ProtoMessage() {}
 
 func (x *ShardProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -646,7 +758,7 @@ func (x *ShardProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardProgressRequest.ProtoReflect.Descriptor instead.
 func (*ShardProgressRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{9}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ShardProgressRequest) GetShard() uint32 {
@@ -685,7 +797,7 @@ type ShardProgressResponse struct {
 
 func (x *ShardProgressResponse) Reset() {
 	*x = ShardProgressResponse{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -697,7 +809,7 @@ func (x *ShardProgressResponse) String() string {
 func (*ShardProgressResponse) ProtoMessage() {}
 
 func (x *ShardProgressResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -710,7 +822,7 @@ func (x *ShardProgressResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardProgressResponse.ProtoReflect.Descriptor instead.
 func (*ShardProgressResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{10}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ShardProgressResponse) GetPresent() bool {
@@ -770,7 +882,7 @@ type HelloRequest struct {
 
 func (x *HelloRequest) Reset() {
 	*x = HelloRequest{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -782,7 +894,7 @@ func (x *HelloRequest) String() string {
 func (*HelloRequest) ProtoMessage() {}
 
 func (x *HelloRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -795,7 +907,7 @@ func (x *HelloRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HelloRequest.ProtoReflect.Descriptor instead.
 func (*HelloRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{11}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{13}
 }
 
 type HelloResponse struct {
@@ -811,7 +923,7 @@ type HelloResponse struct {
 
 func (x *HelloResponse) Reset() {
 	*x = HelloResponse{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[12]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -823,7 +935,7 @@ func (x *HelloResponse) String() string {
 func (*HelloResponse) ProtoMessage() {}
 
 func (x *HelloResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[12]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -836,7 +948,7 @@ func (x *HelloResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HelloResponse.ProtoReflect.Descriptor instead.
 func (*HelloResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{12}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HelloResponse) GetNode() *v1.Node {
@@ -870,7 +982,7 @@ type JoinClusterRequest struct {
 
 func (x *JoinClusterRequest) Reset() {
 	*x = JoinClusterRequest{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[13]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +994,7 @@ func (x *JoinClusterRequest) String() string {
 func (*JoinClusterRequest) ProtoMessage() {}
 
 func (x *JoinClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[13]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +1007,7 @@ func (x *JoinClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinClusterRequest.ProtoReflect.Descriptor instead.
 func (*JoinClusterRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{13}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *JoinClusterRequest) GetAddrs() []string {
@@ -914,7 +1026,7 @@ type JoinClusterResponse struct {
 
 func (x *JoinClusterResponse) Reset() {
 	*x = JoinClusterResponse{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[14]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +1038,7 @@ func (x *JoinClusterResponse) String() string {
 func (*JoinClusterResponse) ProtoMessage() {}
 
 func (x *JoinClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[14]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1051,7 @@ func (x *JoinClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinClusterResponse.ProtoReflect.Descriptor instead.
 func (*JoinClusterResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{14}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *JoinClusterResponse) GetClusterId() string {
@@ -958,7 +1070,7 @@ type AddNodeRequest struct {
 
 func (x *AddNodeRequest) Reset() {
 	*x = AddNodeRequest{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[15]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1082,7 @@ func (x *AddNodeRequest) String() string {
 func (*AddNodeRequest) ProtoMessage() {}
 
 func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[15]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1095,7 @@ func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
 func (*AddNodeRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{15}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AddNodeRequest) GetNode() *v1.Node {
@@ -1004,7 +1116,7 @@ type AddNodeResponse struct {
 
 func (x *AddNodeResponse) Reset() {
 	*x = AddNodeResponse{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[16]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1128,7 @@ func (x *AddNodeResponse) String() string {
 func (*AddNodeResponse) ProtoMessage() {}
 
 func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[16]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1141,7 @@ func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeResponse.ProtoReflect.Descriptor instead.
 func (*AddNodeResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{16}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AddNodeResponse) GetClusterId() string {
@@ -1050,7 +1162,13 @@ var File_floodgate_peer_v1_peer_proto protoreflect.FileDescriptor
 
 const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x1cfloodgate/peer/v1/peer.proto\x12\x11floodgate.peer.v1\x1a\x1cfloodgate/meta/v1/meta.proto\"R\n" +
+	"\x1cfloodgate/peer/v1/peer.proto\x12\x11floodgate.peer.v1\x1a\x1cfloodgate/meta/v1/meta.proto\"T\n" +
+	"\x12ExportSlotsRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\rR\x05group\x12\x12\n" +
+	"\x04move\x18\x02 \x01(\x04R\x04move\x12\x14\n" +
+	"\x05slots\x18\x03 \x03(\rR\x05slots\"-\n" +
+	"\x13ExportSlotsResponse\x12\x16\n" +
+	"\x06export\x18\x01 \x01(\fR\x06export\"R\n" +
 	"\x10PeerResetRequest\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n" +
@@ -1063,20 +1181,21 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"\x06policy\x18\x03 \x01(\fR\x06policy\x12\x12\n" +
 	"\x04cost\x18\x04 \x01(\x03R\x04cost\"I\n" +
 	"\x0eForwardRequest\x127\n" +
-	"\x06checks\x18\x01 \x03(\v2\x1f.floodgate.peer.v1.ForwardCheckR\x06checks\"\x99\x02\n" +
+	"\x06checks\x18\x01 \x03(\v2\x1f.floodgate.peer.v1.ForwardCheckR\x06checks\"\xa4\x02\n" +
 	"\rForwardResult\x129\n" +
 	"\x04code\x18\x01 \x01(\x0e2%.floodgate.peer.v1.ForwardResult.CodeR\x04code\x127\n" +
 	"\bdecision\x18\x02 \x01(\v2\x1b.floodgate.peer.v1.DecisionR\bdecision\x12\x1b\n" +
 	"\tleader_id\x18\x03 \x01(\tR\bleaderId\x12\x1f\n" +
 	"\vleader_addr\x18\x05 \x01(\tR\n" +
 	"leaderAddr\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"<\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"G\n" +
 	"\x04Code\x12\x06\n" +
 	"\x02OK\x10\x00\x12\x0e\n" +
 	"\n" +
 	"NOT_LEADER\x10\x01\x12\x0f\n" +
 	"\vUNAVAILABLE\x10\x02\x12\v\n" +
-	"\aINVALID\x10\x03\"\xe7\x01\n" +
+	"\aINVALID\x10\x03\x12\t\n" +
+	"\x05MOVED\x10\x04\"\xe7\x01\n" +
 	"\bDecision\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x18\n" +
 	"\adecider\x18\x02 \x01(\x05R\adecider\x12\x14\n" +
@@ -1121,7 +1240,7 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"\x0fAddNodeResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12!\n" +
-	"\fgossip_addrs\x18\x02 \x03(\tR\vgossipAddrs2\xe7\x04\n" +
+	"\fgossip_addrs\x18\x02 \x03(\tR\vgossipAddrs2\xc5\x05\n" +
 	"\x04Peer\x12P\n" +
 	"\aForward\x12!.floodgate.peer.v1.ForwardRequest\x1a\".floodgate.peer.v1.ForwardResponse\x12V\n" +
 	"\tApplyMeta\x12#.floodgate.peer.v1.ApplyMetaRequest\x1a$.floodgate.peer.v1.ApplyMetaResponse\x12b\n" +
@@ -1129,7 +1248,8 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"\x05Hello\x12\x1f.floodgate.peer.v1.HelloRequest\x1a .floodgate.peer.v1.HelloResponse\x12\\\n" +
 	"\vJoinCluster\x12%.floodgate.peer.v1.JoinClusterRequest\x1a&.floodgate.peer.v1.JoinClusterResponse\x12P\n" +
 	"\aAddNode\x12!.floodgate.peer.v1.AddNodeRequest\x1a\".floodgate.peer.v1.AddNodeResponse\x12U\n" +
-	"\bResetKey\x12#.floodgate.peer.v1.PeerResetRequest\x1a$.floodgate.peer.v1.PeerResetResponseB?Z=github.com/floodgate/floodgate/proto/floodgate/peer/v1;peerv1b\x06proto3"
+	"\bResetKey\x12#.floodgate.peer.v1.PeerResetRequest\x1a$.floodgate.peer.v1.PeerResetResponse\x12\\\n" +
+	"\vExportSlots\x12%.floodgate.peer.v1.ExportSlotsRequest\x1a&.floodgate.peer.v1.ExportSlotsResponseB?Z=github.com/floodgate/floodgate/proto/floodgate/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_floodgate_peer_v1_peer_proto_rawDescOnce sync.Once
@@ -1144,51 +1264,55 @@ func file_floodgate_peer_v1_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_floodgate_peer_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_floodgate_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_floodgate_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_floodgate_peer_v1_peer_proto_goTypes = []any{
 	(ForwardResult_Code)(0),       // 0: floodgate.peer.v1.ForwardResult.Code
-	(*PeerResetRequest)(nil),      // 1: floodgate.peer.v1.PeerResetRequest
-	(*PeerResetResponse)(nil),     // 2: floodgate.peer.v1.PeerResetResponse
-	(*ForwardCheck)(nil),          // 3: floodgate.peer.v1.ForwardCheck
-	(*ForwardRequest)(nil),        // 4: floodgate.peer.v1.ForwardRequest
-	(*ForwardResult)(nil),         // 5: floodgate.peer.v1.ForwardResult
-	(*Decision)(nil),              // 6: floodgate.peer.v1.Decision
-	(*ForwardResponse)(nil),       // 7: floodgate.peer.v1.ForwardResponse
-	(*ApplyMetaRequest)(nil),      // 8: floodgate.peer.v1.ApplyMetaRequest
-	(*ApplyMetaResponse)(nil),     // 9: floodgate.peer.v1.ApplyMetaResponse
-	(*ShardProgressRequest)(nil),  // 10: floodgate.peer.v1.ShardProgressRequest
-	(*ShardProgressResponse)(nil), // 11: floodgate.peer.v1.ShardProgressResponse
-	(*HelloRequest)(nil),          // 12: floodgate.peer.v1.HelloRequest
-	(*HelloResponse)(nil),         // 13: floodgate.peer.v1.HelloResponse
-	(*JoinClusterRequest)(nil),    // 14: floodgate.peer.v1.JoinClusterRequest
-	(*JoinClusterResponse)(nil),   // 15: floodgate.peer.v1.JoinClusterResponse
-	(*AddNodeRequest)(nil),        // 16: floodgate.peer.v1.AddNodeRequest
-	(*AddNodeResponse)(nil),       // 17: floodgate.peer.v1.AddNodeResponse
-	(*v1.Node)(nil),               // 18: floodgate.meta.v1.Node
+	(*ExportSlotsRequest)(nil),    // 1: floodgate.peer.v1.ExportSlotsRequest
+	(*ExportSlotsResponse)(nil),   // 2: floodgate.peer.v1.ExportSlotsResponse
+	(*PeerResetRequest)(nil),      // 3: floodgate.peer.v1.PeerResetRequest
+	(*PeerResetResponse)(nil),     // 4: floodgate.peer.v1.PeerResetResponse
+	(*ForwardCheck)(nil),          // 5: floodgate.peer.v1.ForwardCheck
+	(*ForwardRequest)(nil),        // 6: floodgate.peer.v1.ForwardRequest
+	(*ForwardResult)(nil),         // 7: floodgate.peer.v1.ForwardResult
+	(*Decision)(nil),              // 8: floodgate.peer.v1.Decision
+	(*ForwardResponse)(nil),       // 9: floodgate.peer.v1.ForwardResponse
+	(*ApplyMetaRequest)(nil),      // 10: floodgate.peer.v1.ApplyMetaRequest
+	(*ApplyMetaResponse)(nil),     // 11: floodgate.peer.v1.ApplyMetaResponse
+	(*ShardProgressRequest)(nil),  // 12: floodgate.peer.v1.ShardProgressRequest
+	(*ShardProgressResponse)(nil), // 13: floodgate.peer.v1.ShardProgressResponse
+	(*HelloRequest)(nil),          // 14: floodgate.peer.v1.HelloRequest
+	(*HelloResponse)(nil),         // 15: floodgate.peer.v1.HelloResponse
+	(*JoinClusterRequest)(nil),    // 16: floodgate.peer.v1.JoinClusterRequest
+	(*JoinClusterResponse)(nil),   // 17: floodgate.peer.v1.JoinClusterResponse
+	(*AddNodeRequest)(nil),        // 18: floodgate.peer.v1.AddNodeRequest
+	(*AddNodeResponse)(nil),       // 19: floodgate.peer.v1.AddNodeResponse
+	(*v1.Node)(nil),               // 20: floodgate.meta.v1.Node
 }
 var file_floodgate_peer_v1_peer_proto_depIdxs = []int32{
-	3,  // 0: floodgate.peer.v1.ForwardRequest.checks:type_name -> floodgate.peer.v1.ForwardCheck
+	5,  // 0: floodgate.peer.v1.ForwardRequest.checks:type_name -> floodgate.peer.v1.ForwardCheck
 	0,  // 1: floodgate.peer.v1.ForwardResult.code:type_name -> floodgate.peer.v1.ForwardResult.Code
-	6,  // 2: floodgate.peer.v1.ForwardResult.decision:type_name -> floodgate.peer.v1.Decision
-	5,  // 3: floodgate.peer.v1.ForwardResponse.results:type_name -> floodgate.peer.v1.ForwardResult
-	18, // 4: floodgate.peer.v1.HelloResponse.node:type_name -> floodgate.meta.v1.Node
-	18, // 5: floodgate.peer.v1.AddNodeRequest.node:type_name -> floodgate.meta.v1.Node
-	4,  // 6: floodgate.peer.v1.Peer.Forward:input_type -> floodgate.peer.v1.ForwardRequest
-	8,  // 7: floodgate.peer.v1.Peer.ApplyMeta:input_type -> floodgate.peer.v1.ApplyMetaRequest
-	10, // 8: floodgate.peer.v1.Peer.ShardProgress:input_type -> floodgate.peer.v1.ShardProgressRequest
-	12, // 9: floodgate.peer.v1.Peer.Hello:input_type -> floodgate.peer.v1.HelloRequest
-	14, // 10: floodgate.peer.v1.Peer.JoinCluster:input_type -> floodgate.peer.v1.JoinClusterRequest
-	16, // 11: floodgate.peer.v1.Peer.AddNode:input_type -> floodgate.peer.v1.AddNodeRequest
-	1,  // 12: floodgate.peer.v1.Peer.ResetKey:input_type -> floodgate.peer.v1.PeerResetRequest
-	7,  // 13: floodgate.peer.v1.Peer.Forward:output_type -> floodgate.peer.v1.ForwardResponse
-	9,  // 14: floodgate.peer.v1.Peer.ApplyMeta:output_type -> floodgate.peer.v1.ApplyMetaResponse
-	11, // 15: floodgate.peer.v1.Peer.ShardProgress:output_type -> floodgate.peer.v1.ShardProgressResponse
-	13, // 16: floodgate.peer.v1.Peer.Hello:output_type -> floodgate.peer.v1.HelloResponse
-	15, // 17: floodgate.peer.v1.Peer.JoinCluster:output_type -> floodgate.peer.v1.JoinClusterResponse
-	17, // 18: floodgate.peer.v1.Peer.AddNode:output_type -> floodgate.peer.v1.AddNodeResponse
-	2,  // 19: floodgate.peer.v1.Peer.ResetKey:output_type -> floodgate.peer.v1.PeerResetResponse
-	13, // [13:20] is the sub-list for method output_type
-	6,  // [6:13] is the sub-list for method input_type
+	8,  // 2: floodgate.peer.v1.ForwardResult.decision:type_name -> floodgate.peer.v1.Decision
+	7,  // 3: floodgate.peer.v1.ForwardResponse.results:type_name -> floodgate.peer.v1.ForwardResult
+	20, // 4: floodgate.peer.v1.HelloResponse.node:type_name -> floodgate.meta.v1.Node
+	20, // 5: floodgate.peer.v1.AddNodeRequest.node:type_name -> floodgate.meta.v1.Node
+	6,  // 6: floodgate.peer.v1.Peer.Forward:input_type -> floodgate.peer.v1.ForwardRequest
+	10, // 7: floodgate.peer.v1.Peer.ApplyMeta:input_type -> floodgate.peer.v1.ApplyMetaRequest
+	12, // 8: floodgate.peer.v1.Peer.ShardProgress:input_type -> floodgate.peer.v1.ShardProgressRequest
+	14, // 9: floodgate.peer.v1.Peer.Hello:input_type -> floodgate.peer.v1.HelloRequest
+	16, // 10: floodgate.peer.v1.Peer.JoinCluster:input_type -> floodgate.peer.v1.JoinClusterRequest
+	18, // 11: floodgate.peer.v1.Peer.AddNode:input_type -> floodgate.peer.v1.AddNodeRequest
+	3,  // 12: floodgate.peer.v1.Peer.ResetKey:input_type -> floodgate.peer.v1.PeerResetRequest
+	1,  // 13: floodgate.peer.v1.Peer.ExportSlots:input_type -> floodgate.peer.v1.ExportSlotsRequest
+	9,  // 14: floodgate.peer.v1.Peer.Forward:output_type -> floodgate.peer.v1.ForwardResponse
+	11, // 15: floodgate.peer.v1.Peer.ApplyMeta:output_type -> floodgate.peer.v1.ApplyMetaResponse
+	13, // 16: floodgate.peer.v1.Peer.ShardProgress:output_type -> floodgate.peer.v1.ShardProgressResponse
+	15, // 17: floodgate.peer.v1.Peer.Hello:output_type -> floodgate.peer.v1.HelloResponse
+	17, // 18: floodgate.peer.v1.Peer.JoinCluster:output_type -> floodgate.peer.v1.JoinClusterResponse
+	19, // 19: floodgate.peer.v1.Peer.AddNode:output_type -> floodgate.peer.v1.AddNodeResponse
+	4,  // 20: floodgate.peer.v1.Peer.ResetKey:output_type -> floodgate.peer.v1.PeerResetResponse
+	2,  // 21: floodgate.peer.v1.Peer.ExportSlots:output_type -> floodgate.peer.v1.ExportSlotsResponse
+	14, // [14:22] is the sub-list for method output_type
+	6,  // [6:14] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -1205,7 +1329,7 @@ func file_floodgate_peer_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_floodgate_peer_v1_peer_proto_rawDesc), len(file_floodgate_peer_v1_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

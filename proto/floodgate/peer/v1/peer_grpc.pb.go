@@ -30,6 +30,7 @@ const (
 	Peer_JoinCluster_FullMethodName   = "/floodgate.peer.v1.Peer/JoinCluster"
 	Peer_AddNode_FullMethodName       = "/floodgate.peer.v1.Peer/AddNode"
 	Peer_ResetKey_FullMethodName      = "/floodgate.peer.v1.Peer/ResetKey"
+	Peer_ExportSlots_FullMethodName   = "/floodgate.peer.v1.Peer/ExportSlots"
 )
 
 // PeerClient is the client API for Peer service.
@@ -53,6 +54,10 @@ type PeerClient interface {
 	AddNode(ctx context.Context, in *AddNodeRequest, opts ...grpc.CallOption) (*AddNodeResponse, error)
 	// ResetKey forgets a key's counts on the leader of its shard.
 	ResetKey(ctx context.Context, in *PeerResetRequest, opts ...grpc.CallOption) (*PeerResetResponse, error)
+	// ExportSlots returns the states of slots a group froze for a move, for
+	// the move's target group to import. Read-only and repeatable; served by
+	// any replica of the source group that applied the freeze.
+	ExportSlots(ctx context.Context, in *ExportSlotsRequest, opts ...grpc.CallOption) (*ExportSlotsResponse, error)
 }
 
 type peerClient struct {
@@ -133,6 +138,16 @@ func (c *peerClient) ResetKey(ctx context.Context, in *PeerResetRequest, opts ..
 	return out, nil
 }
 
+func (c *peerClient) ExportSlots(ctx context.Context, in *ExportSlotsRequest, opts ...grpc.CallOption) (*ExportSlotsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ExportSlotsResponse)
+	err := c.cc.Invoke(ctx, Peer_ExportSlots_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -154,6 +169,10 @@ type PeerServer interface {
 	AddNode(context.Context, *AddNodeRequest) (*AddNodeResponse, error)
 	// ResetKey forgets a key's counts on the leader of its shard.
 	ResetKey(context.Context, *PeerResetRequest) (*PeerResetResponse, error)
+	// ExportSlots returns the states of slots a group froze for a move, for
+	// the move's target group to import. Read-only and repeatable; served by
+	// any replica of the source group that applied the freeze.
+	ExportSlots(context.Context, *ExportSlotsRequest) (*ExportSlotsResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -184,6 +203,9 @@ func (UnimplementedPeerServer) AddNode(context.Context, *AddNodeRequest) (*AddNo
 }
 func (UnimplementedPeerServer) ResetKey(context.Context, *PeerResetRequest) (*PeerResetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResetKey not implemented")
+}
+func (UnimplementedPeerServer) ExportSlots(context.Context, *ExportSlotsRequest) (*ExportSlotsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ExportSlots not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -332,6 +354,24 @@ func _Peer_ResetKey_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_ExportSlots_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExportSlotsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).ExportSlots(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_ExportSlots_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).ExportSlots(ctx, req.(*ExportSlotsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -366,6 +406,10 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResetKey",
 			Handler:    _Peer_ResetKey_Handler,
+		},
+		{
+			MethodName: "ExportSlots",
+			Handler:    _Peer_ExportSlots_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

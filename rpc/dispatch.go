@@ -1,0 +1,119 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/policy"
+)
+
+// decide answers checks, each on the leader of its key's group (this node
+// or a peer, one hop), all groups at once, within LeaderWait. It is the one
+// dispatcher of the Allow path: errs[i] is check i's own error, and a check
+// whose group turned out not to own its key (cluster.ErrMoved: a slot
+// moved, nothing counted) is routed again once this node's slot table
+// changes, until the wait is over.
+func (s *Server) decide(ctx context.Context, checks []fsm.Check) ([]policy.Result, []error) {
+	res := make([]policy.Result, len(checks))
+	errs := make([]error, len(checks))
+	deadline := time.Now().Add(s.cfg.LeaderWait)
+	pending := make([]int, len(checks))
+	for i := range pending {
+		pending[i] = i
+	}
+	var changed <-chan struct{}
+	for round := 0; len(pending) > 0; round++ {
+		if round > 0 && !s.awaitRouting(ctx, changed, deadline, round) {
+			break // errs of pending checks hold ErrMoved: nothing counted
+		}
+		// Taken before routing, so a change during the calls is not missed.
+		changed = s.node.MetaChanged()
+		byShard := map[int][]int{}
+		for _, i := range pending {
+			shard, err := s.node.ShardOf(checks[i].Key)
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			byShard[shard] = append(byShard[shard], i)
+		}
+		var mu sync.Mutex
+		var moved []int
+		var wg sync.WaitGroup
+		for shard, idx := range byShard {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sub := make([]fsm.Check, len(idx))
+				for j, i := range idx {
+					sub[j] = checks[i]
+				}
+				r, err := s.evaluate(ctx, deadline, shard, sub)
+				var pe *cluster.PartialError
+				if errors.As(err, &pe) {
+					r, err = pe.Results, nil
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for j, i := range idx {
+					e := err
+					if pe != nil {
+						e = pe.Errs[j]
+					}
+					switch {
+					case e == nil:
+						res[i], errs[i] = r[j], nil
+					case errors.Is(e, cluster.ErrMoved):
+						errs[i] = e
+						moved = append(moved, i)
+					default:
+						errs[i] = e
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		pending = moved
+	}
+	return res, errs
+}
+
+// awaitRouting waits before routing moved checks again: for the slot table
+// to change, or a short pause (the move may still be between its freeze
+// and its flip). It reports false once the wait is over.
+func (s *Server) awaitRouting(ctx context.Context, changed <-chan struct{}, deadline time.Time, round int) bool {
+	wait := time.Until(deadline)
+	if wait <= 0 {
+		return false
+	}
+	t := time.NewTimer(min(wait, retryDelay(round+1)))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-changed:
+	case <-t.C:
+	}
+	return time.Now().Before(deadline)
+}
+
+// evaluate answers checks of one group on its leader, this node or a peer,
+// until deadline. A check is never counted twice: only what was written
+// nowhere is retried (onLeader); moved checks come back for decide to route.
+func (s *Server) evaluate(ctx context.Context, deadline time.Time, shard int, checks []fsm.Check) ([]policy.Result, error) {
+	var res []policy.Result
+	err := onLeader(ctx, s.node, shard, time.Until(deadline), false, func(ctx context.Context, rt cluster.Route) error {
+		var err error
+		if rt.Local {
+			res, err = s.node.Submit(ctx, shard, checks)
+		} else {
+			res, err = s.fwd.forward(ctx, rt.Addr, shard, checks)
+		}
+		return err
+	})
+	return res, err
+}
