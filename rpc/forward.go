@@ -20,8 +20,12 @@ var errNotSent = fmt.Errorf("peer unreachable, check not sent: %w", cluster.ErrN
 
 const (
 	// forwardInFlight is how many Forward calls may be outstanding to one
-	// peer; checks arriving meanwhile wait and go out together.
-	forwardInFlight = 8
+	// peer; checks arriving meanwhile wait and go out together. One, like
+	// the batcher's one entry in flight: the peer's leader commits one
+	// entry at a time anyway, and fewer, larger calls cost less (strict
+	// Allow over 3 nodes: 8.8k/s with 1, 8.1k with 2, 6.2k with 8; p99
+	// 15 ms against 65 ms with 8).
+	forwardInFlight = 1
 	// forwardMaxChecks caps one Forward call.
 	forwardMaxChecks = 4096
 	// forwardTimeout bounds a Forward call: the receiver's commit timeout
