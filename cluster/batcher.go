@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -153,13 +154,19 @@ func (b *batcher) apply(batch []*request, committed chan<- struct{}) {
 	f := b.r.Apply(fsm.EncodeAllow(nil, ts, checks), b.timeout)
 	go func() {
 		defer func() { committed <- struct{}{} }()
-		results, err := b.wait(f)
+		results, notOwned, err := b.wait(f)
 		for _, req := range batch {
-			if err != nil {
+			n := len(req.checks)
+			switch {
+			case err != nil:
 				req.err = err
-			} else {
-				req.results, results = results[:len(req.checks):len(req.checks)], results[len(req.checks):]
+			case notOwned != nil:
+				req.results, req.err = movedItems(results[:n:n], notOwned[:n])
+				notOwned = notOwned[n:]
+			default:
+				req.results = results[:n:n]
 			}
+			results = results[n:]
 			close(req.done)
 		}
 	}()
@@ -178,19 +185,39 @@ func (b *batcher) classify(err error) error {
 	return fmt.Errorf("%s: %w: %w", b.group, ErrUnavailable, err)
 }
 
-// wait waits for f and classifies its failure.
-func (b *batcher) wait(f raft.ApplyFuture) ([]policy.Result, error) {
+// wait waits for f and classifies its failure. notOwned, when not nil,
+// marks the checks the group refused at apply: their slot is not its own
+// (any more, or yet), and nothing of them was counted.
+func (b *batcher) wait(f raft.ApplyFuture) (results []policy.Result, notOwned []bool, err error) {
 	if err := f.Error(); err != nil {
-		return nil, b.classify(err)
+		return nil, nil, b.classify(err)
 	}
 	switch resp := f.Response().(type) {
 	case []policy.Result:
-		return resp, nil
+		return resp, nil, nil
+	case *fsm.AllowResults:
+		return resp.Results, resp.NotOwned, nil
 	case error:
-		return nil, fmt.Errorf("%s: %w", b.group, resp)
+		return nil, nil, fmt.Errorf("%s: %w", b.group, resp)
 	default:
-		return nil, fmt.Errorf("%s: unexpected apply response %T", b.group, resp)
+		return nil, nil, fmt.Errorf("%s: unexpected apply response %T", b.group, resp)
 	}
+}
+
+// movedItems answers a request some of whose checks the group refused as
+// not its own: those fail alone with ErrMoved (not counted, to be routed
+// again), the others keep their results.
+func movedItems(results []policy.Result, notOwned []bool) ([]policy.Result, error) {
+	if !slices.Contains(notOwned, true) {
+		return results, nil
+	}
+	errs := make([]error, len(results))
+	for i, no := range notOwned {
+		if no {
+			errs[i] = fmt.Errorf("%w (refused at apply)", ErrMoved)
+		}
+	}
+	return nil, NewPartialError(results, errs)
 }
 
 // close stops accepting requests; queued ones are refused as not-leader

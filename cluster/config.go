@@ -8,9 +8,21 @@ import (
 
 // Defaults of a Config.
 const (
-	DefaultShards   = 64
-	DefaultReplicas = 3
-	// MaxShards bounds --shards; every shard is a Raft group on R nodes.
+	// DefaultSlots is the slot count of a new cluster: keys hash to slots,
+	// slots are owned by a few Raft groups and move between them. 4096
+	// slots keep a move fine-grained (1/4096 of the keys) and the slot
+	// table small (16 KiB).
+	DefaultSlots = 4096
+	// MaxSlots bounds --slots.
+	MaxSlots = 1 << 16
+	// DefaultGroupsPerNode is how many groups each node is home to: one
+	// keeps Raft's per-group cost (heartbeats, connections) at its least.
+	DefaultGroupsPerNode = 1
+	// MaxGroupsPerNode bounds --groups-per-node.
+	MaxGroupsPerNode = 16
+	DefaultReplicas  = 3
+	// MaxShards bounds --shards (a legacy cluster: one Raft group per
+	// shard, fixed at creation).
 	MaxShards = 1024
 	// MaxReplicas bounds --replicas.
 	MaxReplicas = 7
@@ -34,9 +46,13 @@ type Config struct {
 	Region string
 	// Join lists gRPC addresses of cluster members to join at first start.
 	Join []string
-	// Shards and Replicas apply when this node creates a new cluster.
-	Shards   int
-	Replicas int
+	// Slots, GroupsPerNode and Replicas apply when this node creates a
+	// new cluster. Shards > 0 creates a legacy cluster instead: that many
+	// shards, each its own Raft group, never moved.
+	Slots         int
+	GroupsPerNode int
+	Shards        int
+	Replicas      int
 
 	// Fsync is how Raft writes are made durable: FsyncBatch (default),
 	// FsyncAlways or FsyncOff.
@@ -84,8 +100,11 @@ func (c Config) WithDefaults() Config {
 			*d = v
 		}
 	}
-	if c.Shards == 0 {
-		c.Shards = DefaultShards
+	if c.Slots == 0 {
+		c.Slots = DefaultSlots
+	}
+	if c.GroupsPerNode == 0 {
+		c.GroupsPerNode = DefaultGroupsPerNode
 	}
 	if c.Fsync == "" {
 		c.Fsync = FsyncBatch
@@ -138,8 +157,14 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
-	if c.Shards < 1 || c.Shards > MaxShards {
-		return fmt.Errorf("%w: shards: must be between 1 and %d, got %d", ErrConfig, MaxShards, c.Shards)
+	if c.Shards < 0 || c.Shards > MaxShards {
+		return fmt.Errorf("%w: shards: must be between 0 (a cluster of slots) and %d, got %d", ErrConfig, MaxShards, c.Shards)
+	}
+	if c.Slots < 1 || c.Slots > MaxSlots {
+		return fmt.Errorf("%w: slots: must be between 1 and %d, got %d", ErrConfig, MaxSlots, c.Slots)
+	}
+	if c.GroupsPerNode < 1 || c.GroupsPerNode > MaxGroupsPerNode {
+		return fmt.Errorf("%w: groups-per-node: must be between 1 and %d, got %d", ErrConfig, MaxGroupsPerNode, c.GroupsPerNode)
 	}
 	if c.Replicas < 1 || c.Replicas > MaxReplicas {
 		return fmt.Errorf("%w: replicas: must be between 1 and %d, got %d", ErrConfig, MaxReplicas, c.Replicas)

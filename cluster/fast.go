@@ -80,6 +80,11 @@ func (f *fastLane) decide(c fsm.Check) (policy.Result, error) {
 			return policy.Result{}, f.notLeader()
 		}
 	}
+	if !f.shard.Owns(c.Key) {
+		// Frozen by a move (answered only once the freeze drained this
+		// lane), or not imported yet: nothing counted, routed again.
+		return policy.Result{}, fmt.Errorf("%w (fast)", ErrMoved)
+	}
 	res, gen, at := f.shard.FastEval(c.Policy, c.Key, c.Cost, time.Now().UnixNano(), c.Elastic)
 	if res.Outcome != policy.Denied {
 		f.pending = append(f.pending, fastHit{fsm.Hit{Key: c.Key, Policy: c.Policy, Cost: c.Cost, Time: at, Outcome: res.Outcome, Elastic: c.Elastic}, gen})

@@ -41,6 +41,9 @@ type deadSeeds struct {
 }
 
 func (d *deadSeeds) ApplyMeta(context.Context, string, []byte) error { return ErrNoLeader }
+func (d *deadSeeds) ExportSlots(context.Context, string, int, uint64, []uint32) ([]byte, error) {
+	return nil, ErrNoLeader
+}
 func (d *deadSeeds) Progress(context.Context, string, int) (GroupInfo, error) {
 	return GroupInfo{}, ErrNoLeader
 }

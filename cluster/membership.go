@@ -35,30 +35,44 @@ func (n *Node) bootstrap(ctx context.Context) error {
 		return fmt.Errorf("bootstrap meta group: %w", err)
 	}
 	v := n.View()
-	shards, replicas := n.cfg.Shards, n.cfg.Replicas
-	clusterID := v.ClusterID
-	if v.Initialized() {
-		shards = v.Shards
-	} else {
-		clusterID = newClusterID()
+	init := &metav1.InitCluster{ClusterId: v.ClusterID, Replicas: uint32(n.cfg.Replicas)}
+	switch {
+	case v.Initialized():
+		// A retried bootstrap: create exactly what the first try did.
+		init.Replicas = uint32(v.Replicas)
+		if v.Slotted() {
+			init.Slots, init.GroupsPerNode, init.Home = uint32(v.SlotCount), uint32(v.GroupsPerNode), n.cfg.NodeID
+		} else {
+			init.Shards = uint32(v.Shards)
+		}
+	case n.cfg.Shards > 0:
+		init.ClusterId, init.Shards = newClusterID(), uint32(n.cfg.Shards)
+	default:
+		init.ClusterId = newClusterID()
+		init.Slots, init.GroupsPerNode, init.Home = uint32(n.cfg.Slots), uint32(n.cfg.GroupsPerNode), n.cfg.NodeID
 	}
-	for s := 0; s < shards; s++ {
+	// The first groups: a legacy cluster's shards, or this node's groups
+	// of a cluster of slots (ids 0..G-1, fixed by InitCluster).
+	groups := int(init.Shards)
+	if init.Slots > 0 {
+		groups = int(init.GroupsPerNode)
+	}
+	for s := 0; s < groups; s++ {
 		r, err := n.ensureReplica(s)
 		if err != nil {
 			return err
 		}
 		if err := r.group.bootstrap([]raft.Server{me}); err != nil {
-			return fmt.Errorf("bootstrap shard %d: %w", s, err)
+			return fmt.Errorf("bootstrap group %d: %w", s, err)
 		}
 	}
-	init := &metav1.InitCluster{ClusterId: clusterID, Shards: uint32(shards), Replicas: uint32(replicas)}
 	if err := n.applyMeta(ctx, fsm.MetaInitCluster, init); err != nil {
 		return err
 	}
 	if err := n.applyMeta(ctx, fsm.MetaUpsertNode, &metav1.UpsertNode{Node: n.self()}); err != nil {
 		return err
 	}
-	n.log.Info("created cluster", "cluster", clusterID, "shards", shards, "replicas", replicas)
+	n.log.Info("created cluster", "cluster", init.ClusterId, "groups", groups, "slots", init.Slots, "replicas", init.Replicas)
 	return nil
 }
 

@@ -27,7 +27,7 @@ func TestApplyLocalMetaRefusesBeforeLogging(t *testing.T) {
 		{"unknown type", enc(99, nil), ErrConfig, "command:"},
 		{"garbage body", enc(fsm.MetaInitCluster, []byte{0xff, 0xff, 0xff}), ErrConfig, "command:"},
 		{"node without id", enc(fsm.MetaUpsertNode, nil), ErrConfig, "command:"},
-		{"shard out of range", report, fsm.ErrRefused, "shard 999"},
+		{"shard out of range", report, fsm.ErrRefused, "no group or shard 999"},
 		{"corrupt policy", corruptPolicy, fsm.ErrRefused, "policies[0]"},
 		{"unknown node", unknownNode, fsm.ErrUnknownNode, "ghost"},
 	} {

@@ -75,6 +75,9 @@ func (n *Node) reconcileMeta(ctx context.Context, v *fsm.MetaView) {
 			return
 		}
 	}
+	if n.reconcileGroups(ctx, v) {
+		return
+	}
 	n.balanceMetaVoters(ctx, meta, v, cfg)
 }
 

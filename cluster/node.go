@@ -28,6 +28,9 @@ type Peers interface {
 	// AddNode asks the node at addr to add n to its cluster, returning the
 	// cluster id and the gossip addresses of its members.
 	AddNode(ctx context.Context, addr string, n *metav1.Node) (clusterID string, gossip []string, err error)
+	// ExportSlots asks the node at addr for the states its replica of
+	// group froze for move (Node.ExportSlots there).
+	ExportSlots(ctx context.Context, addr string, group int, move uint64, slots []uint32) ([]byte, error)
 }
 
 // GroupInfo is what a node says about its replica of a group.

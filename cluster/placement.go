@@ -1,13 +1,16 @@
 package cluster
 
 import (
+	"slices"
+
 	"github.com/floodgate/floodgate/cluster/hashing"
 	"github.com/floodgate/floodgate/fsm"
 	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
 )
 
-// placement is where every shard should live: for each shard, the nodes
-// that should hold a replica, preferred leader first. It is a pure function
+// placement is where every group should live: for each group (a shard of
+// a legacy cluster), the nodes that should hold a replica, preferred leader
+// first; nil for a group removed. It is a pure function
 // of the meta state, so every node computes the same one.
 type placement struct {
 	shards [][]string
@@ -23,9 +26,26 @@ func placementOf(v *fsm.MetaView) *placement {
 			active = append(active, m.Id)
 		}
 	}
-	p := &placement{shards: make([][]string, v.Shards)}
-	for s := range p.shards {
-		p.shards[s] = hashing.Rendezvous(s, active, v.Replicas)
+	p := &placement{shards: make([][]string, len(v.Reports))}
+	if !v.Slotted() {
+		for s := range p.shards {
+			p.shards[s] = hashing.Rendezvous(s, active, v.Replicas)
+		}
+		return p
+	}
+	// A group's home leads it; the other replicas go by rendezvous. A
+	// group whose home is not active (being rehomed or retired) is placed
+	// by rendezvous alone until the meta leader gives it a new home.
+	for _, g := range v.Groups {
+		if int(g.ID) >= len(p.shards) {
+			continue
+		}
+		if !slices.Contains(active, g.Home) {
+			p.shards[g.ID] = hashing.Rendezvous(int(g.ID), active, v.Replicas)
+			continue
+		}
+		others := slices.DeleteFunc(slices.Clone(active), func(id string) bool { return id == g.Home })
+		p.shards[g.ID] = append([]string{g.Home}, hashing.Rendezvous(int(g.ID), others, v.Replicas-1)...)
 	}
 	return p
 }

@@ -82,7 +82,7 @@ func (n *Node) reconcileOnce() {
 	}
 	n.rejoinGossip(v)
 	pl := placementOf(v)
-	n.manageReplicas(pl)
+	n.manageReplicas(v, pl)
 	for _, r := range n.replicas() {
 		if !r.group.isLeader() {
 			n.recon.mu.Lock()
@@ -156,8 +156,9 @@ func (n *Node) reconcileShard(ctx context.Context, r *replica, v *fsm.MetaView, 
 	if err != nil || r.id >= len(pl.shards) {
 		return
 	}
-	n.reportShard(ctx, r.id, g.raft.CurrentTerm(), cfg, v)
+	n.reportShard(ctx, r, g.raft.CurrentTerm(), cfg, v)
 	n.maybeTick(r)
+	n.reconcileSlots(ctx, r, v)
 	desired := pl.shards[r.id]
 	step := planShard(shardPlanInput{
 		me: me, servers: cfg.Servers, desired: desired,
@@ -268,16 +269,17 @@ func (n *Node) transfer(ctx context.Context, shard int, g *Group, desired []stri
 	}
 }
 
-// reportShard records this leader's view of its group in the meta state,
-// when the meta state does not already say exactly that.
-func (n *Node) reportShard(ctx context.Context, shard int, term uint64, cfg raft.Configuration, v *fsm.MetaView) {
-	me := n.cfg.NodeID
-	report := &metav1.ShardReport{Shard: uint32(shard), Leader: me, Term: term}
+// reportShard records this leader's view of its group in the meta state
+// (leader, term, replicas, whether its state machine is initialized for
+// slot moves), when the meta state does not already say exactly that.
+func (n *Node) reportShard(ctx context.Context, r *replica, term uint64, cfg raft.Configuration, v *fsm.MetaView) {
+	me, shard := n.cfg.NodeID, r.id
+	report := &metav1.ShardReport{Shard: uint32(shard), Leader: me, Term: term, Ready: r.fsm.Ownership().Initialized}
 	for _, s := range cfg.Servers {
 		report.Replicas = append(report.Replicas, &metav1.Replica{NodeId: string(s.ID), Voter: s.Suffrage == raft.Voter})
 	}
 	if shard < len(v.Reports) {
-		if rep := v.Reports[shard]; rep != nil && rep.Leader == me && rep.Term == term && sameReplicas(rep.Replicas, report.Replicas) {
+		if rep := v.Reports[shard]; rep != nil && rep.Leader == me && rep.Term == term && rep.Ready == report.Ready && sameReplicas(rep.Replicas, report.Replicas) {
 			return
 		}
 	}

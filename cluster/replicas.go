@@ -131,17 +131,26 @@ func (r *replica) destroy() error {
 // the group's configuration: never merely because the placement changed or
 // a report says so, since until the leader has removed it the replica may
 // be needed for a quorum.
-func (n *Node) manageReplicas(pl *placement) {
+func (n *Node) manageReplicas(v *fsm.MetaView, pl *placement) {
 	me := n.cfg.NodeID
 	for s := range pl.shards {
 		if slices.Contains(pl.shards[s], me) {
-			if _, err := n.ensureReplica(s); err != nil {
+			r, err := n.ensureReplica(s)
+			if err != nil {
 				n.log.Error("open shard replica", "shard", s, "err", err)
+				continue
 			}
+			n.maybeBootstrapGroup(v, r)
 		}
 	}
 	for _, r := range n.replicas() {
 		if r.id < len(pl.shards) && slices.Contains(pl.shards[r.id], me) {
+			continue
+		}
+		if v := n.View(); v.Slotted() && v.Group(uint32(r.id)) == nil && r.id < len(v.Reports) {
+			// The group was removed: it owned no slot, and nothing will
+			// ever route to it again. Every replica goes, leader included.
+			n.dropReplica(r)
 			continue
 		}
 		if time.Since(r.group.openedAt) < 2*n.cfg.ElectionTimeout || r.group.isLeader() {
@@ -157,6 +166,27 @@ func (n *Node) manageReplicas(pl *placement) {
 			}
 		})
 	}
+}
+
+// maybeBootstrapGroup starts a group the meta state added (a node joined):
+// its home, and only its home, makes it a one-server Raft group, which
+// then adds the other replicas like any leader does. Only a group that
+// never reported a leader is started: one that did exists already, and a
+// home that lost its data must not start a second copy of it.
+func (n *Node) maybeBootstrapGroup(v *fsm.MetaView, r *replica) {
+	g := v.Group(uint32(r.id))
+	if !v.Slotted() || g == nil || g.Home != n.cfg.NodeID || r.id >= len(v.Reports) || v.Reports[r.id] != nil {
+		return
+	}
+	if has, err := r.group.hasState(); err != nil || has {
+		return
+	}
+	me := raft.Server{ID: raft.ServerID(n.cfg.NodeID), Address: raft.ServerAddress(n.cfg.RaftAddr)}
+	if err := r.group.bootstrap([]raft.Server{me}); err != nil {
+		n.log.Error("start new group", "group", r.id, "err", err)
+		return
+	}
+	n.log.Info("started new group", "group", r.id)
 }
 
 // confirmKey offsets the reconciler's busy keys for removal checks.

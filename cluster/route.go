@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -21,19 +22,21 @@ type Route struct {
 	Addr   string
 }
 
-// Shards is the cluster's shard count (0 before the node is a member).
+// Shards is how many slots (legacy: shards) keys hash to; 0 before the
+// node is a member.
 func (n *Node) Shards() int { return n.View().Shards }
 
-// ShardOf returns the shard of key. Before the node knows the cluster's
-// shard count (a restart, until its meta state is loaded) it answers
-// ErrNotReady: hashing with an unknown count would send every key to
-// shard 0 and count it there, leaving the key's own shard untouched.
+// ShardOf returns the group that owns key in this node's slot table: the
+// owner of the key's slot, or in a legacy cluster the key's shard. Before
+// the node knows the cluster's slot count (a restart, until its meta state
+// is loaded) it answers ErrNotReady: hashing with an unknown count would
+// send every key to slot 0 and count it there.
 func (n *Node) ShardOf(key string) (int, error) {
-	shards := n.Shards()
-	if shards <= 0 {
+	v := n.View()
+	if v.Shards <= 0 {
 		return 0, fmt.Errorf("%w: the shard count is not known yet", ErrNotReady)
 	}
-	return hashing.ShardOf(key, shards), nil
+	return int(v.GroupOf(hashing.ShardOf(key, v.Shards))), nil
 }
 
 // Ready reports whether the node serves checks: it is a member of its
@@ -45,15 +48,27 @@ func (n *Node) Ready() bool {
 	return n.member
 }
 
-// CheckOwner reports why key must not be counted in shard: the node does
-// not know the shard count yet (ErrNotReady, retryable), or the key hashes
-// to another shard or the shard does not exist (ErrWrongShard: the sender
-// is wrong, and nothing is counted).
+// CheckOwner reports why key must not be counted in group shard, as far as
+// the meta state tells: the node does not know the slot count yet
+// (ErrNotReady, retryable), the group does not exist (ErrWrongShard: the
+// sender is wrong), or in a legacy cluster the key hashes to another shard
+// (ErrWrongShard). In a cluster of slots the group's own state machine has
+// the last word on ownership (ErrMoved, at the leader and at apply): a
+// slot table here may be behind the sender's.
 func (n *Node) CheckOwner(shard int, key string) error {
-	shards := n.Shards()
+	v := n.View()
+	shards := v.Shards
 	switch {
 	case shards <= 0:
 		return fmt.Errorf("%w: the shard count is not known yet", ErrNotReady)
+	case v.Slotted():
+		if shard < 0 || v.Group(uint32(shard)) == nil {
+			if shard >= 0 && uint64(shard) < uint64(v.NextGroup) {
+				return fmt.Errorf("%w: group %d was removed", ErrMoved, shard)
+			}
+			return fmt.Errorf("%w: group %d does not exist", ErrWrongShard, shard)
+		}
+		return nil
 	case shard < 0 || shard >= shards:
 		return fmt.Errorf("%w: shard %d does not exist (the cluster has %d)", ErrWrongShard, shard, shards)
 	}
@@ -83,7 +98,7 @@ func (n *Node) Route(shard int) (Route, error) {
 	}
 	v := n.View()
 	if shard < 0 || shard >= len(v.Reports) {
-		return Route{}, fmt.Errorf("shard %d: %w", shard, ErrNotReady)
+		return Route{}, fmt.Errorf("%s: %w", shardName(shard), ErrNotReady)
 	}
 	if rep := v.Reports[shard]; rep != nil && rep.Leader != "" && rep.Leader != n.cfg.NodeID {
 		if addr := n.addrOf(rep.Leader); addr != "" {
@@ -121,6 +136,65 @@ func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]pol
 		rt, _ := n.Route(shard)
 		return nil, &NotLeaderError{Group: shardName(shard), LeaderID: rt.NodeID, LeaderAddr: rt.Addr}
 	}
+	// The group's state machine knows which slots it owns now: a check for
+	// another's is refused before anything is written (the state machine
+	// refuses it again at apply, which is the authority).
+	var owned []int
+	for i, c := range checks {
+		if !r.fsm.Owns(c.Key) {
+			if owned == nil {
+				owned = make([]int, 0, len(checks))
+				for j := range i {
+					owned = append(owned, j)
+				}
+			}
+			continue
+		}
+		if owned != nil {
+			owned = append(owned, i)
+		}
+	}
+	if owned == nil {
+		return n.submit(ctx, shard, r, checks)
+	}
+	errs := make([]error, len(checks))
+	for i := range errs {
+		errs[i] = fmt.Errorf("%s: %w", shardName(shard), ErrMoved)
+	}
+	out := make([]policy.Result, len(checks))
+	if len(owned) > 0 {
+		sub := make([]fsm.Check, len(owned))
+		for j, i := range owned {
+			sub[j] = checks[i]
+		}
+		res, err := n.submit(ctx, shard, r, sub)
+		var pe *PartialError
+		if errors.As(err, &pe) {
+			res, err = pe.Results, nil
+		}
+		if err != nil {
+			// Refused or unknown for the owned checks alike: the error of
+			// the call, unless one check alone was asked.
+			if len(checks) == 1 {
+				return nil, err
+			}
+			for _, i := range owned {
+				errs[i] = err
+			}
+		} else {
+			for j, i := range owned {
+				out[i], errs[i] = res[j], nil
+				if pe != nil {
+					errs[i] = pe.Errs[j]
+				}
+			}
+		}
+	}
+	return nil, NewPartialError(out, errs)
+}
+
+// submit is Submit of checks whose keys the group owned when they came.
+func (n *Node) submit(ctx context.Context, shard int, r *replica, checks []fsm.Check) ([]policy.Result, error) {
 	fast := 0
 	for _, c := range checks {
 		if c.Policy.Consistency == policy.Fast {
@@ -202,6 +276,9 @@ func (n *Node) ResetKey(ctx context.Context, shard int, key string, p *policy.Po
 		rt, _ := n.Route(shard)
 		return 0, &NotLeaderError{Group: shardName(shard), LeaderID: rt.NodeID, LeaderAddr: rt.Addr}
 	}
+	if !r.fsm.Owns(key) {
+		return 0, fmt.Errorf("%s: %w", shardName(shard), ErrMoved)
+	}
 	if p.Consistency == policy.Fast {
 		r.fast.drain()
 	}
@@ -213,6 +290,9 @@ func (n *Node) ResetKey(ctx context.Context, shard int, key string, p *policy.Po
 	case int:
 		return resp, nil
 	case error:
+		if errors.Is(resp, fsm.ErrNotOwned) {
+			return 0, fmt.Errorf("%s: %w: %w", shardName(shard), ErrMoved, resp)
+		}
 		return 0, resp
 	}
 	return 0, nil

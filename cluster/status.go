@@ -15,6 +15,12 @@ type Status struct {
 	MetaLeader string
 	Nodes      []NodeStatus
 	ShardInfo  []ShardStatus
+	// A cluster of slots: the slot count (0 in a legacy cluster), each
+	// slot's group, the table's epoch and the moves in flight.
+	Slots int
+	Table []uint32
+	Epoch uint64
+	Moves int
 }
 
 // NodeStatus is one member.
@@ -33,12 +39,17 @@ type ShardStatus struct {
 	Replicas []*metav1.Replica
 	Leader   string
 	Term     uint64
+	// A cluster of slots: slots owned, home node, being drained.
+	Slots    int
+	Home     string
+	Retiring bool
 }
 
 // Status reports membership, health and every shard's replicas and leader.
 func (n *Node) Status() Status {
 	v := n.View()
-	st := Status{ClusterID: v.ClusterID, NodeID: n.cfg.NodeID, Shards: v.Shards, Replicas: v.Replicas}
+	st := Status{ClusterID: v.ClusterID, NodeID: n.cfg.NodeID, Shards: v.Shards, Replicas: v.Replicas,
+		Slots: v.SlotCount, Table: v.Table, Epoch: v.Epoch, Moves: len(v.Moves)}
 	voters := map[string]bool{}
 	if meta := n.metaGroup(); meta != nil {
 		st.MetaLeader = meta.leader()
@@ -50,8 +61,16 @@ func (n *Node) Status() Status {
 	}
 	replicas, leaders := map[string]int{}, map[string]int{}
 	pl := placementOf(v)
-	for s := 0; s < v.Shards; s++ {
-		ss := ShardStatus{ID: s, Desired: pl.shards[s]}
+	owned := map[uint32]int{}
+	for _, g := range v.Table {
+		owned[g]++
+	}
+	for _, id := range v.GroupIDs() {
+		s := int(id)
+		ss := ShardStatus{ID: s, Desired: pl.shards[s], Slots: owned[id]}
+		if g := v.Group(id); g != nil {
+			ss.Home, ss.Retiring = g.Home, g.Retiring
+		}
 		if rep := v.Reports[s]; rep != nil {
 			ss.Replicas, ss.Leader, ss.Term = rep.Replicas, rep.Leader, rep.Term
 			for _, r := range rep.Replicas {

@@ -56,7 +56,7 @@ func FuzzShardRestore(f *testing.F) {
 		// As given (mostly refused: its last 4 bytes are not its
 		// checksum), then with the checksum appended.
 		for _, data := range [][]byte{body, append(body[:len(body):len(body)], sum...)} {
-			fuzzseed.CheckAllocs(t, data, 512<<10, 1024, func() { _, _, _ = decodeShardSnapshot(data) })
+			fuzzseed.CheckAllocs(t, data, 512<<10, 1024, func() { _, _, _, _ = decodeShardSnapshot(data) })
 			s := seededShard(t)
 			before := snapshotBytes(t, s)
 			if err := s.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {

@@ -44,6 +44,22 @@ type MetaView struct {
 	Policies map[string]*policy.Policy
 	// Index is the Raft index of the latest applied command.
 	Index uint64
+
+	// A cluster of slots (metaslots.go); all zero in a legacy cluster.
+	// SlotCount is how many slots keys hash to (Shards says the same);
+	// Table gives each slot's group; Groups (sorted by id) every group;
+	// Reports is then indexed by group id, up to NextGroup. Never modify.
+	SlotCount     int
+	GroupsPerNode int
+	Groups        []GroupInfo
+	NextGroup     uint32
+	Table         []uint32
+	// Epoch grows on every change of Table.
+	Epoch uint64
+	// Moves are the moves in flight, by id; ids below NextMove that are
+	// not in Moves are done.
+	Moves    []SlotMove
+	NextMove uint64
 }
 
 // Policy returns the named policy, or nil.
@@ -121,7 +137,7 @@ func (m *Meta) Apply(l *raft.Log) interface{} {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if typ := l.Data[0]; typ < MetaInitCluster || typ > MetaDeletePolicy {
+	if typ := l.Data[0]; typ < MetaInitCluster || typ > metaLast {
 		stop("meta", l.Index, typ, 0, 0)
 	}
 	defer m.seen.Store(l.Index) // after the view is published
@@ -149,6 +165,16 @@ func applyMeta(cur *MetaView, typ byte, body []byte) (*MetaView, error) {
 				return &next, nil
 			}
 			return nil, fmt.Errorf("%w: cluster %s already created", ErrRefused, cur.ClusterID)
+		}
+		if c.Slots > 0 {
+			if c.ClusterId == "" || c.Replicas == 0 {
+				return nil, fmt.Errorf("%w: cluster id and replicas are required", ErrRefused)
+			}
+			next.ClusterID, next.Replicas = c.ClusterId, int(c.Replicas)
+			if err := initSlots(&next, &c); err != nil {
+				return nil, err
+			}
+			return &next, nil
 		}
 		if c.ClusterId == "" || c.Shards == 0 || c.Replicas == 0 {
 			return nil, fmt.Errorf("%w: cluster id, shards and replicas are required", ErrRefused)
@@ -229,14 +255,18 @@ func applyMeta(cur *MetaView, typ byte, body []byte) (*MetaView, error) {
 		if err := proto.Unmarshal(body, &c); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
-		if int(c.Shard) >= len(cur.Reports) {
-			return nil, fmt.Errorf("%w: shard %d of %d", ErrRefused, c.Shard, len(cur.Reports))
+		if int(c.Shard) >= len(cur.Reports) || (cur.Slotted() && cur.Group(c.Shard) == nil) {
+			return nil, fmt.Errorf("%w: shard: no group or shard %d", ErrRefused, c.Shard)
 		}
 		if old := cur.Reports[c.Shard]; old != nil && c.Term < old.Term {
 			return &next, nil // stale: a newer leader already reported
 		}
 		next.Reports = slices.Clone(cur.Reports)
 		next.Reports[c.Shard] = &c
+	case MetaAddGroup, MetaRehomeGroup, MetaRetireGroup, MetaRemoveGroup, MetaPlanMoves, MetaMoveFrozen, MetaMoveImported:
+		if err := applySlots(cur, &next, typ, body); err != nil {
+			return nil, err
+		}
 	default:
 		// Meta.Apply stops the node before it gets here.
 		return nil, fmt.Errorf("%w: unknown meta command type %d", ErrCorrupt, typ)
@@ -295,8 +325,13 @@ func decodeStoredPolicy(b []byte) (*policy.Policy, error) {
 const maxShards = 1 << 16
 
 // metaVersion is the first byte of a meta snapshot; the rest is a
-// deterministic protobuf encoding of metav1.State.
-const metaVersion = 1
+// deterministic protobuf encoding of metav1.State. Version 2 adds the
+// slot fields; a legacy cluster still writes version 1, which binaries
+// that predate slots read.
+const (
+	metaVersion       = 2
+	metaVersionLegacy = 1
+)
 
 // Snapshot implements raft.FSM.
 func (m *Meta) Snapshot() (raft.FSMSnapshot, error) {
@@ -311,11 +346,16 @@ func (m *Meta) Snapshot() (raft.FSMSnapshot, error) {
 			st.ShardReports = append(st.ShardReports, r)
 		}
 	}
+	snapshotSlots(v, st)
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(st)
 	if err != nil {
 		return nil, err
 	}
-	return metaSnapshot(append([]byte{metaVersion}, b...)), nil
+	version := byte(metaVersionLegacy)
+	if v.Slotted() {
+		version = metaVersion
+	}
+	return metaSnapshot(append([]byte{version}, b...)), nil
 }
 
 // Restore implements raft.FSM.
@@ -325,7 +365,7 @@ func (m *Meta) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
-	if len(b) == 0 || b[0] != metaVersion {
+	if len(b) == 0 || (b[0] != metaVersion && b[0] != metaVersionLegacy) {
 		return fmt.Errorf("%w: meta snapshot", ErrSnapshotVersion)
 	}
 	var st metav1.State
@@ -338,6 +378,9 @@ func (m *Meta) Restore(rc io.ReadCloser) error {
 	v := &MetaView{ClusterID: st.ClusterId, Shards: int(st.Shards), Replicas: int(st.Replicas), Nodes: st.Nodes}
 	slices.SortFunc(v.Nodes, func(a, b *metav1.Node) int { return strings.Compare(a.Id, b.Id) })
 	v.Reports = make([]*metav1.ShardReport, st.Shards)
+	if err := restoreSlots(&st, v); err != nil {
+		return err
+	}
 	for _, r := range st.ShardReports {
 		if int(r.Shard) < len(v.Reports) {
 			v.Reports[r.Shard] = r

@@ -32,6 +32,7 @@ type Shard struct {
 	now int64  // log time: the latest timestamp applied
 	ids []byte // scratch: the identities of the current item's states
 	ov  overlay
+	own *ownership // slot ownership (own.go); nil in a legacy shard
 }
 
 // NewShard returns an empty shard state machine.
@@ -75,11 +76,23 @@ func (s *Shard) apply(l *raft.Log) interface{} {
 		}
 		s.advance(e.ts)
 		out := make([]policy.Result, len(e.checks))
+		var notOwned []bool
 		for i := range e.checks {
 			c := &e.checks[i]
+			if !s.owns(c.key) {
+				// Counted nowhere: the key's slot moved (or is moving).
+				if notOwned == nil {
+					notOwned = make([]bool, len(e.checks))
+				}
+				notOwned[i] = true
+				continue
+			}
 			out[i] = s.eval(&e.policies[c.policy], c.key, c.cost, c.elastic)
 		}
 		s.tab.sweep(s.now, sweepPerEntry+sweepPerCheck*len(e.checks))
+		if notOwned != nil {
+			return &AllowResults{Results: out, NotOwned: notOwned}
+		}
 		return out
 	case cmdHits:
 		knownVersion(l.Index, typ, body, hitsVersion)
@@ -88,7 +101,9 @@ func (s *Shard) apply(l *raft.Log) interface{} {
 			return fmt.Errorf("entry %d: %w", l.Index, err)
 		}
 		for i := range e.hits {
-			s.replay(&e.policies[e.hits[i].policy], &e.hits[i])
+			if s.owns(e.hits[i].key) {
+				s.replay(&e.policies[e.hits[i].policy], &e.hits[i])
+			}
 		}
 		s.advance(e.ts)
 		s.tab.sweep(s.now, sweepPerEntry+sweepPerCheck*len(e.hits))
@@ -100,7 +115,16 @@ func (s *Shard) apply(l *raft.Log) interface{} {
 			return fmt.Errorf("entry %d: %w", l.Index, err)
 		}
 		s.advance(ts)
+		if !s.owns(key) {
+			return fmt.Errorf("entry %d: %w", l.Index, ErrNotOwned)
+		}
 		return s.reset(&p, key)
+	case cmdInit, cmdFreeze, cmdImport, cmdDrop:
+		knownVersion(l.Index, typ, body, ownVersion)
+		if err := s.applyOwn(typ, body); err != nil {
+			return fmt.Errorf("entry %d: %w", l.Index, err)
+		}
+		return nil
 	case cmdTick:
 		ts, err := decodeTick(body)
 		if err != nil {

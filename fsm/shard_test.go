@@ -322,8 +322,8 @@ func TestUnknownEntriesStopTheNode(t *testing.T) {
 		}
 	}
 	m := NewMeta()
-	err := stopped(t, func() { m.Apply(&raft.Log{Index: 7, Type: raft.LogCommand, Data: []byte{MetaDeletePolicy + 1}}) })
-	if !errors.Is(err, ErrUnknownEntry) || !strings.Contains(err.Error(), "meta log entry 7 has type 8") ||
+	err := stopped(t, func() { m.Apply(&raft.Log{Index: 7, Type: raft.LogCommand, Data: []byte{metaLast + 1}}) })
+	if !errors.Is(err, ErrUnknownEntry) || !strings.Contains(err.Error(), "meta log entry 7 has type 15") ||
 		!strings.Contains(err.Error(), "written by a newer floodgate?") {
 		t.Errorf("meta: stopped with %v", err)
 	}

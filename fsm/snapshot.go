@@ -24,9 +24,14 @@ import (
 // decisions write the same bytes, whatever their hash seeds, how far their
 // sweepers got, or whether they applied the decisions as strict checks or
 // as replayed fast hits.
+//
+// Version 2 adds, after the entries, the group's slot ownership record
+// (appendOwnership, as uvarint length + bytes). A shard without one (a
+// legacy cluster's) still writes version 1, which older binaries read.
 const (
-	shardMagic   = "FGSS"
-	shardVersion = 1
+	shardMagic        = "FGSS"
+	shardVersion      = 2
+	shardVersionNoOwn = 1
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -37,6 +42,7 @@ type shardSnapshot struct {
 	now     int64
 	buf     []byte // the encoded entries, back to back
 	entries []snapEntry
+	own     []byte // the ownership record; nil writes version 1
 }
 
 type snapEntry struct {
@@ -49,10 +55,19 @@ type snapEntry struct {
 func (s *Shard) Snapshot() (raft.FSMSnapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.collect(nil)
+}
+
+// collect copies the live states whose identity keep accepts (every one
+// with a nil keep), and the ownership record. s.mu must be held.
+func (s *Shard) collect(keep func(id string) bool) (*shardSnapshot, error) {
 	snap := &shardSnapshot{now: s.now, entries: make([]snapEntry, 0, s.tab.live)}
+	if s.own != nil {
+		snap.own = appendOwnership(nil, s.own)
+	}
 	var err error
 	s.tab.each(func(r *record) {
-		if err != nil || r.expiry() <= s.now {
+		if err != nil || r.expiry() <= s.now || (keep != nil && !keep(r.id)) {
 			return
 		}
 		l, ok := shapeOf(r.id)
@@ -100,7 +115,11 @@ func (p *shardSnapshot) writeTo(w io.Writer) error {
 	})
 	crc := crc32.New(castagnoli)
 	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 1<<16)
-	head := append([]byte(shardMagic), shardVersion)
+	version := byte(shardVersionNoOwn)
+	if p.own != nil {
+		version = shardVersion
+	}
+	head := append([]byte(shardMagic), version)
 	head = binary.AppendVarint(head, p.now)
 	head = binary.AppendUvarint(head, uint64(len(p.entries)))
 	if _, err := bw.Write(head); err != nil {
@@ -108,6 +127,11 @@ func (p *shardSnapshot) writeTo(w io.Writer) error {
 	}
 	for _, e := range p.entries {
 		if _, err := bw.Write(p.buf[e.off:e.end]); err != nil {
+			return err
+		}
+	}
+	if p.own != nil {
+		if _, err := bw.Write(append(binary.AppendUvarint(nil, uint64(len(p.own))), p.own...)); err != nil {
 			return err
 		}
 	}
@@ -129,49 +153,62 @@ func (s *Shard) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
-	tab, now, err := decodeShardSnapshot(data)
+	tab, now, own, err := decodeShardSnapshot(data)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.tab, s.now = tab, now
+	s.tab, s.now, s.own = tab, now, own
 	s.mu.Unlock()
 	return nil
 }
 
-func decodeShardSnapshot(data []byte) (*table, int64, error) {
+func decodeShardSnapshot(data []byte) (*table, int64, *ownership, error) {
 	if len(data) < len(shardMagic)+1+4 || string(data[:len(shardMagic)]) != shardMagic {
-		return nil, 0, fmt.Errorf("%w: not a shard snapshot", ErrCorrupt)
+		return nil, 0, nil, fmt.Errorf("%w: not a shard snapshot", ErrCorrupt)
 	}
-	if v := data[len(shardMagic)]; v != shardVersion {
-		return nil, 0, fmt.Errorf("%w: shard snapshot version %d", ErrSnapshotVersion, v)
+	version := data[len(shardMagic)]
+	if version != shardVersion && version != shardVersionNoOwn {
+		return nil, 0, nil, fmt.Errorf("%w: shard snapshot version %d", ErrSnapshotVersion, version)
 	}
 	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
 	if crc32.Checksum(body, castagnoli) != sum {
-		return nil, 0, fmt.Errorf("%w: shard snapshot checksum mismatch", ErrCorrupt)
+		return nil, 0, nil, fmt.Errorf("%w: shard snapshot checksum mismatch", ErrCorrupt)
 	}
 	r := bytes.NewReader(body[len(shardMagic)+1:])
 	now, err := binary.ReadVarint(r)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: shard snapshot header", ErrCorrupt)
+		return nil, 0, nil, fmt.Errorf("%w: shard snapshot header", ErrCorrupt)
 	}
 	count, err := binary.ReadUvarint(r)
 	if err != nil || count > uint64(len(body)) {
-		return nil, 0, fmt.Errorf("%w: shard snapshot header", ErrCorrupt)
+		return nil, 0, nil, fmt.Errorf("%w: shard snapshot header", ErrCorrupt)
 	}
 	tab := newTable()
 	rest := body[len(body)-r.Len():]
 	for i := uint64(0); i < count; i++ {
 		n, err := decodeSnapEntry(tab, rest)
 		if err != nil {
-			return nil, 0, fmt.Errorf("shard snapshot entry %d: %w", i, err)
+			return nil, 0, nil, fmt.Errorf("shard snapshot entry %d: %w", i, err)
 		}
 		rest = rest[n:]
 	}
-	if len(rest) != 0 {
-		return nil, 0, fmt.Errorf("%w: %d trailing bytes in shard snapshot", ErrCorrupt, len(rest))
+	var own *ownership
+	if version == shardVersion {
+		n, k := binary.Uvarint(rest)
+		if k <= 0 || n != uint64(len(rest)-k) {
+			return nil, 0, nil, fmt.Errorf("%w: shard snapshot ownership record", ErrCorrupt)
+		}
+		var err error
+		if own, err = readOwnership(rest[k:]); err != nil {
+			return nil, 0, nil, err
+		}
+		rest = nil
 	}
-	return tab, now, nil
+	if len(rest) != 0 {
+		return nil, 0, nil, fmt.Errorf("%w: %d trailing bytes in shard snapshot", ErrCorrupt, len(rest))
+	}
+	return tab, now, own, nil
 }
 
 // decodeSnapEntry adds one snapshot entry to tab and returns its length.

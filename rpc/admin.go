@@ -35,6 +35,7 @@ func (a *AdminServer) Status(ctx context.Context, req *pb.StatusRequest) (*pb.St
 	out := &pb.StatusResponse{
 		ClusterId: st.ClusterID, NodeId: st.NodeID, Shards: int32(st.Shards),
 		Replicas: int32(st.Replicas), MetaLeader: st.MetaLeader,
+		Slots: int32(st.Slots), Epoch: st.Epoch, Moves: int32(st.Moves), SlotTable: slotRuns(st.Table),
 	}
 	for _, n := range st.Nodes {
 		out.Nodes = append(out.Nodes, &pb.NodeStatus{
@@ -44,7 +45,8 @@ func (a *AdminServer) Status(ctx context.Context, req *pb.StatusRequest) (*pb.St
 		})
 	}
 	for _, s := range st.ShardInfo {
-		ss := &pb.ShardStatus{Id: int32(s.ID), Desired: s.Desired, Leader: s.Leader, Term: s.Term}
+		ss := &pb.ShardStatus{Id: int32(s.ID), Desired: s.Desired, Leader: s.Leader, Term: s.Term,
+			Slots: int32(s.Slots), Home: s.Home, Retiring: s.Retiring}
 		for _, r := range s.Replicas {
 			suffrage := "nonvoter"
 			if r.Voter {
@@ -55,6 +57,19 @@ func (a *AdminServer) Status(ctx context.Context, req *pb.StatusRequest) (*pb.St
 		out.ShardStatus = append(out.ShardStatus, ss)
 	}
 	return out, nil
+}
+
+// slotRuns writes a slot table as runs of slots of one group.
+func slotRuns(table []uint32) []*pb.SlotRun {
+	var out []*pb.SlotRun
+	for s, g := range table {
+		if n := len(out); n > 0 && out[n-1].Group == int32(g) {
+			out[n-1].Count++
+			continue
+		}
+		out = append(out, &pb.SlotRun{First: int32(s), Count: 1, Group: int32(g)})
+	}
+	return out
 }
 
 // Join implements pb.AdminServer: it asks the node at node_addr who it is,

@@ -32,11 +32,11 @@ func codeOf(err error) codes.Code {
 		return codes.InvalidArgument
 	case errors.Is(err, cluster.ErrUnknownNode), errors.Is(err, fsm.ErrUnknownNode), errors.Is(err, fsm.ErrUnknownPolicy):
 		return codes.NotFound
-	case errors.Is(err, cluster.ErrNotFresh), errors.Is(err, fsm.ErrRefused):
+	case errors.Is(err, cluster.ErrNotFresh), errors.Is(err, fsm.ErrRefused), errors.Is(err, fsm.ErrNotFrozen):
 		return codes.FailedPrecondition
 	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader),
 		errors.Is(err, cluster.ErrUnavailable), errors.Is(err, cluster.ErrClosed), errors.Is(err, cluster.ErrNotReady),
-		errors.Is(err, cluster.ErrMoved):
+		errors.Is(err, cluster.ErrMoved), errors.Is(err, fsm.ErrNotOwned):
 		return codes.Unavailable
 	case errors.Is(err, context.DeadlineExceeded):
 		return codes.DeadlineExceeded

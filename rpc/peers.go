@@ -106,6 +106,16 @@ func (p *Peers) AddNode(ctx context.Context, addr string, n *metav1.Node) (strin
 	return resp.ClusterId, resp.GossipAddrs, nil
 }
 
+// ExportSlots implements cluster.Peers.
+func (p *Peers) ExportSlots(ctx context.Context, addr string, group int, move uint64, slots []uint32) ([]byte, error) {
+	resp, err := peerv1.NewPeerClient(p.conn(addr)).ExportSlots(ctx, &peerv1.ExportSlotsRequest{
+		Group: uint32(group), Move: move, Slots: slots})
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	return resp.Export, nil
+}
+
 // fromStatus turns a peer's gRPC error back into the sentinel the cluster
 // package decides on: refusals are final, everything else may be retried.
 func fromStatus(err error) error {

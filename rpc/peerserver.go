@@ -202,6 +202,24 @@ func (p *PeerServer) AddNode(ctx context.Context, req *peerv1.AddNodeRequest) (*
 	return &peerv1.AddNodeResponse{ClusterId: cid, GossipAddrs: gossip}, nil
 }
 
+// ExportSlots implements peerv1.PeerServer: any replica of the group that
+// applied the move's freeze answers; the state machine checks the move and
+// its slots (every slot frozen by exactly that move), so a wrong or stale
+// request gets FailedPrecondition and reads nothing.
+func (p *PeerServer) ExportSlots(ctx context.Context, req *peerv1.ExportSlotsRequest) (*peerv1.ExportSlotsResponse, error) {
+	switch {
+	case req.Move == 0:
+		return nil, toStatus(fmt.Errorf("%w: move: required", ErrInvalid))
+	case len(req.Slots) == 0:
+		return nil, toStatus(fmt.Errorf("%w: slots: at least one slot is required", ErrInvalid))
+	}
+	b, err := p.node.ExportSlots(int(req.Group), req.Move, req.Slots)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &peerv1.ExportSlotsResponse{Export: b}, nil
+}
+
 // ResetKey implements peerv1.PeerServer: the receiver must lead the shard.
 func (p *PeerServer) ResetKey(ctx context.Context, req *peerv1.PeerResetRequest) (*peerv1.PeerResetResponse, error) {
 	d := p.decodePolicy(req.Policy)

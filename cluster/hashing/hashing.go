@@ -7,7 +7,12 @@ import "slices"
 
 // ShardOf returns the shard of key among shards: FNV-1a 64 modulo the
 // shard count. Stable forever: changing it would move every key.
-func ShardOf(key string, shards int) int {
+func ShardOf(key string, shards int) int { return shardOf(key, shards) }
+
+// ShardOfBytes is ShardOf of a key held as bytes (no copy).
+func ShardOfBytes(key []byte, shards int) int { return shardOf(key, shards) }
+
+func shardOf[K string | []byte](key K, shards int) int {
 	if shards <= 1 {
 		return 0
 	}

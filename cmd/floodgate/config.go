@@ -44,7 +44,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		gossipAddr = fs.String("gossip-addr", "127.0.0.1:7703", "memberlist gossip address (TCP and UDP)")
 		join       = fs.String("join", "", "comma-separated gRPC addresses of members to join at first start")
 		region     = fs.String("region", "", "region label of this node")
-		shards     = fs.Int("shards", cluster.DefaultShards, "shard count of a new cluster")
+		slots      = fs.Int("slots", cluster.DefaultSlots, "slot count of a new cluster: keys hash to slots, which move between Raft groups as nodes join and leave")
+		perNode    = fs.Int("groups-per-node", cluster.DefaultGroupsPerNode, "Raft groups each node leads in a new cluster")
+		shards     = fs.Int("shards", 0, "create a legacy cluster of this many fixed shards, one Raft group each (0: a cluster of slots)")
 		replicas   = fs.Int("replicas", cluster.DefaultReplicas, "replicas per shard of a new cluster (capped by the node count)")
 		fsync      = fs.String("fsync", "batch", "how Raft writes are made durable: batch (fsync'd before acknowledged, one fsync shared by all groups; always is the same), off (left to the OS)")
 		deadAfter  = fs.Duration("dead-after", 30*time.Second, "how long a node may be unreachable before its replicas move")
@@ -98,6 +100,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		cluster: cluster.Config{
 			NodeID: id, DataDir: *dataDir, GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, RaftAddr: *raftAddr,
 			GossipAddr: *gossipAddr, Region: *region, Join: joinAddrs, Shards: *shards, Replicas: *replicas,
+			Slots: *slots, GroupsPerNode: *perNode,
 			Fsync: *fsync, DeadAfter: *deadAfter, HeartbeatTimeout: *heartbeat, ElectionTimeout: *election,
 			LeaderLeaseTimeout: *lease, FastFlushInterval: *fastFlush, FastMaxPending: *fastMax,
 		},

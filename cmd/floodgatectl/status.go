@@ -39,8 +39,15 @@ func statusCmd(g *globals) *cobra.Command {
 }
 
 func printStatus(g *globals, st *pb.StatusResponse, shards bool) error {
-	fmt.Fprintf(g.out, "cluster %s: %d shards, %d replicas each; answered by %s; meta leader %s\n\n",
-		st.ClusterId, st.Shards, st.Replicas, st.NodeId, orNone(st.MetaLeader))
+	unit := "shards"
+	if st.Slots > 0 {
+		unit = "groups"
+		fmt.Fprintf(g.out, "cluster %s: %d slots over %d groups, %d replicas each, %d slot moves in flight; answered by %s; meta leader %s\n\n",
+			st.ClusterId, st.Slots, len(st.ShardStatus), st.Replicas, st.Moves, st.NodeId, orNone(st.MetaLeader))
+	} else {
+		fmt.Fprintf(g.out, "cluster %s: %d shards, %d replicas each; answered by %s; meta leader %s\n\n",
+			st.ClusterId, st.Shards, st.Replicas, st.NodeId, orNone(st.MetaLeader))
+	}
 	tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSTATE\tHEALTH\tGRPC\tRAFT\tREGION\tMETA\tREPLICAS\tLEADS")
 	for _, n := range st.Nodes {
@@ -63,13 +70,17 @@ func printStatus(g *globals, st *pb.StatusResponse, shards bool) error {
 			leaderless++
 		}
 	}
-	fmt.Fprintf(g.out, "\n%d of %d shards have a leader\n", len(st.ShardStatus)-leaderless, len(st.ShardStatus))
+	fmt.Fprintf(g.out, "\n%d of %d %s have a leader\n", len(st.ShardStatus)-leaderless, len(st.ShardStatus), unit)
 	if !shards {
 		return nil
 	}
 	fmt.Fprintln(g.out)
 	tw = tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SHARD\tLEADER\tTERM\tREPLICAS\tPLACEMENT")
+	if st.Slots > 0 {
+		fmt.Fprintln(tw, "GROUP\tSLOTS\tHOME\tLEADER\tTERM\tREPLICAS\tPLACEMENT")
+	} else {
+		fmt.Fprintln(tw, "SHARD\tLEADER\tTERM\tREPLICAS\tPLACEMENT")
+	}
 	for _, s := range st.ShardStatus {
 		var reps []string
 		for _, r := range s.Replicas {
@@ -78,6 +89,15 @@ func printStatus(g *globals, st *pb.StatusResponse, shards bool) error {
 				name += "(" + r.Suffrage + ")"
 			}
 			reps = append(reps, name)
+		}
+		if st.Slots > 0 {
+			home := s.Home
+			if s.Retiring {
+				home += " (retiring)"
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%s\t%s\n", s.Id, s.Slots, orNone(home), orNone(s.Leader), s.Term,
+				strings.Join(reps, ","), strings.Join(s.Desired, ","))
+			continue
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\n", s.Id, orNone(s.Leader), s.Term, strings.Join(reps, ","), strings.Join(s.Desired, ","))
 	}

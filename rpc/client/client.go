@@ -64,7 +64,8 @@ type Client struct {
 	mu       sync.RWMutex
 	conns    map[string]*grpc.ClientConn
 	shards   int
-	leaders  []string // shard → leader's gRPC address
+	leaders  map[int]string // group (legacy: shard) → leader's gRPC address
+	table    []uint32       // slot → group; nil in a legacy cluster
 	nodes    []string // every node's gRPC address
 	policies map[string]*policy.Policy
 
@@ -236,7 +237,11 @@ func (c *Client) route(key string) string {
 	c.mu.RLock()
 	var addr string
 	if c.shards > 0 {
-		addr = c.leaders[hashing.ShardOf(key, c.shards)]
+		g := hashing.ShardOf(key, c.shards)
+		if c.table != nil {
+			g = int(c.table[g])
+		}
+		addr = c.leaders[g]
 	}
 	c.mu.RUnlock()
 	if addr != "" && c.conn(addr).GetState() != connectivity.TransientFailure {
@@ -307,12 +312,11 @@ func (c *Client) loadRoutes(ctx context.Context) error {
 			addrOf[n.Id] = n.GrpcAddr
 			all = append(all, n.GrpcAddr)
 		}
-		leaders := make([]string, st.Shards)
+		leaders := make(map[int]string, len(st.ShardStatus))
 		for _, s := range st.ShardStatus {
-			if int(s.Id) < len(leaders) {
-				leaders[s.Id] = addrOf[s.Leader]
-			}
+			leaders[int(s.Id)] = addrOf[s.Leader]
 		}
+		table := slotTable(st)
 		policies := map[string]*policy.Policy{}
 		if list, err := pb.NewAdminClient(c.conn(addr)).ListPolicies(ctx, &pb.ListPoliciesRequest{}); err == nil {
 			for _, pp := range list.Policies {
@@ -322,7 +326,7 @@ func (c *Client) loadRoutes(ctx context.Context) error {
 			}
 		}
 		c.mu.Lock()
-		c.shards, c.leaders, c.nodes, c.policies = int(st.Shards), leaders, all, policies
+		c.shards, c.leaders, c.table, c.nodes, c.policies = int(st.Shards), leaders, table, all, policies
 		c.mu.Unlock()
 		return nil
 	}
@@ -360,4 +364,28 @@ func (c *Client) closeConns() {
 		cc.Close()
 		delete(c.conns, addr)
 	}
+}
+
+// slotTable expands a cluster of slots' table (runs) to slot → group; nil
+// for a legacy cluster or a table that does not cover every slot (then
+// every check goes to any node, which routes it).
+func slotTable(st *pb.StatusResponse) []uint32 {
+	if st.Slots <= 0 || st.Slots != st.Shards {
+		return nil
+	}
+	table := make([]uint32, st.Slots)
+	covered := 0
+	for _, r := range st.SlotTable {
+		if r.First < 0 || r.Count <= 0 || r.First+r.Count > st.Slots || r.Group < 0 {
+			return nil
+		}
+		for s := r.First; s < r.First+r.Count; s++ {
+			table[s] = uint32(r.Group)
+		}
+		covered += int(r.Count)
+	}
+	if covered != int(st.Slots) {
+		return nil
+	}
+	return table
 }

@@ -87,6 +87,11 @@ func (c *Cluster) Status(ctx context.Context) (*pb.StatusResponse, error) {
 // Settled reports nil when every shard has exactly its placed replicas,
 // all voting, and is led by its preferred leader.
 func Settled(st *pb.StatusResponse) error {
+	if st.Slots > 0 {
+		if err := slotsSettled(st); err != nil {
+			return err
+		}
+	}
 	for _, s := range st.ShardStatus {
 		if len(s.Desired) == 0 || s.Leader != s.Desired[0] {
 			return fmt.Errorf("shard %d led by %q, preferred %v", s.Id, s.Leader, s.Desired)
@@ -98,6 +103,27 @@ func Settled(st *pb.StatusResponse) error {
 			if r.Suffrage != "voter" {
 				return fmt.Errorf("shard %d: %s is a %s", s.Id, r.NodeId, r.Suffrage)
 			}
+		}
+	}
+	return nil
+}
+
+// slotsSettled reports why a cluster of slots is still changing: slot
+// moves in flight, a group being drained, an active node home to no group.
+func slotsSettled(st *pb.StatusResponse) error {
+	if st.Moves > 0 {
+		return fmt.Errorf("%d slot moves in flight", st.Moves)
+	}
+	homes := map[string]bool{}
+	for _, s := range st.ShardStatus {
+		if s.Retiring {
+			return fmt.Errorf("group %d is being drained", s.Id)
+		}
+		homes[s.Home] = true
+	}
+	for _, n := range st.Nodes {
+		if n.State == "active" && !homes[n.Id] {
+			return fmt.Errorf("node %s is home to no group", n.Id)
 		}
 	}
 	return nil

@@ -21,7 +21,7 @@ import (
 // The cluster and the load every scenario shares.
 const (
 	nodes       = 3
-	shards      = 8
+	slots       = 64 // a small table: join and leave move whole slots in a few rounds
 	limit       = 1000 // per key, over an hour: nothing expires during a run
 	maxPending  = 50   // --fast-max-pending: fast mode's bound is twice this per failover
 	callTimeout = 4 * time.Second
@@ -89,8 +89,9 @@ type env struct {
 	n    *Nemesis
 	net  *Net
 	disk map[string]*Disk // by node id
-	keys []string         // hot keys first, then the control key
-	hot  int
+	keys  []string // hot keys first, then the control key
+	hot   int      // the hot keys' group
+	table []uint32 // slot → group when the scenario began
 	// found are violations the nemesis saw itself (a node that failed
 	// unclearly, a store it refused after a fault).
 	found []string
@@ -102,7 +103,7 @@ func (e *env) violate(format string, args ...any) {
 }
 
 func nodeArgs() []string {
-	return []string{"--shards", fmt.Sprint(shards), "--fast-max-pending", fmt.Sprint(maxPending)}
+	return []string{"--slots", fmt.Sprint(slots), "--fast-max-pending", fmt.Sprint(maxPending)}
 }
 
 // start brings up the scenario's cluster, placed as it asks.
@@ -150,10 +151,10 @@ func start(ctx context.Context, t *testing.T, s scenario) *env {
 	if err := e.c.WaitSettled(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// --shards only counts when a cluster is created; a node restarting
-	// without it (default 64) must still use the cluster's 8.
+	// --slots only counts when a cluster is created; a node restarting
+	// without it (default 4096) must still use the cluster's 64.
 	for _, n := range e.c.Nodes {
-		n.Args = withoutShards(n.Args)
+		n.Args = withoutSlots(n.Args)
 	}
 	st, err := e.c.Status(ctx)
 	if err != nil {
@@ -202,17 +203,22 @@ func (e *env) newNode(id string, i int, disk bool) (*e2e.Node, error) {
 	return node, nil
 }
 
-// pickKeys makes the shard led by the second node hot (not the node the
-// others joined through) and adds a control key on a shard led elsewhere.
+// pickKeys makes the group led by the second node hot (not the node the
+// others joined through) and adds a control key on a group led elsewhere.
 func (e *env) pickKeys(st *pb.StatusResponse, hot int) {
 	e.hot, e.keys = -1, nil
+	e.table = make([]uint32, slots)
+	if int(st.Slots) != slots {
+		e.t.Fatalf("the cluster has %d slots, not %d", st.Slots, slots)
+	}
+	for _, r := range st.SlotTable {
+		for s := r.First; s < r.First+r.Count; s++ {
+			e.table[s] = uint32(r.Group)
+		}
+	}
 	control := -1
 	for _, s := range st.ShardStatus {
 		switch {
-		case s.Id == 0:
-			// Shard 0 is where a node that lost track of the shard count
-			// would put every key (ShardOf(k, 0) is 0): keys there would
-			// hide that bug, so no key goes there.
 		case e.hot < 0 && s.Leader == e.c.Nodes[1].ID:
 			e.hot = int(s.Id)
 		case control < 0 && s.Leader != e.c.Nodes[1].ID:
@@ -220,21 +226,32 @@ func (e *env) pickKeys(st *pb.StatusResponse, hot int) {
 		}
 	}
 	if e.hot < 0 || control < 0 {
-		e.t.Fatalf("no shard but 0 led by %s, or none led by another node: %v", e.c.Nodes[1].ID, st.ShardStatus)
+		e.t.Fatalf("no group led by %s, or none led by another node: %v", e.c.Nodes[1].ID, st.ShardStatus)
 	}
 	for i := 0; len(e.keys) < hot+1; i++ {
 		k := fmt.Sprintf("hot-%d", i)
-		sh := hashing.ShardOf(k, shards)
+		if hashing.ShardOf(k, slots) == 0 {
+			// Slot 0 is where a node that lost track of the slot count
+			// would put every key: keys there would hide that bug.
+			continue
+		}
+		sh := e.groupOf(k)
 		if (sh == e.hot && len(e.keys) < hot) || (sh == control && len(e.keys) == hot) {
 			e.keys = append(e.keys, k)
 		}
 	}
 }
 
-func withoutShards(args []string) []string {
+// groupOf is the group a key's slot belonged to when the scenario began
+// (slots move only in the join-leave scenario).
+func (e *env) groupOf(k string) int {
+	return int(e.table[hashing.ShardOf(k, slots)])
+}
+
+func withoutSlots(args []string) []string {
 	var out []string
 	for i := 0; i < len(args); i++ {
-		if args[i] == "--shards" {
+		if args[i] == "--slots" {
 			i++
 			continue
 		}
@@ -334,7 +351,7 @@ func run(t *testing.T, s scenario) {
 			}
 		}
 	}
-	r := Check(s.name, e.h.Ops(), e.h.Faults(), spec, func(k string) int { return hashing.ShardOf(k, shards) }, e.hot, final)
+	r := Check(s.name, e.h.Ops(), e.h.Faults(), spec, e.groupOf, e.hot, final)
 	r.NotSent, r.Refused = e.h.NotSent(), e.h.Refused()
 	r.Violations = append(r.Violations, e.found...)
 	t.Log("\n" + r.Detail())

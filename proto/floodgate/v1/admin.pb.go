@@ -65,9 +65,20 @@ type StatusResponse struct {
 	Shards   int32  `protobuf:"varint,3,opt,name=shards,proto3" json:"shards,omitempty"`
 	Replicas int32  `protobuf:"varint,4,opt,name=replicas,proto3" json:"replicas,omitempty"`
 	// The node leading the meta group, empty when it has no leader.
-	MetaLeader    string         `protobuf:"bytes,5,opt,name=meta_leader,json=metaLeader,proto3" json:"meta_leader,omitempty"`
-	Nodes         []*NodeStatus  `protobuf:"bytes,6,rep,name=nodes,proto3" json:"nodes,omitempty"`
-	ShardStatus   []*ShardStatus `protobuf:"bytes,7,rep,name=shard_status,json=shardStatus,proto3" json:"shard_status,omitempty"`
+	MetaLeader string        `protobuf:"bytes,5,opt,name=meta_leader,json=metaLeader,proto3" json:"meta_leader,omitempty"`
+	Nodes      []*NodeStatus `protobuf:"bytes,6,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// Every group (a legacy cluster: every shard), by id.
+	ShardStatus []*ShardStatus `protobuf:"bytes,7,rep,name=shard_status,json=shardStatus,proto3" json:"shard_status,omitempty"`
+	// A cluster of slots: keys hash to `slots` slots (shards says the same,
+	// for clients that predate slots), and slot_table gives each slot's
+	// group as runs. 0 and empty in a legacy cluster, where shard i owns
+	// slot i.
+	Slots     int32      `protobuf:"varint,8,opt,name=slots,proto3" json:"slots,omitempty"`
+	SlotTable []*SlotRun `protobuf:"bytes,9,rep,name=slot_table,json=slotTable,proto3" json:"slot_table,omitempty"`
+	// Bumped on every change of the slot table.
+	Epoch uint64 `protobuf:"varint,10,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Slot moves in flight.
+	Moves         int32 `protobuf:"varint,11,opt,name=moves,proto3" json:"moves,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -151,6 +162,95 @@ func (x *StatusResponse) GetShardStatus() []*ShardStatus {
 	return nil
 }
 
+func (x *StatusResponse) GetSlots() int32 {
+	if x != nil {
+		return x.Slots
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetSlotTable() []*SlotRun {
+	if x != nil {
+		return x.SlotTable
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetMoves() int32 {
+	if x != nil {
+		return x.Moves
+	}
+	return 0
+}
+
+// SlotRun says slots [first, first+count) belong to group.
+type SlotRun struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	First         int32                  `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"`
+	Count         int32                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	Group         int32                  `protobuf:"varint,3,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SlotRun) Reset() {
+	*x = SlotRun{}
+	mi := &file_floodgate_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlotRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlotRun) ProtoMessage() {}
+
+func (x *SlotRun) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlotRun.ProtoReflect.Descriptor instead.
+func (*SlotRun) Descriptor() ([]byte, []int) {
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SlotRun) GetFirst() int32 {
+	if x != nil {
+		return x.First
+	}
+	return 0
+}
+
+func (x *SlotRun) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *SlotRun) GetGroup() int32 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
 type NodeStatus struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -174,7 +274,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[2]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -186,7 +286,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[2]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -199,7 +299,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *NodeStatus) GetId() string {
@@ -285,16 +385,21 @@ type ShardStatus struct {
 	// Placement: the nodes that should hold the shard, preferred leader first.
 	Desired []string `protobuf:"bytes,2,rep,name=desired,proto3" json:"desired,omitempty"`
 	// The shard's Raft configuration as its leader last reported it.
-	Replicas      []*Replica `protobuf:"bytes,3,rep,name=replicas,proto3" json:"replicas,omitempty"`
-	Leader        string     `protobuf:"bytes,4,opt,name=leader,proto3" json:"leader,omitempty"`
-	Term          uint64     `protobuf:"varint,5,opt,name=term,proto3" json:"term,omitempty"`
+	Replicas []*Replica `protobuf:"bytes,3,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	Leader   string     `protobuf:"bytes,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	Term     uint64     `protobuf:"varint,5,opt,name=term,proto3" json:"term,omitempty"`
+	// A cluster of slots: how many slots the group owns, its home (the
+	// node that should lead it) and whether it is being drained.
+	Slots         int32  `protobuf:"varint,6,opt,name=slots,proto3" json:"slots,omitempty"`
+	Home          string `protobuf:"bytes,7,opt,name=home,proto3" json:"home,omitempty"`
+	Retiring      bool   `protobuf:"varint,8,opt,name=retiring,proto3" json:"retiring,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ShardStatus) Reset() {
 	*x = ShardStatus{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[3]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -306,7 +411,7 @@ func (x *ShardStatus) String() string {
 func (*ShardStatus) ProtoMessage() {}
 
 func (x *ShardStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[3]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -319,7 +424,7 @@ func (x *ShardStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardStatus.ProtoReflect.Descriptor instead.
 func (*ShardStatus) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ShardStatus) GetId() int32 {
@@ -357,6 +462,27 @@ func (x *ShardStatus) GetTerm() uint64 {
 	return 0
 }
 
+func (x *ShardStatus) GetSlots() int32 {
+	if x != nil {
+		return x.Slots
+	}
+	return 0
+}
+
+func (x *ShardStatus) GetHome() string {
+	if x != nil {
+		return x.Home
+	}
+	return ""
+}
+
+func (x *ShardStatus) GetRetiring() bool {
+	if x != nil {
+		return x.Retiring
+	}
+	return false
+}
+
 type Replica struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -368,7 +494,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[4]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -380,7 +506,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[4]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -393,7 +519,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Replica) GetNodeId() string {
@@ -420,7 +546,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[5]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -432,7 +558,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[5]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -445,7 +571,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *JoinRequest) GetNodeAddr() string {
@@ -465,7 +591,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[6]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -477,7 +603,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[6]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -490,7 +616,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *JoinResponse) GetNodeId() string {
@@ -517,7 +643,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[7]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -529,7 +655,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[7]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -542,7 +668,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LeaveRequest) GetNodeId() string {
@@ -561,7 +687,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[8]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -573,7 +699,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[8]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -586,7 +712,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LeaveResponse) GetNodeId() string {
@@ -605,7 +731,7 @@ type SetPoliciesRequest struct {
 
 func (x *SetPoliciesRequest) Reset() {
 	*x = SetPoliciesRequest{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[9]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +743,7 @@ func (x *SetPoliciesRequest) String() string {
 func (*SetPoliciesRequest) ProtoMessage() {}
 
 func (x *SetPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[9]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +756,7 @@ func (x *SetPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*SetPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetPoliciesRequest) GetPolicies() []*Policy {
@@ -649,7 +775,7 @@ type SetPoliciesResponse struct {
 
 func (x *SetPoliciesResponse) Reset() {
 	*x = SetPoliciesResponse{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[10]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +787,7 @@ func (x *SetPoliciesResponse) String() string {
 func (*SetPoliciesResponse) ProtoMessage() {}
 
 func (x *SetPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[10]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +800,7 @@ func (x *SetPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*SetPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetPoliciesResponse) GetNames() []string {
@@ -693,7 +819,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[11]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -705,7 +831,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[11]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -718,7 +844,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetPolicyRequest) GetName() string {
@@ -736,7 +862,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[12]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -748,7 +874,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[12]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -761,7 +887,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 type ListPoliciesResponse struct {
@@ -773,7 +899,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[13]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -785,7 +911,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[13]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -798,7 +924,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*Policy {
@@ -817,7 +943,7 @@ type DeletePolicyRequest struct {
 
 func (x *DeletePolicyRequest) Reset() {
 	*x = DeletePolicyRequest{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[14]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +955,7 @@ func (x *DeletePolicyRequest) String() string {
 func (*DeletePolicyRequest) ProtoMessage() {}
 
 func (x *DeletePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[14]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +968,7 @@ func (x *DeletePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePolicyRequest.ProtoReflect.Descriptor instead.
 func (*DeletePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeletePolicyRequest) GetName() string {
@@ -860,7 +986,7 @@ type DeletePolicyResponse struct {
 
 func (x *DeletePolicyResponse) Reset() {
 	*x = DeletePolicyResponse{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[15]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -872,7 +998,7 @@ func (x *DeletePolicyResponse) String() string {
 func (*DeletePolicyResponse) ProtoMessage() {}
 
 func (x *DeletePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[15]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -885,7 +1011,7 @@ func (x *DeletePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePolicyResponse.ProtoReflect.Descriptor instead.
 func (*DeletePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 type ResetKeyRequest struct {
@@ -902,7 +1028,7 @@ type ResetKeyRequest struct {
 
 func (x *ResetKeyRequest) Reset() {
 	*x = ResetKeyRequest{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[16]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +1040,7 @@ func (x *ResetKeyRequest) String() string {
 func (*ResetKeyRequest) ProtoMessage() {}
 
 func (x *ResetKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[16]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +1053,7 @@ func (x *ResetKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetKeyRequest.ProtoReflect.Descriptor instead.
 func (*ResetKeyRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ResetKeyRequest) GetPolicy() string {
@@ -970,7 +1096,7 @@ type ResetKeyResponse struct {
 
 func (x *ResetKeyResponse) Reset() {
 	*x = ResetKeyResponse{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[17]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1108,7 @@ func (x *ResetKeyResponse) String() string {
 func (*ResetKeyResponse) ProtoMessage() {}
 
 func (x *ResetKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[17]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1121,7 @@ func (x *ResetKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetKeyResponse.ProtoReflect.Descriptor instead.
 func (*ResetKeyResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ResetKeyResponse) GetKey() string {
@@ -1017,7 +1143,7 @@ var File_floodgate_v1_admin_proto protoreflect.FileDescriptor
 const file_floodgate_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x18floodgate/v1/admin.proto\x12\ffloodgate.v1\x1a\x19floodgate/v1/policy.proto\x1a\x1cfloodgate/v1/ratelimit.proto\"\x0f\n" +
-	"\rStatusRequest\"\x8b\x02\n" +
+	"\rStatusRequest\"\x83\x03\n" +
 	"\x0eStatusResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x17\n" +
@@ -1027,7 +1153,17 @@ const file_floodgate_v1_admin_proto_rawDesc = "" +
 	"\vmeta_leader\x18\x05 \x01(\tR\n" +
 	"metaLeader\x12.\n" +
 	"\x05nodes\x18\x06 \x03(\v2\x18.floodgate.v1.NodeStatusR\x05nodes\x12<\n" +
-	"\fshard_status\x18\a \x03(\v2\x19.floodgate.v1.ShardStatusR\vshardStatus\"\xaf\x02\n" +
+	"\fshard_status\x18\a \x03(\v2\x19.floodgate.v1.ShardStatusR\vshardStatus\x12\x14\n" +
+	"\x05slots\x18\b \x01(\x05R\x05slots\x124\n" +
+	"\n" +
+	"slot_table\x18\t \x03(\v2\x15.floodgate.v1.SlotRunR\tslotTable\x12\x14\n" +
+	"\x05epoch\x18\n" +
+	" \x01(\x04R\x05epoch\x12\x14\n" +
+	"\x05moves\x18\v \x01(\x05R\x05moves\"K\n" +
+	"\aSlotRun\x12\x14\n" +
+	"\x05first\x18\x01 \x01(\x05R\x05first\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\x12\x14\n" +
+	"\x05group\x18\x03 \x01(\x05R\x05group\"\xaf\x02\n" +
 	"\n" +
 	"NodeStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
@@ -1043,13 +1179,16 @@ const file_floodgate_v1_admin_proto_rawDesc = "" +
 	"meta_voter\x18\t \x01(\bR\tmetaVoter\x12\x1a\n" +
 	"\breplicas\x18\n" +
 	" \x01(\x05R\breplicas\x12\x18\n" +
-	"\aleaders\x18\v \x01(\x05R\aleaders\"\x96\x01\n" +
+	"\aleaders\x18\v \x01(\x05R\aleaders\"\xdc\x01\n" +
 	"\vShardStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x18\n" +
 	"\adesired\x18\x02 \x03(\tR\adesired\x121\n" +
 	"\breplicas\x18\x03 \x03(\v2\x15.floodgate.v1.ReplicaR\breplicas\x12\x16\n" +
 	"\x06leader\x18\x04 \x01(\tR\x06leader\x12\x12\n" +
-	"\x04term\x18\x05 \x01(\x04R\x04term\">\n" +
+	"\x04term\x18\x05 \x01(\x04R\x04term\x12\x14\n" +
+	"\x05slots\x18\x06 \x01(\x05R\x05slots\x12\x12\n" +
+	"\x04home\x18\a \x01(\tR\x04home\x12\x1a\n" +
+	"\bretiring\x18\b \x01(\bR\bretiring\">\n" +
 	"\aReplica\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1a\n" +
 	"\bsuffrage\x18\x02 \x01(\tR\bsuffrage\"*\n" +
@@ -1108,59 +1247,61 @@ func file_floodgate_v1_admin_proto_rawDescGZIP() []byte {
 	return file_floodgate_v1_admin_proto_rawDescData
 }
 
-var file_floodgate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_floodgate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_floodgate_v1_admin_proto_goTypes = []any{
 	(*StatusRequest)(nil),        // 0: floodgate.v1.StatusRequest
 	(*StatusResponse)(nil),       // 1: floodgate.v1.StatusResponse
-	(*NodeStatus)(nil),           // 2: floodgate.v1.NodeStatus
-	(*ShardStatus)(nil),          // 3: floodgate.v1.ShardStatus
-	(*Replica)(nil),              // 4: floodgate.v1.Replica
-	(*JoinRequest)(nil),          // 5: floodgate.v1.JoinRequest
-	(*JoinResponse)(nil),         // 6: floodgate.v1.JoinResponse
-	(*LeaveRequest)(nil),         // 7: floodgate.v1.LeaveRequest
-	(*LeaveResponse)(nil),        // 8: floodgate.v1.LeaveResponse
-	(*SetPoliciesRequest)(nil),   // 9: floodgate.v1.SetPoliciesRequest
-	(*SetPoliciesResponse)(nil),  // 10: floodgate.v1.SetPoliciesResponse
-	(*GetPolicyRequest)(nil),     // 11: floodgate.v1.GetPolicyRequest
-	(*ListPoliciesRequest)(nil),  // 12: floodgate.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil), // 13: floodgate.v1.ListPoliciesResponse
-	(*DeletePolicyRequest)(nil),  // 14: floodgate.v1.DeletePolicyRequest
-	(*DeletePolicyResponse)(nil), // 15: floodgate.v1.DeletePolicyResponse
-	(*ResetKeyRequest)(nil),      // 16: floodgate.v1.ResetKeyRequest
-	(*ResetKeyResponse)(nil),     // 17: floodgate.v1.ResetKeyResponse
-	nil,                          // 18: floodgate.v1.ResetKeyRequest.DescriptorsEntry
-	(*Policy)(nil),               // 19: floodgate.v1.Policy
-	(*Limit)(nil),                // 20: floodgate.v1.Limit
+	(*SlotRun)(nil),              // 2: floodgate.v1.SlotRun
+	(*NodeStatus)(nil),           // 3: floodgate.v1.NodeStatus
+	(*ShardStatus)(nil),          // 4: floodgate.v1.ShardStatus
+	(*Replica)(nil),              // 5: floodgate.v1.Replica
+	(*JoinRequest)(nil),          // 6: floodgate.v1.JoinRequest
+	(*JoinResponse)(nil),         // 7: floodgate.v1.JoinResponse
+	(*LeaveRequest)(nil),         // 8: floodgate.v1.LeaveRequest
+	(*LeaveResponse)(nil),        // 9: floodgate.v1.LeaveResponse
+	(*SetPoliciesRequest)(nil),   // 10: floodgate.v1.SetPoliciesRequest
+	(*SetPoliciesResponse)(nil),  // 11: floodgate.v1.SetPoliciesResponse
+	(*GetPolicyRequest)(nil),     // 12: floodgate.v1.GetPolicyRequest
+	(*ListPoliciesRequest)(nil),  // 13: floodgate.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil), // 14: floodgate.v1.ListPoliciesResponse
+	(*DeletePolicyRequest)(nil),  // 15: floodgate.v1.DeletePolicyRequest
+	(*DeletePolicyResponse)(nil), // 16: floodgate.v1.DeletePolicyResponse
+	(*ResetKeyRequest)(nil),      // 17: floodgate.v1.ResetKeyRequest
+	(*ResetKeyResponse)(nil),     // 18: floodgate.v1.ResetKeyResponse
+	nil,                          // 19: floodgate.v1.ResetKeyRequest.DescriptorsEntry
+	(*Policy)(nil),               // 20: floodgate.v1.Policy
+	(*Limit)(nil),                // 21: floodgate.v1.Limit
 }
 var file_floodgate_v1_admin_proto_depIdxs = []int32{
-	2,  // 0: floodgate.v1.StatusResponse.nodes:type_name -> floodgate.v1.NodeStatus
-	3,  // 1: floodgate.v1.StatusResponse.shard_status:type_name -> floodgate.v1.ShardStatus
-	4,  // 2: floodgate.v1.ShardStatus.replicas:type_name -> floodgate.v1.Replica
-	19, // 3: floodgate.v1.SetPoliciesRequest.policies:type_name -> floodgate.v1.Policy
-	19, // 4: floodgate.v1.ListPoliciesResponse.policies:type_name -> floodgate.v1.Policy
-	20, // 5: floodgate.v1.ResetKeyRequest.limit:type_name -> floodgate.v1.Limit
-	18, // 6: floodgate.v1.ResetKeyRequest.descriptors:type_name -> floodgate.v1.ResetKeyRequest.DescriptorsEntry
-	0,  // 7: floodgate.v1.Admin.Status:input_type -> floodgate.v1.StatusRequest
-	5,  // 8: floodgate.v1.Admin.Join:input_type -> floodgate.v1.JoinRequest
-	7,  // 9: floodgate.v1.Admin.Leave:input_type -> floodgate.v1.LeaveRequest
-	9,  // 10: floodgate.v1.Admin.SetPolicies:input_type -> floodgate.v1.SetPoliciesRequest
-	11, // 11: floodgate.v1.Admin.GetPolicy:input_type -> floodgate.v1.GetPolicyRequest
-	12, // 12: floodgate.v1.Admin.ListPolicies:input_type -> floodgate.v1.ListPoliciesRequest
-	14, // 13: floodgate.v1.Admin.DeletePolicy:input_type -> floodgate.v1.DeletePolicyRequest
-	16, // 14: floodgate.v1.Admin.ResetKey:input_type -> floodgate.v1.ResetKeyRequest
-	1,  // 15: floodgate.v1.Admin.Status:output_type -> floodgate.v1.StatusResponse
-	6,  // 16: floodgate.v1.Admin.Join:output_type -> floodgate.v1.JoinResponse
-	8,  // 17: floodgate.v1.Admin.Leave:output_type -> floodgate.v1.LeaveResponse
-	10, // 18: floodgate.v1.Admin.SetPolicies:output_type -> floodgate.v1.SetPoliciesResponse
-	19, // 19: floodgate.v1.Admin.GetPolicy:output_type -> floodgate.v1.Policy
-	13, // 20: floodgate.v1.Admin.ListPolicies:output_type -> floodgate.v1.ListPoliciesResponse
-	15, // 21: floodgate.v1.Admin.DeletePolicy:output_type -> floodgate.v1.DeletePolicyResponse
-	17, // 22: floodgate.v1.Admin.ResetKey:output_type -> floodgate.v1.ResetKeyResponse
-	15, // [15:23] is the sub-list for method output_type
-	7,  // [7:15] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	3,  // 0: floodgate.v1.StatusResponse.nodes:type_name -> floodgate.v1.NodeStatus
+	4,  // 1: floodgate.v1.StatusResponse.shard_status:type_name -> floodgate.v1.ShardStatus
+	2,  // 2: floodgate.v1.StatusResponse.slot_table:type_name -> floodgate.v1.SlotRun
+	5,  // 3: floodgate.v1.ShardStatus.replicas:type_name -> floodgate.v1.Replica
+	20, // 4: floodgate.v1.SetPoliciesRequest.policies:type_name -> floodgate.v1.Policy
+	20, // 5: floodgate.v1.ListPoliciesResponse.policies:type_name -> floodgate.v1.Policy
+	21, // 6: floodgate.v1.ResetKeyRequest.limit:type_name -> floodgate.v1.Limit
+	19, // 7: floodgate.v1.ResetKeyRequest.descriptors:type_name -> floodgate.v1.ResetKeyRequest.DescriptorsEntry
+	0,  // 8: floodgate.v1.Admin.Status:input_type -> floodgate.v1.StatusRequest
+	6,  // 9: floodgate.v1.Admin.Join:input_type -> floodgate.v1.JoinRequest
+	8,  // 10: floodgate.v1.Admin.Leave:input_type -> floodgate.v1.LeaveRequest
+	10, // 11: floodgate.v1.Admin.SetPolicies:input_type -> floodgate.v1.SetPoliciesRequest
+	12, // 12: floodgate.v1.Admin.GetPolicy:input_type -> floodgate.v1.GetPolicyRequest
+	13, // 13: floodgate.v1.Admin.ListPolicies:input_type -> floodgate.v1.ListPoliciesRequest
+	15, // 14: floodgate.v1.Admin.DeletePolicy:input_type -> floodgate.v1.DeletePolicyRequest
+	17, // 15: floodgate.v1.Admin.ResetKey:input_type -> floodgate.v1.ResetKeyRequest
+	1,  // 16: floodgate.v1.Admin.Status:output_type -> floodgate.v1.StatusResponse
+	7,  // 17: floodgate.v1.Admin.Join:output_type -> floodgate.v1.JoinResponse
+	9,  // 18: floodgate.v1.Admin.Leave:output_type -> floodgate.v1.LeaveResponse
+	11, // 19: floodgate.v1.Admin.SetPolicies:output_type -> floodgate.v1.SetPoliciesResponse
+	20, // 20: floodgate.v1.Admin.GetPolicy:output_type -> floodgate.v1.Policy
+	14, // 21: floodgate.v1.Admin.ListPolicies:output_type -> floodgate.v1.ListPoliciesResponse
+	16, // 22: floodgate.v1.Admin.DeletePolicy:output_type -> floodgate.v1.DeletePolicyResponse
+	18, // 23: floodgate.v1.Admin.ResetKey:output_type -> floodgate.v1.ResetKeyResponse
+	16, // [16:24] is the sub-list for method output_type
+	8,  // [8:16] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_floodgate_v1_admin_proto_init() }
@@ -1176,7 +1317,7 @@ func file_floodgate_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_floodgate_v1_admin_proto_rawDesc), len(file_floodgate_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

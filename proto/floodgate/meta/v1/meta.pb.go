@@ -175,10 +175,17 @@ func (x *Node) GetState() NodeState {
 
 // InitCluster creates the cluster; the first command of the meta log.
 type InitCluster struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClusterId     string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	Shards        uint32                 `protobuf:"varint,2,opt,name=shards,proto3" json:"shards,omitempty"`
-	Replicas      uint32                 `protobuf:"varint,3,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// A legacy cluster: this many shards, one Raft group each.
+	Shards   uint32 `protobuf:"varint,2,opt,name=shards,proto3" json:"shards,omitempty"`
+	Replicas uint32 `protobuf:"varint,3,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	// A cluster of slots: keys hash to this many slots, owned by groups;
+	// the first groups_per_node groups are homed at home and split the
+	// table in contiguous ranges.
+	Slots         uint32 `protobuf:"varint,4,opt,name=slots,proto3" json:"slots,omitempty"`
+	GroupsPerNode uint32 `protobuf:"varint,5,opt,name=groups_per_node,json=groupsPerNode,proto3" json:"groups_per_node,omitempty"`
+	Home          string `protobuf:"bytes,6,opt,name=home,proto3" json:"home,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -234,6 +241,610 @@ func (x *InitCluster) GetReplicas() uint32 {
 	return 0
 }
 
+func (x *InitCluster) GetSlots() uint32 {
+	if x != nil {
+		return x.Slots
+	}
+	return 0
+}
+
+func (x *InitCluster) GetGroupsPerNode() uint32 {
+	if x != nil {
+		return x.GroupsPerNode
+	}
+	return 0
+}
+
+func (x *InitCluster) GetHome() string {
+	if x != nil {
+		return x.Home
+	}
+	return ""
+}
+
+// AddGroup creates an empty group homed at a node.
+type AddGroup struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Home          string                 `protobuf:"bytes,1,opt,name=home,proto3" json:"home,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddGroup) Reset() {
+	*x = AddGroup{}
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddGroup) ProtoMessage() {}
+
+func (x *AddGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddGroup.ProtoReflect.Descriptor instead.
+func (*AddGroup) Descriptor() ([]byte, []int) {
+	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AddGroup) GetHome() string {
+	if x != nil {
+		return x.Home
+	}
+	return ""
+}
+
+// RehomeGroup gives a group a new home (its preferred leader).
+type RehomeGroup struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         uint32                 `protobuf:"varint,1,opt,name=group,proto3" json:"group,omitempty"`
+	Home          string                 `protobuf:"bytes,2,opt,name=home,proto3" json:"home,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RehomeGroup) Reset() {
+	*x = RehomeGroup{}
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RehomeGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RehomeGroup) ProtoMessage() {}
+
+func (x *RehomeGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RehomeGroup.ProtoReflect.Descriptor instead.
+func (*RehomeGroup) Descriptor() ([]byte, []int) {
+	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *RehomeGroup) GetGroup() uint32 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *RehomeGroup) GetHome() string {
+	if x != nil {
+		return x.Home
+	}
+	return ""
+}
+
+// RetireGroup marks a group to be drained of its slots and removed.
+type RetireGroup struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         uint32                 `protobuf:"varint,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetireGroup) Reset() {
+	*x = RetireGroup{}
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetireGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetireGroup) ProtoMessage() {}
+
+func (x *RetireGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetireGroup.ProtoReflect.Descriptor instead.
+func (*RetireGroup) Descriptor() ([]byte, []int) {
+	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RetireGroup) GetGroup() uint32 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+// RemoveGroup deletes a group that owns no slot and no move names.
+type RemoveGroup struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         uint32                 `protobuf:"varint,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveGroup) Reset() {
+	*x = RemoveGroup{}
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveGroup) ProtoMessage() {}
+
+func (x *RemoveGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveGroup.ProtoReflect.Descriptor instead.
+func (*RemoveGroup) Descriptor() ([]byte, []int) {
+	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RemoveGroup) GetGroup() uint32 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+// Move takes slots (ascending) from one group to another.
+type Move struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          uint32                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
+	To            uint32                 `protobuf:"varint,2,opt,name=to,proto3" json:"to,omitempty"`
+	Slots         []uint32               `protobuf:"varint,3,rep,packed,name=slots,proto3" json:"slots,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Move) Reset() {
+	*x = Move{}
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Move) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Move) ProtoMessage() {}
+
+func (x *Move) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Move.ProtoReflect.Descriptor instead.
+func (*Move) Descriptor() ([]byte, []int) {
+	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Move) GetFrom() uint32 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *Move) GetTo() uint32 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+func (x *Move) GetSlots() []uint32 {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
+// PlanMoves starts moves, all or none.
+type PlanMoves struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Moves         []*Move                `protobuf:"bytes,1,rep,name=moves,proto3" json:"moves,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanMoves) Reset() {
+	*x = PlanMoves{}
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanMoves) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanMoves) ProtoMessage() {}
+
+func (x *PlanMoves) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanMoves.ProtoReflect.Descriptor instead.
+func (*PlanMoves) Descriptor() ([]byte, []int) {
+	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PlanMoves) GetMoves() []*Move {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
+// MoveFrozen says the source froze the move's slots: the table flips.
+type MoveFrozen struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Move          uint64                 `protobuf:"varint,1,opt,name=move,proto3" json:"move,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveFrozen) Reset() {
+	*x = MoveFrozen{}
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveFrozen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveFrozen) ProtoMessage() {}
+
+func (x *MoveFrozen) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveFrozen.ProtoReflect.Descriptor instead.
+func (*MoveFrozen) Descriptor() ([]byte, []int) {
+	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *MoveFrozen) GetMove() uint64 {
+	if x != nil {
+		return x.Move
+	}
+	return 0
+}
+
+// MoveImported says the target imported the move's slots: it is done.
+type MoveImported struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Move          uint64                 `protobuf:"varint,1,opt,name=move,proto3" json:"move,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveImported) Reset() {
+	*x = MoveImported{}
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveImported) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveImported) ProtoMessage() {}
+
+func (x *MoveImported) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveImported.ProtoReflect.Descriptor instead.
+func (*MoveImported) Descriptor() ([]byte, []int) {
+	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *MoveImported) GetMove() uint64 {
+	if x != nil {
+		return x.Move
+	}
+	return 0
+}
+
+// GroupState is one group in a snapshot.
+type GroupState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Home          string                 `protobuf:"bytes,2,opt,name=home,proto3" json:"home,omitempty"`
+	Retiring      bool                   `protobuf:"varint,3,opt,name=retiring,proto3" json:"retiring,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupState) Reset() {
+	*x = GroupState{}
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupState) ProtoMessage() {}
+
+func (x *GroupState) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupState.ProtoReflect.Descriptor instead.
+func (*GroupState) Descriptor() ([]byte, []int) {
+	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GroupState) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *GroupState) GetHome() string {
+	if x != nil {
+		return x.Home
+	}
+	return ""
+}
+
+func (x *GroupState) GetRetiring() bool {
+	if x != nil {
+		return x.Retiring
+	}
+	return false
+}
+
+// SlotRun says slots [first, first+count) belong to group.
+type SlotRun struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	First         uint32                 `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"`
+	Count         uint32                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	Group         uint32                 `protobuf:"varint,3,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SlotRun) Reset() {
+	*x = SlotRun{}
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlotRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlotRun) ProtoMessage() {}
+
+func (x *SlotRun) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlotRun.ProtoReflect.Descriptor instead.
+func (*SlotRun) Descriptor() ([]byte, []int) {
+	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SlotRun) GetFirst() uint32 {
+	if x != nil {
+		return x.First
+	}
+	return 0
+}
+
+func (x *SlotRun) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *SlotRun) GetGroup() uint32 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+// MoveState is a move in flight in a snapshot; state 1 planned, 2 flipped.
+type MoveState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	From          uint32                 `protobuf:"varint,2,opt,name=from,proto3" json:"from,omitempty"`
+	To            uint32                 `protobuf:"varint,3,opt,name=to,proto3" json:"to,omitempty"`
+	Slots         []uint32               `protobuf:"varint,4,rep,packed,name=slots,proto3" json:"slots,omitempty"`
+	State         uint32                 `protobuf:"varint,5,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveState) Reset() {
+	*x = MoveState{}
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveState) ProtoMessage() {}
+
+func (x *MoveState) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveState.ProtoReflect.Descriptor instead.
+func (*MoveState) Descriptor() ([]byte, []int) {
+	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *MoveState) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *MoveState) GetFrom() uint32 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *MoveState) GetTo() uint32 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+func (x *MoveState) GetSlots() []uint32 {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
+func (x *MoveState) GetState() uint32 {
+	if x != nil {
+		return x.State
+	}
+	return 0
+}
+
 // UpsertNode adds a node or updates its addresses.
 type UpsertNode struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -244,7 +855,7 @@ type UpsertNode struct {
 
 func (x *UpsertNode) Reset() {
 	*x = UpsertNode{}
-	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[2]
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -256,7 +867,7 @@ func (x *UpsertNode) String() string {
 func (*UpsertNode) ProtoMessage() {}
 
 func (x *UpsertNode) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[2]
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -269,7 +880,7 @@ func (x *UpsertNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertNode.ProtoReflect.Descriptor instead.
 func (*UpsertNode) Descriptor() ([]byte, []int) {
-	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{2}
+	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *UpsertNode) GetNode() *Node {
@@ -290,7 +901,7 @@ type SetNodeState struct {
 
 func (x *SetNodeState) Reset() {
 	*x = SetNodeState{}
-	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[3]
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -302,7 +913,7 @@ func (x *SetNodeState) String() string {
 func (*SetNodeState) ProtoMessage() {}
 
 func (x *SetNodeState) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[3]
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -315,7 +926,7 @@ func (x *SetNodeState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeState.ProtoReflect.Descriptor instead.
 func (*SetNodeState) Descriptor() ([]byte, []int) {
-	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{3}
+	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SetNodeState) GetId() string {
@@ -342,7 +953,7 @@ type RemoveNode struct {
 
 func (x *RemoveNode) Reset() {
 	*x = RemoveNode{}
-	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[4]
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -354,7 +965,7 @@ func (x *RemoveNode) String() string {
 func (*RemoveNode) ProtoMessage() {}
 
 func (x *RemoveNode) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[4]
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -367,7 +978,7 @@ func (x *RemoveNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNode.ProtoReflect.Descriptor instead.
 func (*RemoveNode) Descriptor() ([]byte, []int) {
-	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{4}
+	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RemoveNode) GetId() string {
@@ -388,7 +999,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[5]
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -400,7 +1011,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[5]
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -413,7 +1024,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{5}
+	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Replica) GetNodeId() string {
@@ -435,18 +1046,21 @@ func (x *Replica) GetVoter() bool {
 // a term only its leader reports, one report after another, so the latest
 // applied is the newest.
 type ShardReport struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Shard         uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
-	Leader        string                 `protobuf:"bytes,2,opt,name=leader,proto3" json:"leader,omitempty"`
-	Term          uint64                 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
-	Replicas      []*Replica             `protobuf:"bytes,4,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Shard    uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	Leader   string                 `protobuf:"bytes,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	Term     uint64                 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	Replicas []*Replica             `protobuf:"bytes,4,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	// The group's state machine holds its slot ownership record, so the
+	// group can take part in slot moves.
+	Ready         bool `protobuf:"varint,5,opt,name=ready,proto3" json:"ready,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ShardReport) Reset() {
 	*x = ShardReport{}
-	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[6]
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -458,7 +1072,7 @@ func (x *ShardReport) String() string {
 func (*ShardReport) ProtoMessage() {}
 
 func (x *ShardReport) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[6]
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -471,7 +1085,7 @@ func (x *ShardReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardReport.ProtoReflect.Descriptor instead.
 func (*ShardReport) Descriptor() ([]byte, []int) {
-	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{6}
+	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ShardReport) GetShard() uint32 {
@@ -502,6 +1116,13 @@ func (x *ShardReport) GetReplicas() []*Replica {
 	return nil
 }
 
+func (x *ShardReport) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
 // SetPolicies creates or replaces named policies, all or none. Each is
 // the policy package's binary encoding (the form shard log entries carry).
 type SetPolicies struct {
@@ -513,7 +1134,7 @@ type SetPolicies struct {
 
 func (x *SetPolicies) Reset() {
 	*x = SetPolicies{}
-	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[7]
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -525,7 +1146,7 @@ func (x *SetPolicies) String() string {
 func (*SetPolicies) ProtoMessage() {}
 
 func (x *SetPolicies) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[7]
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -538,7 +1159,7 @@ func (x *SetPolicies) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicies.ProtoReflect.Descriptor instead.
 func (*SetPolicies) Descriptor() ([]byte, []int) {
-	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{7}
+	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetPolicies) GetPolicies() [][]byte {
@@ -558,7 +1179,7 @@ type DeletePolicy struct {
 
 func (x *DeletePolicy) Reset() {
 	*x = DeletePolicy{}
-	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[8]
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -570,7 +1191,7 @@ func (x *DeletePolicy) String() string {
 func (*DeletePolicy) ProtoMessage() {}
 
 func (x *DeletePolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[8]
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -583,7 +1204,7 @@ func (x *DeletePolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePolicy.ProtoReflect.Descriptor instead.
 func (*DeletePolicy) Descriptor() ([]byte, []int) {
-	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{8}
+	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeletePolicy) GetName() string {
@@ -605,14 +1226,23 @@ type State struct {
 	Policies [][]byte `protobuf:"bytes,6,rep,name=policies,proto3" json:"policies,omitempty"`
 	// The Raft index of the latest command the state has seen (applied or
 	// refused): how far it is caught up.
-	AppliedIndex  uint64 `protobuf:"varint,7,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	AppliedIndex uint64 `protobuf:"varint,7,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// A cluster of slots (version 2 snapshots).
+	Slots         uint32        `protobuf:"varint,8,opt,name=slots,proto3" json:"slots,omitempty"`
+	GroupsPerNode uint32        `protobuf:"varint,9,opt,name=groups_per_node,json=groupsPerNode,proto3" json:"groups_per_node,omitempty"`
+	Groups        []*GroupState `protobuf:"bytes,10,rep,name=groups,proto3" json:"groups,omitempty"`
+	NextGroup     uint32        `protobuf:"varint,11,opt,name=next_group,json=nextGroup,proto3" json:"next_group,omitempty"`
+	Table         []*SlotRun    `protobuf:"bytes,12,rep,name=table,proto3" json:"table,omitempty"`
+	Epoch         uint64        `protobuf:"varint,13,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Moves         []*MoveState  `protobuf:"bytes,14,rep,name=moves,proto3" json:"moves,omitempty"`
+	NextMove      uint64        `protobuf:"varint,15,opt,name=next_move,json=nextMove,proto3" json:"next_move,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[9]
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +1254,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[9]
+	mi := &file_floodgate_meta_v1_meta_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +1267,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{9}
+	return file_floodgate_meta_v1_meta_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *State) GetClusterId() string {
@@ -689,6 +1319,62 @@ func (x *State) GetAppliedIndex() uint64 {
 	return 0
 }
 
+func (x *State) GetSlots() uint32 {
+	if x != nil {
+		return x.Slots
+	}
+	return 0
+}
+
+func (x *State) GetGroupsPerNode() uint32 {
+	if x != nil {
+		return x.GroupsPerNode
+	}
+	return 0
+}
+
+func (x *State) GetGroups() []*GroupState {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *State) GetNextGroup() uint32 {
+	if x != nil {
+		return x.NextGroup
+	}
+	return 0
+}
+
+func (x *State) GetTable() []*SlotRun {
+	if x != nil {
+		return x.Table
+	}
+	return nil
+}
+
+func (x *State) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *State) GetMoves() []*MoveState {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
+func (x *State) GetNextMove() uint64 {
+	if x != nil {
+		return x.NextMove
+	}
+	return 0
+}
+
 var File_floodgate_meta_v1_meta_proto protoreflect.FileDescriptor
 
 const file_floodgate_meta_v1_meta_proto_rawDesc = "" +
@@ -702,12 +1388,50 @@ const file_floodgate_meta_v1_meta_proto_rawDesc = "" +
 	"\vgossip_addr\x18\x05 \x01(\tR\n" +
 	"gossipAddr\x12\x16\n" +
 	"\x06region\x18\x06 \x01(\tR\x06region\x122\n" +
-	"\x05state\x18\a \x01(\x0e2\x1c.floodgate.meta.v1.NodeStateR\x05state\"`\n" +
+	"\x05state\x18\a \x01(\x0e2\x1c.floodgate.meta.v1.NodeStateR\x05state\"\xb2\x01\n" +
 	"\vInitCluster\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x16\n" +
 	"\x06shards\x18\x02 \x01(\rR\x06shards\x12\x1a\n" +
-	"\breplicas\x18\x03 \x01(\rR\breplicas\"9\n" +
+	"\breplicas\x18\x03 \x01(\rR\breplicas\x12\x14\n" +
+	"\x05slots\x18\x04 \x01(\rR\x05slots\x12&\n" +
+	"\x0fgroups_per_node\x18\x05 \x01(\rR\rgroupsPerNode\x12\x12\n" +
+	"\x04home\x18\x06 \x01(\tR\x04home\"\x1e\n" +
+	"\bAddGroup\x12\x12\n" +
+	"\x04home\x18\x01 \x01(\tR\x04home\"7\n" +
+	"\vRehomeGroup\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\rR\x05group\x12\x12\n" +
+	"\x04home\x18\x02 \x01(\tR\x04home\"#\n" +
+	"\vRetireGroup\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\rR\x05group\"#\n" +
+	"\vRemoveGroup\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\rR\x05group\"@\n" +
+	"\x04Move\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\rR\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\rR\x02to\x12\x14\n" +
+	"\x05slots\x18\x03 \x03(\rR\x05slots\":\n" +
+	"\tPlanMoves\x12-\n" +
+	"\x05moves\x18\x01 \x03(\v2\x17.floodgate.meta.v1.MoveR\x05moves\" \n" +
+	"\n" +
+	"MoveFrozen\x12\x12\n" +
+	"\x04move\x18\x01 \x01(\x04R\x04move\"\"\n" +
+	"\fMoveImported\x12\x12\n" +
+	"\x04move\x18\x01 \x01(\x04R\x04move\"L\n" +
+	"\n" +
+	"GroupState\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
+	"\x04home\x18\x02 \x01(\tR\x04home\x12\x1a\n" +
+	"\bretiring\x18\x03 \x01(\bR\bretiring\"K\n" +
+	"\aSlotRun\x12\x14\n" +
+	"\x05first\x18\x01 \x01(\rR\x05first\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\x12\x14\n" +
+	"\x05group\x18\x03 \x01(\rR\x05group\"k\n" +
+	"\tMoveState\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\rR\x04from\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\rR\x02to\x12\x14\n" +
+	"\x05slots\x18\x04 \x03(\rR\x05slots\x12\x14\n" +
+	"\x05state\x18\x05 \x01(\rR\x05state\"9\n" +
 	"\n" +
 	"UpsertNode\x12+\n" +
 	"\x04node\x18\x01 \x01(\v2\x17.floodgate.meta.v1.NodeR\x04node\"R\n" +
@@ -719,16 +1443,17 @@ const file_floodgate_meta_v1_meta_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"8\n" +
 	"\aReplica\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
-	"\x05voter\x18\x02 \x01(\bR\x05voter\"\x87\x01\n" +
+	"\x05voter\x18\x02 \x01(\bR\x05voter\"\x9d\x01\n" +
 	"\vShardReport\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\tR\x06leader\x12\x12\n" +
 	"\x04term\x18\x03 \x01(\x04R\x04term\x126\n" +
-	"\breplicas\x18\x04 \x03(\v2\x1a.floodgate.meta.v1.ReplicaR\breplicas\")\n" +
+	"\breplicas\x18\x04 \x03(\v2\x1a.floodgate.meta.v1.ReplicaR\breplicas\x12\x14\n" +
+	"\x05ready\x18\x05 \x01(\bR\x05ready\")\n" +
 	"\vSetPolicies\x12\x1a\n" +
 	"\bpolicies\x18\x01 \x03(\fR\bpolicies\"\"\n" +
 	"\fDeletePolicy\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x8f\x02\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xbc\x04\n" +
 	"\x05State\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x16\n" +
@@ -737,7 +1462,17 @@ const file_floodgate_meta_v1_meta_proto_rawDesc = "" +
 	"\x05nodes\x18\x04 \x03(\v2\x17.floodgate.meta.v1.NodeR\x05nodes\x12C\n" +
 	"\rshard_reports\x18\x05 \x03(\v2\x1e.floodgate.meta.v1.ShardReportR\fshardReports\x12\x1a\n" +
 	"\bpolicies\x18\x06 \x03(\fR\bpolicies\x12#\n" +
-	"\rapplied_index\x18\a \x01(\x04R\fappliedIndex*k\n" +
+	"\rapplied_index\x18\a \x01(\x04R\fappliedIndex\x12\x14\n" +
+	"\x05slots\x18\b \x01(\rR\x05slots\x12&\n" +
+	"\x0fgroups_per_node\x18\t \x01(\rR\rgroupsPerNode\x125\n" +
+	"\x06groups\x18\n" +
+	" \x03(\v2\x1d.floodgate.meta.v1.GroupStateR\x06groups\x12\x1d\n" +
+	"\n" +
+	"next_group\x18\v \x01(\rR\tnextGroup\x120\n" +
+	"\x05table\x18\f \x03(\v2\x1a.floodgate.meta.v1.SlotRunR\x05table\x12\x14\n" +
+	"\x05epoch\x18\r \x01(\x04R\x05epoch\x122\n" +
+	"\x05moves\x18\x0e \x03(\v2\x1c.floodgate.meta.v1.MoveStateR\x05moves\x12\x1b\n" +
+	"\tnext_move\x18\x0f \x01(\x04R\bnextMove*k\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11NODE_STATE_ACTIVE\x10\x01\x12\x16\n" +
@@ -757,32 +1492,47 @@ func file_floodgate_meta_v1_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_floodgate_meta_v1_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_floodgate_meta_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_floodgate_meta_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_floodgate_meta_v1_meta_proto_goTypes = []any{
 	(NodeState)(0),       // 0: floodgate.meta.v1.NodeState
 	(*Node)(nil),         // 1: floodgate.meta.v1.Node
 	(*InitCluster)(nil),  // 2: floodgate.meta.v1.InitCluster
-	(*UpsertNode)(nil),   // 3: floodgate.meta.v1.UpsertNode
-	(*SetNodeState)(nil), // 4: floodgate.meta.v1.SetNodeState
-	(*RemoveNode)(nil),   // 5: floodgate.meta.v1.RemoveNode
-	(*Replica)(nil),      // 6: floodgate.meta.v1.Replica
-	(*ShardReport)(nil),  // 7: floodgate.meta.v1.ShardReport
-	(*SetPolicies)(nil),  // 8: floodgate.meta.v1.SetPolicies
-	(*DeletePolicy)(nil), // 9: floodgate.meta.v1.DeletePolicy
-	(*State)(nil),        // 10: floodgate.meta.v1.State
+	(*AddGroup)(nil),     // 3: floodgate.meta.v1.AddGroup
+	(*RehomeGroup)(nil),  // 4: floodgate.meta.v1.RehomeGroup
+	(*RetireGroup)(nil),  // 5: floodgate.meta.v1.RetireGroup
+	(*RemoveGroup)(nil),  // 6: floodgate.meta.v1.RemoveGroup
+	(*Move)(nil),         // 7: floodgate.meta.v1.Move
+	(*PlanMoves)(nil),    // 8: floodgate.meta.v1.PlanMoves
+	(*MoveFrozen)(nil),   // 9: floodgate.meta.v1.MoveFrozen
+	(*MoveImported)(nil), // 10: floodgate.meta.v1.MoveImported
+	(*GroupState)(nil),   // 11: floodgate.meta.v1.GroupState
+	(*SlotRun)(nil),      // 12: floodgate.meta.v1.SlotRun
+	(*MoveState)(nil),    // 13: floodgate.meta.v1.MoveState
+	(*UpsertNode)(nil),   // 14: floodgate.meta.v1.UpsertNode
+	(*SetNodeState)(nil), // 15: floodgate.meta.v1.SetNodeState
+	(*RemoveNode)(nil),   // 16: floodgate.meta.v1.RemoveNode
+	(*Replica)(nil),      // 17: floodgate.meta.v1.Replica
+	(*ShardReport)(nil),  // 18: floodgate.meta.v1.ShardReport
+	(*SetPolicies)(nil),  // 19: floodgate.meta.v1.SetPolicies
+	(*DeletePolicy)(nil), // 20: floodgate.meta.v1.DeletePolicy
+	(*State)(nil),        // 21: floodgate.meta.v1.State
 }
 var file_floodgate_meta_v1_meta_proto_depIdxs = []int32{
-	0, // 0: floodgate.meta.v1.Node.state:type_name -> floodgate.meta.v1.NodeState
-	1, // 1: floodgate.meta.v1.UpsertNode.node:type_name -> floodgate.meta.v1.Node
-	0, // 2: floodgate.meta.v1.SetNodeState.state:type_name -> floodgate.meta.v1.NodeState
-	6, // 3: floodgate.meta.v1.ShardReport.replicas:type_name -> floodgate.meta.v1.Replica
-	1, // 4: floodgate.meta.v1.State.nodes:type_name -> floodgate.meta.v1.Node
-	7, // 5: floodgate.meta.v1.State.shard_reports:type_name -> floodgate.meta.v1.ShardReport
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	0,  // 0: floodgate.meta.v1.Node.state:type_name -> floodgate.meta.v1.NodeState
+	7,  // 1: floodgate.meta.v1.PlanMoves.moves:type_name -> floodgate.meta.v1.Move
+	1,  // 2: floodgate.meta.v1.UpsertNode.node:type_name -> floodgate.meta.v1.Node
+	0,  // 3: floodgate.meta.v1.SetNodeState.state:type_name -> floodgate.meta.v1.NodeState
+	17, // 4: floodgate.meta.v1.ShardReport.replicas:type_name -> floodgate.meta.v1.Replica
+	1,  // 5: floodgate.meta.v1.State.nodes:type_name -> floodgate.meta.v1.Node
+	18, // 6: floodgate.meta.v1.State.shard_reports:type_name -> floodgate.meta.v1.ShardReport
+	11, // 7: floodgate.meta.v1.State.groups:type_name -> floodgate.meta.v1.GroupState
+	12, // 8: floodgate.meta.v1.State.table:type_name -> floodgate.meta.v1.SlotRun
+	13, // 9: floodgate.meta.v1.State.moves:type_name -> floodgate.meta.v1.MoveState
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_floodgate_meta_v1_meta_proto_init() }
@@ -796,7 +1546,7 @@ func file_floodgate_meta_v1_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_floodgate_meta_v1_meta_proto_rawDesc), len(file_floodgate_meta_v1_meta_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,169 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/floodgate/floodgate/fsm"
+	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
+)
+
+// reconcileSlots runs on a group's leader in a cluster of slots. It writes
+// the group's ownership record once, then drives every move of the meta
+// state that names the group, one protocol step each (docs/design/slots.md):
+// the source freezes and flips, the target imports and closes the move,
+// and the source drops what finished moves left frozen. Every step is a
+// pure function of the meta state and the group's own state machine, so a
+// new leader redoes whatever its predecessor did not finish, and a replayed
+// step changes nothing.
+func (n *Node) reconcileSlots(ctx context.Context, r *replica, v *fsm.MetaView) {
+	if !v.Slotted() {
+		return
+	}
+	own := r.fsm.Ownership()
+	if !own.Initialized {
+		n.initGroup(r, v)
+		return
+	}
+	for m := range own.Frozen {
+		if v.MoveDone(m) {
+			// The target has imported: the frozen copies are dead weight.
+			if err := n.applyShard(r, fsm.EncodeDrop(m)); err != nil {
+				n.log.Warn("drop moved slots", "group", r.id, "move", m, "err", err)
+			}
+		}
+	}
+	for i := range v.Moves {
+		mv := &v.Moves[i]
+		switch {
+		case int(mv.From) == r.id && mv.State == fsm.MovePlanned:
+			n.freezeMove(ctx, r, mv)
+		case int(mv.To) == r.id && mv.State == fsm.MoveFlipped:
+			n.importMove(ctx, r, mv, v)
+		}
+	}
+}
+
+// initGroup writes the group's ownership record: the slots the table gives
+// it now. A new group owns none (no move targets a group before it reports
+// ready); a first group owns its range of the table.
+func (n *Node) initGroup(r *replica, v *fsm.MetaView) {
+	var owned []uint32
+	for s, g := range v.Table {
+		if int(g) == r.id {
+			owned = append(owned, uint32(s))
+		}
+	}
+	if err := n.applyShard(r, fsm.EncodeInit(uint32(r.id), uint32(v.SlotCount), owned)); err != nil {
+		n.log.Warn("initialize group", "group", r.id, "err", err)
+	}
+}
+
+// freezeMove stops the source group counting the move's slots and flips
+// the table to the target. Fast decisions already answered are committed
+// first, and new ones refused meanwhile (handOver), so every decision on
+// the slots lands before the freeze and travels with the export.
+func (n *Node) freezeMove(ctx context.Context, r *replica, mv *fsm.SlotMove) {
+	err := r.fast.handOver(func() error { return n.applyShard(r, fsm.EncodeFreeze(mv.ID, mv.Slots)) })
+	if err != nil {
+		n.log.Warn("freeze slots", "group", r.id, "move", mv.ID, "err", err)
+		return
+	}
+	if err := n.applyMeta(ctx, fsm.MetaMoveFrozen, &metav1.MoveFrozen{Move: mv.ID}); err != nil {
+		n.log.Warn("flip slots", "group", r.id, "move", mv.ID, "err", err)
+		return
+	}
+	n.log.Info("slots frozen and flipped", "move", mv.ID, "from", mv.From, "to", mv.To, "slots", len(mv.Slots))
+}
+
+// importMove copies the move's slots from a source replica that applied
+// the freeze into this group, then closes the move.
+func (n *Node) importMove(ctx context.Context, r *replica, mv *fsm.SlotMove, v *fsm.MetaView) {
+	if !ownsAll(r.fsm.Ownership().Owned, mv.Slots) {
+		export, err := n.exportFrom(ctx, mv, v)
+		if err != nil {
+			n.log.Warn("export slots", "move", mv.ID, "from", mv.From, "err", err)
+			return
+		}
+		if err := n.applyShard(r, fsm.EncodeImport(mv.ID, mv.From, mv.Slots, export)); err != nil {
+			n.log.Warn("import slots", "move", mv.ID, "group", r.id, "err", err)
+			return
+		}
+	}
+	if err := n.applyMeta(ctx, fsm.MetaMoveImported, &metav1.MoveImported{Move: mv.ID}); err != nil {
+		n.log.Warn("close move", "move", mv.ID, "err", err)
+		return
+	}
+	n.log.Info("slots imported", "move", mv.ID, "from", mv.From, "to", mv.To, "slots", len(mv.Slots))
+}
+
+// exportFrom gets the move's states from a replica of the source group:
+// this node's own if it applied the freeze, else the source's leader, else
+// any other replica the source's report lists.
+func (n *Node) exportFrom(ctx context.Context, mv *fsm.SlotMove, v *fsm.MetaView) ([]byte, error) {
+	if src := n.replica(int(mv.From)); src != nil {
+		if b, err := src.fsm.ExportSlots(mv.ID, mv.Slots); err == nil {
+			return b, nil
+		}
+	}
+	var ids []string
+	if int(mv.From) < len(v.Reports) {
+		if rep := v.Reports[mv.From]; rep != nil {
+			ids = append(ids, rep.Leader)
+			for _, rr := range rep.Replicas {
+				ids = append(ids, rr.NodeId)
+			}
+		}
+	}
+	var errs []error
+	for _, id := range slices.Compact(ids) {
+		addr := n.addrOf(id)
+		if id == n.cfg.NodeID || addr == "" {
+			continue
+		}
+		b, err := n.peers.ExportSlots(ctx, addr, int(mv.From), mv.ID, mv.Slots)
+		if err == nil {
+			return b, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", id, err))
+	}
+	if len(errs) == 0 {
+		return nil, fmt.Errorf("group %d: no replica to export from", mv.From)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// ExportSlots returns the states of slots this node's replica of group
+// froze for move, for the move's target to import (Peer.ExportSlots).
+func (n *Node) ExportSlots(group int, move uint64, slots []uint32) ([]byte, error) {
+	r := n.replica(group)
+	if r == nil {
+		return nil, &NotLeaderError{Group: shardName(group)}
+	}
+	return r.fsm.ExportSlots(move, slots)
+}
+
+// applyShard writes one entry to r's group (this node leads it) and
+// returns the state machine's error, if it refused the entry.
+func (n *Node) applyShard(r *replica, entry []byte) error {
+	f := r.group.raft.Apply(entry, n.cfg.CommitTimeout)
+	if err := f.Error(); err != nil {
+		return err
+	}
+	if err, ok := f.Response().(error); ok {
+		return err
+	}
+	return nil
+}
+
+// ownsAll reports whether every slot of want is in owned (both ascending).
+func ownsAll(owned, want []uint32) bool {
+	for _, s := range want {
+		if _, ok := slices.BinarySearch(owned, s); !ok {
+			return false
+		}
+	}
+	return true
+}
