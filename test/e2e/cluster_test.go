@@ -66,7 +66,7 @@ func TestKillBusyShardLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const shard, perKey = 5, 40
+	const shard, perKey = 1, 40
 	leaderID := st.ShardStatus[shard].Leader
 	var leader *Node
 	var survivors []*Node
@@ -77,7 +77,7 @@ func TestKillBusyShardLeader(t *testing.T) {
 			survivors = append(survivors, n)
 		}
 	}
-	keys := keysInShard("busy", shard, int(st.Shards), 16)
+	keys := keysInShard(st, "busy", shard, 16)
 	lim := slidingLog(perKey, time.Minute)
 
 	var (
@@ -219,7 +219,11 @@ func TestJoinAndLeaveWithCtl(t *testing.T) {
 
 	// While n2 drains, probe every shard through n1: each probe must be
 	// answered, or some shard lost its quorum.
-	keys := oneKeyPerShard("probe", len(st.ShardStatus))
+	full, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := oneKeyPerShard(full, "probe")
 	probeErrs := make(chan error, 1000)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -291,7 +295,8 @@ func TestFullRestartKeepsCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := oneKeyPerShard("restart", int(st.Shards))[:16]
+	keys := keysInShard(st, "restart", 0, 6)
+	keys = append(append(keys, keysInShard(st, "restart", 1, 5)...), keysInShard(st, "restart", 2, 5)...)
 	lims := []*pb.Limit{
 		slidingLog(10, time.Hour),
 		{Algorithm: pb.Algorithm_SLIDING_COUNTER, Limit: 10, WindowMs: time.Hour.Milliseconds()},

@@ -56,26 +56,43 @@ func startCluster(t *testing.T, n int, args ...string) *Cluster {
 	return c
 }
 
-// keysInShard returns n keys that hash to shard.
-func keysInShard(prefix string, shard, shards, n int) []string {
+// groupOf returns the group (a legacy cluster: the shard) that owns key
+// in st.
+func groupOf(st *pb.StatusResponse, key string) int {
+	slot := hashing.ShardOf(key, int(st.Shards))
+	for _, r := range st.SlotTable {
+		if slot >= int(r.First) && slot < int(r.First+r.Count) {
+			return int(r.Group)
+		}
+	}
+	return slot
+}
+
+// keysInShard returns n keys owned by group (shard) in st.
+func keysInShard(st *pb.StatusResponse, prefix string, group, n int) []string {
 	var keys []string
 	for i := 0; len(keys) < n; i++ {
 		k := fmt.Sprintf("%s-%d", prefix, i)
-		if hashing.ShardOf(k, shards) == shard {
+		if groupOf(st, k) == group {
 			keys = append(keys, k)
 		}
 	}
 	return keys
 }
 
-// oneKeyPerShard returns a key in each shard.
-func oneKeyPerShard(prefix string, shards int) []string {
-	keys := make([]string, shards)
+// oneKeyPerShard returns a key in each group (shard) of st, in the order
+// of st.ShardStatus.
+func oneKeyPerShard(st *pb.StatusResponse, prefix string) []string {
+	at := map[int]int{}
+	for i, s := range st.ShardStatus {
+		at[int(s.Id)] = i
+	}
+	keys := make([]string, len(st.ShardStatus))
 	found := 0
-	for i := 0; found < shards; i++ {
+	for i := 0; found < len(keys); i++ {
 		k := fmt.Sprintf("%s-%d", prefix, i)
-		if s := hashing.ShardOf(k, shards); keys[s] == "" {
-			keys[s] = k
+		if j, ok := at[groupOf(st, k)]; ok && keys[j] == "" {
+			keys[j] = k
 			found++
 		}
 	}

@@ -226,8 +226,8 @@ policies:
 	if err != nil {
 		t.Fatal(err)
 	}
-	const shard = 3
-	keys := keysInShard("k", shard, int(st.Shards), 12)
+	const shard = 2
+	keys := keysInShard(st, "k", shard, 12)
 	var (
 		mu      sync.Mutex
 		allowed = map[string]int{}

@@ -1,0 +1,214 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/floodgate/floodgate/cluster/hashing"
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/window"
+)
+
+// group is a shard state machine fed through Apply, as Raft does.
+type group struct {
+	t     *testing.T
+	s     *Shard
+	index uint64
+	now   int64
+}
+
+func newGroup(t *testing.T, id uint32, slots int, owned ...uint32) *group {
+	g := &group{t: t, s: NewShard(), now: 1_000_000}
+	g.mustApply(EncodeInit(id, uint32(slots), owned))
+	return g
+}
+
+func (g *group) apply(entry []byte) interface{} {
+	g.index++
+	return g.s.Apply(&raft.Log{Index: g.index, Type: raft.LogCommand, Data: entry})
+}
+
+func (g *group) mustApply(entry []byte) {
+	g.t.Helper()
+	if r := g.apply(entry); r != nil {
+		g.t.Fatalf("entry type %d: %v", entry[0], r)
+	}
+}
+
+// allow counts one check of key at limit n per hour; it reports whether
+// it was admitted, and false with refused when the group does not own
+// the key's slot.
+func (g *group) allow(key string, n int64) (admitted, refused bool) {
+	g.now += 1000
+	p := &policy.Policy{Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.SlidingLog, Limit: n, Window: 3600e9}}}}
+	switch r := g.apply(EncodeAllow(nil, g.now, []Check{{Key: key, Policy: p, Cost: 1}})).(type) {
+	case []policy.Result:
+		return r[0].Allowed, false
+	case *AllowResults:
+		return r.Results[0].Allowed, r.NotOwned[0]
+	default:
+		g.t.Fatalf("allow: %v", r)
+	}
+	return false, false
+}
+
+func keyIn(slot, slots int, i int) string {
+	for n := 0; ; n++ {
+		k := fmt.Sprintf("k%d-%d", i, n)
+		if hashing.ShardOf(k, slots) == slot {
+			return k
+		}
+	}
+}
+
+func TestOwnershipRefusesOtherSlots(t *testing.T) {
+	g := newGroup(t, 1, 4, 1, 2)
+	if ok, refused := g.allow(keyIn(1, 4, 0), 5); !ok || refused {
+		t.Errorf("owned slot: admitted %v refused %v", ok, refused)
+	}
+	if _, refused := g.allow(keyIn(3, 4, 0), 5); !refused {
+		t.Error("a check for a slot not owned was counted")
+	}
+	if st := g.s.Stats(); st.States != 1 {
+		t.Errorf("%d states, want 1 (the refused check counted nowhere)", st.States)
+	}
+	g.mustApply(EncodeInit(1, 4, []uint32{0, 1, 2, 3})) // a later init changes nothing
+	if info := g.s.Ownership(); !info.Initialized || len(info.Owned) != 2 || info.Group != 1 {
+		t.Errorf("ownership %+v", info)
+	}
+	if r := g.apply(EncodeReset(g.now, keyIn(3, 4, 0), &policy.Policy{Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.SlidingLog, Limit: 5, Window: 3600e9}}}})); !errors.Is(r.(error), ErrNotOwned) {
+		t.Errorf("reset of a key not owned: %v", r)
+	}
+	for name, entry := range map[string][]byte{
+		"freeze without version": {cmdFreeze},
+		"slot out of range":      EncodeFreeze(1, []uint32{9}),
+		"move 0":                 EncodeFreeze(0, []uint32{1}),
+		"trailing":               append(EncodeDrop(1), 7),
+		"bad export":             EncodeImport(1, 0, []uint32{3}, []byte("nope")),
+	} {
+		if r, ok := g.apply(entry).(error); !ok || !errors.Is(r, ErrCorrupt) {
+			t.Errorf("%s: %v, want ErrCorrupt", name, r)
+		}
+	}
+	if r := NewShard().Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: EncodeFreeze(1, []uint32{0})}); r == nil {
+		t.Error("a freeze without an ownership record was applied")
+	}
+}
+
+// Random interleavings of strict checks and moves between two groups,
+// with a router that is sometimes behind: no key is ever admitted more
+// than its limit, and counts carry over every move.
+func TestMovesNeverOverAdmit(t *testing.T) {
+	const slots, limit = 8, 5
+	for seed := range uint64(40) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		gs := []*group{newGroup(t, 0, slots, 0, 1, 2, 3), newGroup(t, 1, slots, 4, 5, 6, 7)}
+		owner := []int{0, 0, 0, 0, 1, 1, 1, 1} // what the meta table says
+		keys := make([]string, 24)
+		admitted := map[string]int64{}
+		for i := range keys {
+			keys[i] = keyIn(i%slots, slots, i)
+		}
+		move := uint64(0)
+		for step := 0; step < 300; step++ {
+			if rng.IntN(20) == 0 {
+				// Move a random slot to the other group: freeze, export,
+				// import, drop, exactly in protocol order.
+				slot := uint32(rng.IntN(slots))
+				from := owner[slot]
+				to := 1 - from
+				move++
+				gs[from].mustApply(EncodeFreeze(move, []uint32{slot}))
+				// A check routed by the old table meanwhile is refused.
+				if _, refused := gs[from].allow(keyIn(int(slot), slots, 99), limit); !refused {
+					t.Fatalf("seed %d: a frozen slot counted a check", seed)
+				}
+				owner[slot] = to
+				exp, err := gs[from].s.ExportSlots(move, []uint32{slot})
+				if err != nil {
+					t.Fatal(err)
+				}
+				imp := EncodeImport(move, uint32(from), []uint32{slot}, exp)
+				gs[to].mustApply(imp)
+				gs[to].mustApply(imp) // a replayed import changes nothing
+				gs[from].mustApply(EncodeDrop(move))
+				continue
+			}
+			k := keys[rng.IntN(len(keys))]
+			slot := hashing.ShardOf(k, slots)
+			target := owner[slot]
+			if rng.IntN(5) == 0 {
+				target = 1 - target // a stale router
+			}
+			want := admitted[k] < limit // what one unreplicated limiter answers
+			ok, refused := gs[target].allow(k, limit)
+			if refused != (target != owner[slot]) {
+				t.Fatalf("seed %d: refused %v at group %d, owner %d", seed, refused, target, owner[slot])
+			}
+			if ok && !refused {
+				admitted[k]++
+				if admitted[k] > limit {
+					t.Fatalf("seed %d: key %s admitted %d times, limit %d", seed, k, admitted[k], limit)
+				}
+			}
+			if !refused && ok != want {
+				t.Fatalf("seed %d: key %s answered %v, a single limiter %v (counts lost in a move?)", seed, k, ok, want)
+			}
+		}
+		// Every state lives in exactly its owner.
+		for i, g := range gs {
+			if len(g.s.Ownership().Frozen) != 0 {
+				t.Errorf("seed %d: group %d keeps frozen slots after drops", seed, i)
+			}
+		}
+	}
+}
+
+func TestOwnershipSnapshotRoundTrip(t *testing.T) {
+	g := newGroup(t, 3, 16, 1, 2, 3, 9)
+	for i := range 20 {
+		g.allow(keyIn(i%16, 16, i), 10)
+	}
+	g.mustApply(EncodeFreeze(4, []uint32{2, 3}))
+	a := shardBytes(t, g.s)
+	if a[len(shardMagic)] != shardVersion {
+		t.Fatalf("snapshot version %d, want %d", a[len(shardMagic)], shardVersion)
+	}
+	c := NewShard()
+	if err := c.Restore(io.NopCloser(bytes.NewReader(a))); err != nil {
+		t.Fatal(err)
+	}
+	if b := shardBytes(t, c); !bytes.Equal(a, b) {
+		t.Error("a restored shard writes different bytes")
+	}
+	info := c.Ownership()
+	if info.Group != 3 || info.SlotCount != 16 || len(info.Owned) != 2 || len(info.Frozen[4]) != 2 {
+		t.Errorf("restored ownership %+v", info)
+	}
+	if _, err := c.ExportSlots(5, []uint32{2}); !errors.Is(err, ErrNotFrozen) {
+		t.Errorf("export under the wrong move: %v", err)
+	}
+	// A legacy shard still writes version 1.
+	if b := shardBytes(t, NewShard()); b[len(shardMagic)] != shardVersionNoOwn {
+		t.Errorf("a shard without ownership wrote version %d", b[len(shardMagic)])
+	}
+}
+
+func shardBytes(t *testing.T, s *Shard) []byte {
+	t.Helper()
+	snap, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w sliceWriter
+	if err := snap.(*shardSnapshot).writeTo(&w); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
