@@ -162,11 +162,10 @@ func (b *batcher) apply(batch []*request, committed chan<- struct{}) {
 				req.err = err
 			case notOwned != nil:
 				req.results, req.err = movedItems(results[:n:n], notOwned[:n])
-				notOwned = notOwned[n:]
+				results, notOwned = results[n:], notOwned[n:]
 			default:
-				req.results = results[:n:n]
+				req.results, results = results[:n:n], results[n:]
 			}
-			results = results[n:]
 			close(req.done)
 		}
 	}()
