@@ -73,7 +73,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.cluster.DataDir != "./floodgate-data" || o.cluster.GRPCAddr != "127.0.0.1:7700" || len(o.cluster.Join) != 0 ||
-		o.cluster.Shards != 64 || o.cluster.Replicas != 3 || o.cluster.Fsync != "batch" {
+		o.cluster.Slots != 4096 || o.cluster.GroupsPerNode != 1 || o.cluster.Shards != 0 || o.cluster.Replicas != 3 || o.cluster.Fsync != "batch" {
 		t.Fatalf("defaults %+v", o.cluster)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "node-id"), []byte("n7\n"), 0o644); err != nil {
