@@ -5,11 +5,12 @@
 // group of the target set owns as many as any other, within one, moving as
 // few slots as possible and only a bounded batch at a time.
 //
-// It is pure: no Raft, no gRPC, no clock, no randomness. The meta leader is
-// meant to run Plan on every meta change and start the moves NextBatch
-// returns; every node computing the same inputs gets the same answer.
-//
-// Not wired yet: nothing in floodgate calls this package. It waits for the
-// meta state's slot table, the shard FSM's ownership record and the move
-// protocol described in the design.
+// Two planners, both pure: PlanGroups keeps the group set following the
+// nodes (every active node home to the same number of groups; groups of
+// departed nodes rehomed, or retired and removed once drained), and Plan
+// with NextBatch moves slots toward the target set that Target derives
+// from it. No Raft, no gRPC, no clock, no randomness: every node computing
+// the same inputs gets the same answer. The meta leader's reconciler
+// (package cluster) runs them on every meta change, PlanGroups first, and
+// writes one change at a time.
 package slots

@@ -9,49 +9,107 @@ import (
 type Member struct {
 	ID string
 	// Active: not leaving, dead or being removed. Only active members are
-	// homes.
+	// homes; a group homed anywhere else (including on a node no longer
+	// listed at all) is homeless.
 	Active bool
 }
 
 // GroupState is an existing group as the group planner sees it.
 type GroupState struct {
-	ID       GroupID
-	Home     string
+	ID GroupID
+	// Home is the group's preferred leader node.
+	Home string
+	// Retiring groups are outside the target: the slot planner drains
+	// them, then PlanGroups removes them.
 	Retiring bool
-	// Owns counts the slots the group owns, in-flight targets included.
+	// Owns counts the slots the group owns, counting slots of in-flight
+	// moves at their target (as Plan does): a retiring group with Owns 0
+	// has nothing left to drain.
 	Owns int
-	// Busy: an in-flight move names the group.
+	// Busy: an in-flight move names the group, so it cannot be removed
+	// yet (the meta FSM refuses it) even if it owns nothing.
 	Busy bool
 }
 
 // GroupActionKind is what a GroupAction does.
 type GroupActionKind int
 
-// Group actions.
+// Group actions, each one meta command (MetaRehomeGroup, MetaAddGroup,
+// MetaRetireGroup, MetaRemoveGroup).
 const (
-	// Rehome gives Group the new home Home.
+	// Rehome gives Group the new home Home and clears its Retiring flag:
+	// its slots stay, only its preferred leader and replicas change.
 	Rehome GroupActionKind = iota + 1
-	// Add creates a group homed at Home.
+	// Add creates a new, empty group homed at Home (Group is unset: the
+	// meta state allocates the id).
 	Add
-	// Retire marks Group to be drained and removed.
+	// Retire takes Group out of the target so that its slots drain away.
 	Retire
-	// Remove deletes Group, which owns nothing and no move names.
+	// Remove deletes Group, which is retiring, owns nothing and no move
+	// names.
 	Remove
 )
+
+// String names the kind, for logs.
+func (k GroupActionKind) String() string {
+	switch k {
+	case Rehome:
+		return "rehome"
+	case Add:
+		return "add"
+	case Retire:
+		return "retire"
+	case Remove:
+		return "remove"
+	}
+	return "unknown"
+}
 
 // GroupAction is one change of the group set.
 type GroupAction struct {
 	Kind  GroupActionKind
-	Group GroupID
-	Home  string
+	Group GroupID // every kind but Add
+	Home  string  // Rehome and Add
 }
 
 // PlanGroups returns the changes that make every active member home to
-// exactly perNode groups, in the order to make them: groups of members
-// that left are rehomed where a member lacks groups, members still lacking
-// get new groups, groups left homeless (or beyond perNode on one home) are
-// retired, and retired groups that own nothing are removed. With no active
-// member it returns nothing: the cluster never retires every group.
+// exactly perNode non-retiring groups and home no group anywhere else
+// (docs/design/slots.md, Groups), in the order to make them. Members and
+// groups are taken in sorted order, so the result is a deterministic
+// function of its inputs whatever their order.
+//
+// A non-retiring group stays where it is if its home is active and it is
+// among that home's perNode lowest ids. An active member lacks homes while
+// it keeps fewer than perNode. Then, in this order:
+//
+//  1. every other non-retiring group (its home left, died or was removed,
+//     or homes too many after perNode shrank) is rehomed to a member
+//     lacking homes, if any: the one with the fewest homes, counting as
+//     its own the retiring groups homed there (step 2 gives them back),
+//     ties by id. Only its replicas move, never its slots.
+//  2. retiring groups are un-retired (Rehome) while members lack homes:
+//     first each to its own home (a dead node came back, perNode grew
+//     back), then to the member lacking the most. What a group still owns
+//     is not moved again, and an emptied one saves creating a group.
+//  3. members still lacking homes get new groups (Add), the one lacking
+//     the most first, ties by id.
+//  4. the groups of step 1 that found no member lacking a home are
+//     retired: so an overfull home keeps its lowest ids.
+//  5. retiring groups left (step 4's too) that own nothing and no move
+//     names are removed.
+//
+// The actions come in that order. A plan either grows the group set
+// (steps 1 to 3) or shrinks it (1, 4, 5), never both: groups are retired or
+// removed only when no member lacks a home. So it retires exactly the
+// non-retiring groups beyond perNode times the active members, adds only
+// what no existing group can fill, and changes the fewest homes (the
+// tests check all three against brute force). It is stable under its own
+// prefix: once acts[0] is applied (an Add creating a group with a higher
+// id than any), PlanGroups returns acts[1:], as the meta leader applies
+// one action per round.
+//
+// With no active member it returns nothing: the cluster never retires
+// every group. perNode below 1 counts as 1 for the same reason.
 func PlanGroups(members []Member, groups []GroupState, perNode int) []GroupAction {
 	perNode = max(perNode, 1)
 	active := map[string]bool{}
@@ -67,39 +125,84 @@ func PlanGroups(members []Member, groups []GroupState, perNode int) []GroupActio
 	}
 	slices.Sort(ids)
 	groups = slices.SortedFunc(slices.Values(groups), func(a, b GroupState) int { return cmp.Compare(a.ID, b.ID) })
-	homes := map[string]int{}
-	var out []GroupAction
-	var homeless []GroupState
+
+	// homes counts the non-retiring groups each active member keeps. The
+	// lowest ids stay, so the answer never depends on input order and an
+	// overfull home gives up its newest groups. back counts the retiring
+	// groups homed at each active member, which step 2 may give back.
+	homes, back := map[string]int{}, map[string]int{}
+	var unkept, retiring []GroupState
 	for _, g := range groups {
 		switch {
 		case g.Retiring:
+			retiring = append(retiring, g)
+			if active[g.Home] {
+				back[g.Home]++
+			}
 		case active[g.Home] && homes[g.Home] < perNode:
 			homes[g.Home]++
-		case active[g.Home]:
-			// One home too many (perNode shrank): drain the newest.
-			out = append(out, GroupAction{Kind: Retire, Group: g.ID})
 		default:
-			homeless = append(homeless, g)
+			unkept = append(unkept, g)
 		}
 	}
-	// neediest is the active member with the fewest homes below perNode.
+	// neediest is the active member lacking homes that lacks the most,
+	// counting the groups it may get back as its own: a group sent where
+	// one would come back anyway costs that one a home change (or the
+	// cluster a new group) while another member had room. Filling the
+	// emptiest first also gives every member its first group soonest when
+	// actions are applied one at a time.
 	neediest := func() (string, bool) {
 		best, found := "", false
 		for _, id := range ids {
-			if homes[id] < perNode && (!found || homes[id] < homes[best]) {
+			if homes[id] < perNode && (!found || homes[id]+back[id] < homes[best]+back[best]) {
 				best, found = id, true
 			}
 		}
 		return best, found
 	}
-	for _, g := range homeless {
+
+	var out, retire []GroupAction
+	retired := map[GroupID]bool{}
+	// Step 1, groups of overfull homes included: moving a whole group to
+	// a member lacking one costs no slot move, where retiring it and
+	// adding one there would move its slots twice.
+	for _, g := range unkept {
 		if id, ok := neediest(); ok {
 			homes[id]++
 			out = append(out, GroupAction{Kind: Rehome, Group: g.ID, Home: id})
 			continue
 		}
-		out = append(out, GroupAction{Kind: Retire, Group: g.ID})
+		retired[g.ID] = true
+		retire = append(retire, GroupAction{Kind: Retire, Group: g.ID})
 	}
+	// Step 2, after step 1: a non-retiring group keeps its full share, a
+	// retiring one only what is left of it. Own homes first: that is where
+	// its leader and replicas are likely to be still.
+	unretired := map[GroupID]bool{}
+	for _, g := range retiring {
+		if active[g.Home] && homes[g.Home] < perNode {
+			homes[g.Home]++
+			back[g.Home]--
+			unretired[g.ID] = true
+			out = append(out, GroupAction{Kind: Rehome, Group: g.ID, Home: g.Home})
+		}
+	}
+	for _, g := range retiring {
+		if unretired[g.ID] {
+			continue
+		}
+		id, ok := neediest()
+		if !ok {
+			break
+		}
+		homes[id]++
+		if active[g.Home] {
+			back[g.Home]--
+		}
+		unretired[g.ID] = true
+		out = append(out, GroupAction{Kind: Rehome, Group: g.ID, Home: id})
+	}
+	// Step 3.
 	for {
 		id, ok := neediest()
 		if !ok {
@@ -108,16 +211,24 @@ func PlanGroups(members []Member, groups []GroupState, perNode int) []GroupActio
 		homes[id]++
 		out = append(out, GroupAction{Kind: Add, Home: id})
 	}
+	// Step 4.
+	out = append(out, retire...)
+	// Step 5, groups step 4 retires included (so applying the plan one
+	// action at a time replans its rest), not while Busy: the meta FSM
+	// refuses to remove a group a move names, and a move out of it may be
+	// between flip and import.
 	for _, g := range groups {
-		if g.Retiring && g.Owns == 0 && !g.Busy {
+		if (g.Retiring && !unretired[g.ID] || retired[g.ID]) && g.Owns == 0 && !g.Busy {
 			out = append(out, GroupAction{Kind: Remove, Group: g.ID})
 		}
 	}
 	return out
 }
 
-// Target returns the groups that should own slots: not retiring, homed at
-// an active member.
+// Target returns the groups that should own slots (Cluster.Target), in
+// ascending order: not retiring, homed at an active member. Once
+// PlanGroups returns nothing these are exactly the non-retiring groups,
+// perNode per active member.
 func Target(groups []GroupState, members []Member) []GroupID {
 	active := map[string]bool{}
 	for _, m := range members {

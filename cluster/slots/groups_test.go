@@ -1,12 +1,15 @@
 package slots
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 )
 
+// members returns active members with the given ids.
 func members(active ...string) []Member {
 	var out []Member
 	for _, id := range active {
@@ -15,104 +18,550 @@ func members(active ...string) []Member {
 	return out
 }
 
+// gone returns members with the given ids that are leaving or dead.
+func gone(ids ...string) []Member {
+	var out []Member
+	for _, id := range ids {
+		out = append(out, Member{ID: id})
+	}
+	return out
+}
+
 func TestPlanGroups(t *testing.T) {
-	for _, tc := range []struct {
+	tests := []struct {
 		name    string
 		members []Member
 		groups  []GroupState
 		perNode int
 		want    []GroupAction
 	}{
-		{"fresh cluster of three", members("n1", "n2", "n3"), []GroupState{{ID: 0, Home: "n1", Owns: 4096}}, 1,
-			[]GroupAction{{Kind: Add, Home: "n2"}, {Kind: Add, Home: "n3"}}},
-		{"settled", members("n1", "n2"), []GroupState{{ID: 0, Home: "n1", Owns: 5}, {ID: 1, Home: "n2", Owns: 5}}, 1, nil},
-		{"join", members("n1", "n2", "n4"), []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n2"}}, 1,
-			[]GroupAction{{Kind: Add, Home: "n4"}}},
-		{"leave, others full: retire", append(members("n1", "n3"), Member{ID: "n2"}),
-			[]GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n2", Owns: 9}, {ID: 2, Home: "n3"}}, 1,
-			[]GroupAction{{Kind: Retire, Group: 1}}},
-		{"leave while a node lacks a home: rehome", append(members("n1", "n4"), Member{ID: "n2"}),
-			[]GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n2", Owns: 9}}, 1,
-			[]GroupAction{{Kind: Rehome, Group: 1, Home: "n4"}}},
-		{"emptied retiring group is removed", members("n1"), []GroupState{{ID: 0, Home: "n1", Owns: 8}, {ID: 1, Home: "n2", Retiring: true}}, 1,
-			[]GroupAction{{Kind: Remove, Group: 1}}},
-		{"busy retiring group stays", members("n1"), []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n2", Retiring: true, Busy: true}}, 1, nil},
-		{"two per node", members("n1", "n2"), []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n1"}}, 2,
-			[]GroupAction{{Kind: Add, Home: "n2"}, {Kind: Add, Home: "n2"}}},
-		{"per node shrank", members("n1"), []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n1"}}, 1,
-			[]GroupAction{{Kind: Retire, Group: 1}}},
-		{"no active member: nothing", []Member{{ID: "n1"}}, []GroupState{{ID: 0, Home: "n1"}}, 1, nil},
-	} {
-		if got := PlanGroups(tc.members, tc.groups, tc.perNode); !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		{
+			name:    "fresh: three nodes, no group",
+			members: members("n1", "n2", "n3"), perNode: 1,
+			want: []GroupAction{{Kind: Add, Home: "n1"}, {Kind: Add, Home: "n2"}, {Kind: Add, Home: "n3"}},
+		},
+		{
+			name:    "fresh: the bootstrap group stays",
+			members: members("n1", "n2", "n3"), groups: []GroupState{{ID: 0, Home: "n1", Owns: 4096}}, perNode: 1,
+			want: []GroupAction{{Kind: Add, Home: "n2"}, {Kind: Add, Home: "n3"}},
+		},
+		{
+			name:    "settled",
+			members: members("n1", "n2"), groups: []GroupState{{ID: 0, Home: "n1", Owns: 5}, {ID: 1, Home: "n2", Owns: 5}}, perNode: 1,
+		},
+		{
+			name:    "join of n4",
+			members: members("n1", "n2", "n3", "n4"), groups: []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n2"}, {ID: 2, Home: "n3"}}, perNode: 1,
+			want: []GroupAction{{Kind: Add, Home: "n4"}},
+		},
+		{
+			name:    "n2 leaves, the others full: retire",
+			members: append(members("n1", "n3"), gone("n2")...),
+			groups:  []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n2", Owns: 9}, {ID: 2, Home: "n3"}}, perNode: 1,
+			want: []GroupAction{{Kind: Retire, Group: 1}},
+		},
+		{
+			name:    "n2 leaves while n4 lacks a home: rehome, no slot moves",
+			members: append(members("n1", "n3", "n4"), gone("n2")...),
+			groups:  []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n2", Owns: 9}, {ID: 2, Home: "n3"}}, perNode: 1,
+			want: []GroupAction{{Kind: Rehome, Group: 1, Home: "n4"}},
+		},
+		{
+			name:    "a home no longer listed is gone too",
+			members: members("n1"), groups: []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n9", Owns: 3}}, perNode: 1,
+			want: []GroupAction{{Kind: Retire, Group: 1}},
+		},
+		{
+			name:    "dead node, two per node: one group finds room, the other retires",
+			members: append(members("n1", "n3"), gone("n2")...),
+			groups:  []GroupState{{ID: 0, Home: "n1"}, {ID: 2, Home: "n3"}, {ID: 3, Home: "n3"}, {ID: 4, Home: "n2", Owns: 3}, {ID: 5, Home: "n2", Owns: 3}}, perNode: 2,
+			want: []GroupAction{{Kind: Rehome, Group: 4, Home: "n1"}, {Kind: Retire, Group: 5}},
+		},
+		{
+			name:    "homeless groups go to the member lacking the most, ties by id",
+			members: append(members("n1", "n2"), gone("n3")...),
+			groups:  []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n3"}, {ID: 2, Home: "n3"}}, perNode: 2,
+			want: []GroupAction{{Kind: Rehome, Group: 1, Home: "n2"}, {Kind: Rehome, Group: 2, Home: "n1"}, {Kind: Add, Home: "n2"}},
+		},
+		{
+			name:    "emptied retiring group is removed",
+			members: members("n1"), groups: []GroupState{{ID: 0, Home: "n1", Owns: 8}, {ID: 1, Home: "n2", Retiring: true}}, perNode: 1,
+			want: []GroupAction{{Kind: Remove, Group: 1}},
+		},
+		{
+			name:    "busy retiring group is not removed",
+			members: members("n1"), groups: []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n2", Retiring: true, Busy: true}}, perNode: 1,
+		},
+		{
+			name:    "retiring group still draining: nothing",
+			members: members("n1"), groups: []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n2", Retiring: true, Owns: 5}}, perNode: 1,
+		},
+		{
+			name:    "retiring group on a full home keeps draining",
+			members: members("n1"), groups: []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n1", Retiring: true, Owns: 3}}, perNode: 1,
+		},
+		{
+			name:    "two per node",
+			members: members("n1", "n2"), groups: []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n1"}}, perNode: 2,
+			want: []GroupAction{{Kind: Add, Home: "n2"}, {Kind: Add, Home: "n2"}},
+		},
+		{
+			name:    "two per node, fresh: every node gets its first group first",
+			members: members("n1", "n2"), perNode: 2,
+			want: []GroupAction{{Kind: Add, Home: "n1"}, {Kind: Add, Home: "n2"}, {Kind: Add, Home: "n1"}, {Kind: Add, Home: "n2"}},
+		},
+		{
+			name:    "perNode shrank: the highest ids retire",
+			members: members("n1"), groups: []GroupState{{ID: 2, Home: "n1", Owns: 1}, {ID: 0, Home: "n1", Owns: 1}, {ID: 1, Home: "n1", Owns: 1}}, perNode: 1,
+			want: []GroupAction{{Kind: Retire, Group: 1}, {Kind: Retire, Group: 2}},
+		},
+		{
+			name:    "perNode shrank as a node joins: the extra group moves instead",
+			members: members("n1", "n2"), groups: []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n1"}}, perNode: 1,
+			want: []GroupAction{{Kind: Rehome, Group: 1, Home: "n2"}},
+		},
+		{
+			name:    "perNode grew back: the retired group returns",
+			members: members("n1"), groups: []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n1", Retiring: true, Owns: 3}}, perNode: 2,
+			want: []GroupAction{{Kind: Rehome, Group: 1, Home: "n1"}},
+		},
+		{
+			name:    "dead node back: its retiring group comes home with what it still owns",
+			members: members("n1", "n2", "n3"),
+			groups:  []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n2", Retiring: true, Owns: 700, Busy: true}, {ID: 2, Home: "n3"}}, perNode: 1,
+			want: []GroupAction{{Kind: Rehome, Group: 1, Home: "n2"}},
+		},
+		{
+			name:    "dead node back after its group emptied: reused, not removed and added",
+			members: members("n1", "n2"),
+			groups:  []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n2", Retiring: true}}, perNode: 1,
+			want: []GroupAction{{Kind: Rehome, Group: 1, Home: "n2"}},
+		},
+		{
+			name:    "a new node takes a draining group rather than a new one",
+			members: append(members("n1", "n3", "n4"), gone("n2")...),
+			groups:  []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n2", Retiring: true, Owns: 300}, {ID: 2, Home: "n3"}}, perNode: 1,
+			want: []GroupAction{{Kind: Rehome, Group: 1, Home: "n4"}},
+		},
+		{
+			name:    "its own home first, then the others",
+			members: members("n1", "n2", "n3"),
+			groups:  []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n9", Retiring: true, Owns: 1}, {ID: 2, Home: "n3", Retiring: true, Owns: 1}}, perNode: 1,
+			want: []GroupAction{{Kind: Rehome, Group: 2, Home: "n3"}, {Kind: Rehome, Group: 1, Home: "n2"}},
+		},
+		{
+			name:    "a node back, one dead, one new: the homeless group leaves the returning node its own",
+			members: append(members("n1", "n2", "n4"), gone("n3")...),
+			groups:  []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n2", Retiring: true, Owns: 5}, {ID: 2, Home: "n3", Owns: 9}}, perNode: 1,
+			want: []GroupAction{{Kind: Rehome, Group: 2, Home: "n4"}, {Kind: Rehome, Group: 1, Home: "n2"}},
+		},
+		{
+			name:    "room for one: the non-retiring group wins it",
+			members: append(members("n1", "n2"), gone("n3")...),
+			groups:  []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n2", Retiring: true, Owns: 5}, {ID: 2, Home: "n3", Owns: 9}}, perNode: 1,
+			want: []GroupAction{{Kind: Rehome, Group: 2, Home: "n2"}},
+		},
+		{
+			name:    "shrinking: retire and remove in one plan",
+			members: append(members("n1", "n3"), gone("n2")...),
+			groups:  []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n2", Owns: 4}, {ID: 2, Home: "n3"}, {ID: 3, Home: "n9", Retiring: true}}, perNode: 1,
+			want: []GroupAction{{Kind: Retire, Group: 1}, {Kind: Remove, Group: 3}},
+		},
+		{
+			name:    "a group whose home died before it got slots: retired, then removed",
+			members: append(members("n1"), gone("n2")...),
+			groups:  []GroupState{{ID: 0, Home: "n1", Owns: 8}, {ID: 1, Home: "n2"}, {ID: 2, Home: "n2", Busy: true}}, perNode: 1,
+			want: []GroupAction{{Kind: Retire, Group: 1}, {Kind: Retire, Group: 2}, {Kind: Remove, Group: 1}},
+		},
+		{
+			name:    "no active member: nothing, not even removals",
+			members: gone("n1"), groups: []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n1", Retiring: true}}, perNode: 1,
+		},
+		{
+			name:    "perNode 0 counts as 1",
+			members: members("n1"), perNode: 0,
+			want: []GroupAction{{Kind: Add, Home: "n1"}},
+		},
+		{
+			name:    "a member listed twice counts once",
+			members: append(members("n1", "n1"), gone("n1")...), perNode: 1,
+			want: []GroupAction{{Kind: Add, Home: "n1"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := PlanGroups(tt.members, tt.groups, tt.perNode)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("PlanGroups = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestTarget(t *testing.T) {
+	ms := append(members("n1", "n2"), gone("n3")...)
+	gs := []GroupState{
+		{ID: 5, Home: "n2"}, {ID: 1, Home: "n1"}, {ID: 2, Home: "n3"}, {ID: 3, Home: "n1", Retiring: true}, {ID: 4, Home: "n9"},
+	}
+	if got, want := Target(gs, ms), []GroupID{1, 5}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("Target = %v, want %v", got, want)
+	}
+	if got := Target(gs, nil); got != nil {
+		t.Fatalf("Target with no member = %v, want none", got)
+	}
+}
+
+func TestGroupActionKindString(t *testing.T) {
+	for k, want := range map[GroupActionKind]string{Rehome: "rehome", Add: "add", Retire: "retire", Remove: "remove", 0: "unknown"} {
+		if got := k.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", int(k), got, want)
 		}
 	}
 }
 
-// Random membership changes, with the actions applied one at a time (as
-// the meta leader does) and retiring groups drained: the group set always
-// converges to perNode groups per active member, none homed elsewhere.
+// world is a group set and its members, with group actions applied as the
+// meta FSM applies them.
+type world struct {
+	t       *testing.T
+	nodes   map[string]bool // listed members: active or not
+	groups  []GroupState
+	next    GroupID
+	perNode int
+}
+
+func (w *world) clone() *world {
+	c := *w
+	c.nodes = make(map[string]bool, len(w.nodes))
+	for id, a := range w.nodes {
+		c.nodes[id] = a
+	}
+	c.groups = slices.Clone(w.groups)
+	return &c
+}
+
+// members lists the members sorted, so failures print the same way.
+func (w *world) members() []Member {
+	var out []Member
+	for id, a := range w.nodes {
+		out = append(out, Member{ID: id, Active: a})
+	}
+	slices.SortFunc(out, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+func (w *world) plan() []GroupAction { return PlanGroups(w.members(), w.groups, w.perNode) }
+
+func (w *world) active() []string {
+	var out []string
+	for _, m := range w.members() {
+		if m.Active {
+			out = append(out, m.ID)
+		}
+	}
+	return out
+}
+
+func (w *world) find(id GroupID) int {
+	for i := range w.groups {
+		if w.groups[i].ID == id {
+			return i
+		}
+	}
+	w.t.Fatalf("action names group %d, which does not exist: %+v", id, w.groups)
+	return -1
+}
+
+// apply makes one action, refusing what the meta FSM or the rules forbid:
+// a home that is not an active member, retiring a retiring group, removing
+// one that owns slots or that a move names.
+func (w *world) apply(a GroupAction) {
+	switch a.Kind {
+	case Add, Rehome:
+		if !w.nodes[a.Home] {
+			w.t.Fatalf("%v: home %q is not an active member", a, a.Home)
+		}
+	}
+	switch a.Kind {
+	case Add:
+		w.groups = append(w.groups, GroupState{ID: w.next, Home: a.Home})
+		w.next++
+	case Rehome:
+		i := w.find(a.Group)
+		w.groups[i].Home, w.groups[i].Retiring = a.Home, false
+	case Retire:
+		i := w.find(a.Group)
+		if w.groups[i].Retiring {
+			w.t.Fatalf("%v: already retiring", a)
+		}
+		w.groups[i].Retiring = true // keeps its slots: they drain later
+	case Remove:
+		i := w.find(a.Group)
+		if g := w.groups[i]; !g.Retiring || g.Owns > 0 || g.Busy {
+			w.t.Fatalf("%v: removes %+v", a, g)
+		}
+		w.groups = slices.Delete(w.groups, i, i+1)
+	default:
+		w.t.Fatalf("unknown action %v", a)
+	}
+}
+
+// converged reports why the group set is not what PlanGroups aims at
+// (every active member home to exactly perNode non-retiring groups, none
+// homed elsewhere), or "".
+func (w *world) converged() string {
+	homes := map[string]int{}
+	for _, g := range w.groups {
+		if g.Retiring {
+			continue
+		}
+		if !w.nodes[g.Home] {
+			return fmt.Sprintf("group %d is homed on %q, not an active member", g.ID, g.Home)
+		}
+		homes[g.Home]++
+	}
+	for _, id := range w.active() {
+		if want := max(w.perNode, 1); homes[id] != want {
+			return fmt.Sprintf("%s is home to %d groups, want %d", id, homes[id], want)
+		}
+	}
+	return ""
+}
+
+// cost is what a plan spends, worst first: groups that keep slots and are
+// retired (their slots all move), groups created (filled from the others),
+// groups that change home (their replicas move).
+type cost struct{ retired, added, rehomed int }
+
+func (c cost) less(d cost) bool {
+	if c.retired != d.retired {
+		return c.retired < d.retired
+	}
+	if c.added != d.added {
+		return c.added < d.added
+	}
+	return c.rehomed < d.rehomed
+}
+
+// planCost is the cost of acts on w.
+func planCost(w *world, acts []GroupAction) cost {
+	var c cost
+	for _, a := range acts {
+		switch a.Kind {
+		case Retire:
+			c.retired++
+		case Add:
+			c.added++
+		case Rehome:
+			if w.groups[w.find(a.Group)].Home != a.Home {
+				c.rehomed++
+			}
+		}
+	}
+	return c
+}
+
+// bruteCost is the least cost of any end state that satisfies converged,
+// found by trying every home (or retirement) for every group.
+func bruteCost(w *world) cost {
+	act := w.active()
+	perNode := max(w.perNode, 1)
+	n := map[string]int{}
+	best := cost{retired: 1 << 30}
+	var try func(i int, c cost)
+	try = func(i int, c cost) {
+		if i == len(w.groups) {
+			for _, id := range act {
+				c.added += perNode - n[id]
+			}
+			if c.less(best) {
+				best = c
+			}
+			return
+		}
+		g := w.groups[i]
+		// Retiring, or staying retiring.
+		d := c
+		if !g.Retiring {
+			d.retired++
+		}
+		try(i+1, d)
+		for _, id := range act {
+			if n[id] == perNode {
+				continue
+			}
+			d := c
+			if id != g.Home {
+				d.rehomed++
+			}
+			n[id]++
+			try(i+1, d)
+			n[id]--
+		}
+	}
+	try(0, cost{})
+	return best
+}
+
+// check asserts what must hold of every plan on w.
+func (w *world) check(rng *rand.Rand, acts []GroupAction) {
+	t := w.t
+	t.Helper()
+	if len(w.active()) == 0 {
+		if acts != nil {
+			t.Fatalf("no active member, plan %v", acts)
+		}
+		return
+	}
+	// Deterministic whatever the input order.
+	ms, gs := w.members(), slices.Clone(w.groups)
+	rng.Shuffle(len(ms), func(i, j int) { ms[i], ms[j] = ms[j], ms[i] })
+	rng.Shuffle(len(gs), func(i, j int) { gs[i], gs[j] = gs[j], gs[i] })
+	if got := PlanGroups(ms, gs, w.perNode); !reflect.DeepEqual(got, acts) {
+		t.Fatalf("shuffled input: %v, sorted: %v", got, acts)
+	}
+	// Never grows and shrinks at once; names each group once, but for a
+	// group retired and then removed.
+	named := map[GroupID]GroupActionKind{}
+	kinds := map[GroupActionKind]bool{}
+	for _, a := range acts {
+		kinds[a.Kind] = true
+		if a.Kind == Add {
+			continue
+		}
+		if k, ok := named[a.Group]; ok && (k != Retire || a.Kind != Remove) {
+			t.Fatalf("group %d named twice: %v", a.Group, acts)
+		}
+		named[a.Group] = a.Kind
+	}
+	if kinds[Add] && (kinds[Retire] || kinds[Remove]) {
+		t.Fatalf("plan both grows and shrinks: %v", acts)
+	}
+	// Stable under its own prefix: the meta leader applies acts[0] and
+	// plans again.
+	c := w.clone()
+	for i, a := range acts {
+		c.apply(a)
+		if got, want := c.plan(), acts[i+1:]; !slices.Equal(got, want) {
+			t.Fatalf("after %v of %v: plan %v, want %v", a, acts, got, acts[i+1:])
+		}
+	}
+	// As cheap as the cheapest end state, where that is small enough to
+	// find by trying.
+	combos := 1
+	for range w.groups {
+		combos *= len(w.active()) + 1
+		if combos > 50000 {
+			return
+		}
+	}
+	if got, best := planCost(w, acts), bruteCost(w); got != best {
+		t.Fatalf("plan %v costs %+v, the best %+v; groups %+v, members %v", acts, got, best, w.groups, w.members())
+	}
+}
+
+// TestPlanGroupsConverges drives random member changes (joins, leaves,
+// deaths, returns, removals from the member list, perNode changes) with
+// slots draining out of retiring groups at random, applying every plan as
+// the meta leader would. Every plan is deterministic, stable under its
+// own prefix and as cheap as the brute-force best; one round of it
+// converges (perNode non-retiring groups per active member, none homed
+// elsewhere); a second round only removes; once retiring groups are
+// emptied, one more round of removals leaves nothing to do.
 func TestPlanGroupsConverges(t *testing.T) {
-	for seed := range uint64(200) {
+	for seed := range uint64(400) {
 		rng := rand.New(rand.NewPCG(seed, 3))
-		perNode := 1 + rng.IntN(2)
-		nodes := map[string]bool{"n0": true}
-		var groups []GroupState
-		next := GroupID(0)
-		for step := 0; step < 12; step++ {
-			id := fmt.Sprintf("n%d", rng.IntN(5))
-			nodes[id] = rng.IntN(3) > 0 || id == "n0"
-			var ms []Member
-			for n, a := range nodes {
-				ms = append(ms, Member{ID: n, Active: a})
+		w := &world{t: t, nodes: map[string]bool{}, perNode: 1 + rng.IntN(2)}
+		nodes := 0
+		pick := func(active bool) (string, bool) {
+			var ids []string
+			for _, m := range w.members() {
+				if m.Active == active {
+					ids = append(ids, m.ID)
+				}
 			}
-			for round := 0; ; round++ {
-				if round > 100 {
-					t.Fatalf("seed %d: no convergence: %+v", seed, groups)
-				}
-				acts := PlanGroups(ms, groups, perNode)
-				if len(acts) == 0 {
-					break
-				}
-				a := acts[0]
-				switch a.Kind {
-				case Add:
-					groups = append(groups, GroupState{ID: next, Home: a.Home})
-					next++
-				case Rehome, Retire, Remove:
-					for i := range groups {
-						if groups[i].ID != a.Group {
-							continue
-						}
-						switch a.Kind {
-						case Rehome:
-							groups[i].Home, groups[i].Retiring = a.Home, false
-						case Retire:
-							groups[i].Retiring, groups[i].Owns = true, 0 // drained at once
-						case Remove:
-							groups = append(groups[:i], groups[i+1:]...)
-						}
-						break
+			if len(ids) == 0 {
+				return "", false
+			}
+			return ids[rng.IntN(len(ids))], true
+		}
+		for step := range 30 {
+			for range 1 + rng.IntN(3) {
+				switch r := rng.IntN(12); {
+				case r < 3:
+					w.nodes[fmt.Sprintf("n%d", nodes)] = true // joins
+					nodes++
+				case r < 6:
+					if id, ok := pick(true); ok {
+						w.nodes[id] = false // leaves or dies
 					}
+				case r < 8:
+					if id, ok := pick(false); ok {
+						w.nodes[id] = true // comes back
+					}
+				case r < 10:
+					if id, ok := pick(false); ok {
+						delete(w.nodes, id) // removed from the member list
+					}
+				default:
+					w.perNode = rng.IntN(4) // 0 counts as 1
 				}
 			}
-			homes := map[string]int{}
-			for _, g := range groups {
+			// Slots move meanwhile: target groups own some, retiring ones
+			// drain, moves come and go.
+			for i := range w.groups {
+				g := &w.groups[i]
 				if g.Retiring {
-					t.Fatalf("seed %d: a retiring group survived convergence", seed)
+					g.Owns = rng.IntN(g.Owns + 1)
+				} else {
+					g.Owns = rng.IntN(8)
 				}
-				if !nodes[g.Home] {
-					t.Fatalf("seed %d: group %d homed on inactive %s", seed, g.ID, g.Home)
-				}
-				homes[g.Home]++
+				g.Busy = rng.IntN(3) == 0
 			}
-			for n, a := range nodes {
-				if a && homes[n] != perNode {
-					t.Fatalf("seed %d: %s is home to %d groups, want %d", seed, n, homes[n], perNode)
+
+			acts := w.plan()
+			w.check(rng, acts)
+			for _, a := range acts {
+				w.apply(a)
+			}
+			if len(w.active()) == 0 {
+				continue
+			}
+			if why := w.converged(); why != "" {
+				t.Fatalf("seed %d step %d: after %v: %s", seed, step, acts, why)
+			}
+			again := w.plan()
+			w.check(rng, again)
+			for _, a := range again {
+				if a.Kind != Remove {
+					t.Fatalf("seed %d step %d: second round %v after %v", seed, step, again, acts)
+				}
+				w.apply(a)
+			}
+			// Retiring groups emptied: removals, then nothing.
+			c := w.clone()
+			retiring := 0
+			for i := range c.groups {
+				if c.groups[i].Retiring {
+					c.groups[i].Owns, c.groups[i].Busy = 0, false
+					retiring++
 				}
 			}
-			if got := len(Target(groups, ms)); got != len(groups) {
-				t.Fatalf("seed %d: %d targets of %d groups", seed, got, len(groups))
+			last := c.plan()
+			c.check(rng, last)
+			if len(last) != retiring {
+				t.Fatalf("seed %d step %d: %d retiring groups emptied, plan %v", seed, step, retiring, last)
+			}
+			for _, a := range last {
+				c.apply(a)
+			}
+			if got := c.plan(); got != nil {
+				t.Fatalf("seed %d step %d: converged and emptied, still %v", seed, step, got)
+			}
+			if got := len(Target(c.groups, c.members())); got != len(c.groups) {
+				t.Fatalf("seed %d step %d: %d targets of %d groups", seed, step, got, len(c.groups))
+			}
+			if rng.IntN(2) == 0 {
+				w.groups = c.groups // drained; otherwise they keep draining
 			}
 		}
 	}
