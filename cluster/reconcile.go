@@ -157,7 +157,7 @@ func (n *Node) reconcileShard(ctx context.Context, r *replica, v *fsm.MetaView, 
 		return
 	}
 	n.reportShard(ctx, r, g.raft.CurrentTerm(), cfg, v)
-	n.maybeTick(r)
+	n.maybeTick(ctx, r)
 	n.reconcileSlots(ctx, r, v)
 	desired := pl.shards[r.id]
 	step := planShard(shardPlanInput{
@@ -202,7 +202,7 @@ func (n *Node) reconcileShard(ctx context.Context, r *replica, v *fsm.MetaView, 
 
 // change makes one membership change and logs its outcome.
 func (n *Node) change(ctx context.Context, g *Group, what, id string, fn func() raft.IndexFuture) {
-	if err := fn().Error(); err != nil {
+	if err := awaitFuture(ctx, fn()); err != nil {
 		n.log.Warn("raft membership change", "group", g.name, "change", what, "server", id, "err", err)
 		return
 	}
@@ -290,13 +290,13 @@ func (n *Node) reportShard(ctx context.Context, r *replica, term uint64, cfg raf
 
 // maybeTick writes a tick entry to an idle shard that holds keys, so log
 // time moves on and expired keys are dropped.
-func (n *Node) maybeTick(r *replica) {
+func (n *Node) maybeTick(ctx context.Context, r *replica) {
 	st := r.fsm.Stats()
 	now := time.Now().UnixNano()
 	if st.States == 0 || now-st.Now < int64(tickEvery) {
 		return
 	}
-	_ = r.group.raft.Apply(fsm.EncodeTick(now), opTimeout).Error()
+	_ = awaitFuture(ctx, r.group.raft.Apply(fsm.EncodeTick(now), opTimeout))
 }
 
 // sameReplicas reports whether two replica lists hold the same servers

@@ -2,9 +2,12 @@ package cluster
 
 import (
 	"context"
+
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/floodgate/floodgate/fsm"
 	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
@@ -24,13 +27,13 @@ func (n *Node) reconcileSlots(ctx context.Context, r *replica, v *fsm.MetaView) 
 	}
 	own := r.fsm.Ownership()
 	if !own.Initialized {
-		n.initGroup(r, v)
+		n.initGroup(ctx, r, v)
 		return
 	}
 	for m := range own.Frozen {
 		if v.MoveDone(m) {
 			// The target has imported: the frozen copies are dead weight.
-			if err := n.applyShard(r, fsm.EncodeDrop(m)); err != nil {
+			if err := n.applyShard(ctx, r, fsm.EncodeDrop(m)); err != nil {
 				n.log.Warn("drop moved slots", "group", r.id, "move", m, "err", err)
 			}
 		}
@@ -49,14 +52,14 @@ func (n *Node) reconcileSlots(ctx context.Context, r *replica, v *fsm.MetaView) 
 // initGroup writes the group's ownership record: the slots the table gives
 // it now. A new group owns none (no move targets a group before it reports
 // ready); a first group owns its range of the table.
-func (n *Node) initGroup(r *replica, v *fsm.MetaView) {
+func (n *Node) initGroup(ctx context.Context, r *replica, v *fsm.MetaView) {
 	var owned []uint32
 	for s, g := range v.Table {
 		if int(g) == r.id {
 			owned = append(owned, uint32(s))
 		}
 	}
-	if err := n.applyShard(r, fsm.EncodeInit(uint32(r.id), uint32(v.SlotCount), owned)); err != nil {
+	if err := n.applyShard(ctx, r, fsm.EncodeInit(uint32(r.id), uint32(v.SlotCount), owned)); err != nil {
 		n.log.Warn("initialize group", "group", r.id, "err", err)
 	}
 }
@@ -66,7 +69,7 @@ func (n *Node) initGroup(r *replica, v *fsm.MetaView) {
 // first, and new ones refused meanwhile (handOver), so every decision on
 // the slots lands before the freeze and travels with the export.
 func (n *Node) freezeMove(ctx context.Context, r *replica, mv *fsm.SlotMove) {
-	err := r.fast.handOver(func() error { return n.applyShard(r, fsm.EncodeFreeze(mv.ID, mv.Slots)) })
+	err := r.fast.handOver(func() error { return n.applyShard(ctx, r, fsm.EncodeFreeze(mv.ID, mv.Slots)) })
 	if err != nil {
 		n.log.Warn("freeze slots", "group", r.id, "move", mv.ID, "err", err)
 		return
@@ -87,7 +90,7 @@ func (n *Node) importMove(ctx context.Context, r *replica, mv *fsm.SlotMove, v *
 			n.log.Warn("export slots", "move", mv.ID, "from", mv.From, "err", err)
 			return
 		}
-		if err := n.applyShard(r, fsm.EncodeImport(mv.ID, mv.From, mv.Slots, export)); err != nil {
+		if err := n.applyShard(ctx, r, fsm.EncodeImport(mv.ID, mv.From, mv.Slots, export)); err != nil {
 			n.log.Warn("import slots", "move", mv.ID, "group", r.id, "err", err)
 			return
 		}
@@ -146,16 +149,32 @@ func (n *Node) ExportSlots(group int, move uint64, slots []uint32) ([]byte, erro
 }
 
 // applyShard writes one entry to r's group (this node leads it) and
-// returns the state machine's error, if it refused the entry.
-func (n *Node) applyShard(r *replica, entry []byte) error {
+// returns the state machine's error, if it refused the entry. It stops
+// waiting at ctx's end: a group that lost its quorum may never commit, and
+// a reconciler must not hold up the node's shutdown.
+func (n *Node) applyShard(ctx context.Context, r *replica, entry []byte) error {
 	f := r.group.raft.Apply(entry, n.cfg.CommitTimeout)
-	if err := f.Error(); err != nil {
+	if err := awaitFuture(ctx, f); err != nil {
 		return err
 	}
 	if err, ok := f.Response().(error); ok {
 		return err
 	}
 	return nil
+}
+
+// awaitFuture waits for f until ctx ends. Raft answers every future at
+// the latest when the group shuts down, so a future left behind does not
+// keep its goroutine for long.
+func awaitFuture(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+	}
 }
 
 // ownsAll reports whether every slot of want is in owned (both ascending).

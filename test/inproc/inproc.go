@@ -189,7 +189,13 @@ func Settled(n *Node) error {
 	if err != nil {
 		return err
 	}
+	if st.Moves > 0 {
+		return fmt.Errorf("%d slot moves in flight", st.Moves)
+	}
 	for _, s := range st.ShardStatus {
+		if s.Retiring {
+			return fmt.Errorf("group %d is being drained", s.Id)
+		}
 		if len(s.Desired) == 0 || s.Leader != s.Desired[0] {
 			return fmt.Errorf("shard %d led by %q, placement %v", s.Id, s.Leader, s.Desired)
 		}
@@ -229,13 +235,29 @@ func WaitSettled(t testing.TB, nodes []*Node, timeout time.Duration) {
 }
 
 // Cluster starts a cluster of size nodes (n1 creates it, the others join)
-// and waits until it has settled.
+// and waits until it has settled. It is a legacy cluster of 8 shards.
 func Cluster(t testing.TB, size int) []*Node {
 	t.Helper()
-	first := Start(t, Config(t, "n1"))
+	return ClusterOf(t, size, func(*cluster.Config) {})
+}
+
+// SlotCluster starts a cluster of slots: slots slots, one group per node.
+func SlotCluster(t testing.TB, size, slots int) []*Node {
+	t.Helper()
+	return ClusterOf(t, size, func(c *cluster.Config) { c.Shards, c.Slots = 0, slots })
+}
+
+// ClusterOf starts a cluster of size nodes whose configurations edit
+// adjusts, and waits until it has settled.
+func ClusterOf(t testing.TB, size int, edit func(*cluster.Config)) []*Node {
+	t.Helper()
+	cfg := Config(t, "n1")
+	edit(&cfg)
+	first := Start(t, cfg)
 	nodes := []*Node{first}
 	for i := 2; i <= size; i++ {
 		cfg := Config(t, fmt.Sprintf("n%d", i))
+		edit(&cfg)
 		cfg.Join = []string{first.Cfg.GRPCAddr}
 		nodes = append(nodes, Start(t, cfg))
 	}
