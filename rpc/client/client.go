@@ -376,7 +376,7 @@ func slotTable(st *pb.StatusResponse) []uint32 {
 	table := make([]uint32, st.Slots)
 	covered := 0
 	for _, r := range st.SlotTable {
-		if r.First < 0 || r.Count <= 0 || r.First+r.Count > st.Slots || r.Group < 0 {
+		if int(r.First) != covered || r.Count <= 0 || r.First+r.Count > st.Slots || r.Group < 0 {
 			return nil
 		}
 		for s := r.First; s < r.First+r.Count; s++ {
