@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/floodgate/floodgate/cluster/hashing"
 	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/window"
@@ -35,9 +36,16 @@ func (g *gatedShard) Apply(l *raft.Log) any {
 		<-g.gate
 	}
 	resp := g.shard.Apply(l)
-	if res, ok := resp.([]policy.Result); ok {
+	n := -1
+	switch res := resp.(type) {
+	case []policy.Result:
+		n = len(res)
+	case *fsm.AllowResults:
+		n = len(res.Results)
+	}
+	if n >= 0 {
 		g.mu.Lock()
-		g.sizes = append(g.sizes, len(res))
+		g.sizes = append(g.sizes, n)
 		g.mu.Unlock()
 	}
 	return resp
@@ -262,6 +270,53 @@ func TestBatcherUnknownOutcomeAfterTheLog(t *testing.T) {
 		synctest.Wait()
 		if got := rig.g.entrySizes(); !slices.Equal(got, []int{1}) {
 			t.Fatalf("entries %v: the check whose outcome was unknown did not apply", got)
+		}
+	})
+}
+
+// Requests that share an entry with checks the group does not own: each
+// request gets its own answers, the checks for slots the group does not
+// own fail alone with ErrMoved (counted nowhere), and a request all of
+// whose checks it owns gets plain results.
+func TestBatcherNotOwnedChecksFailAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rig := newBatcherRig(t, 10, true)
+		defer rig.stop(t)
+		close(rig.g.gate)
+		if err := rig.r.Apply(fsm.EncodeInit(0, 2, []uint32{0}), time.Second).Error(); err != nil {
+			t.Fatal(err)
+		}
+		rig.g.gate = make(chan struct{})
+		key := func(slot int) string {
+			for i := 0; ; i++ {
+				if k := fmt.Sprintf("k%d", i); hashing.ShardOf(k, 2) == slot {
+					return k
+				}
+			}
+		}
+		p := threePerMinute()
+		first := rig.submit(t.Context(), p, key(0), 1) // in flight alone
+		mixed := make(chan submitted, 1)
+		go func() {
+			res, err := rig.b.submit(t.Context(), []fsm.Check{{Key: key(1), Policy: p, Cost: 1}, {Key: key(0), Policy: p, Cost: 1}})
+			mixed <- submitted{res, err}
+		}()
+		synctest.Wait()
+		owned := rig.submit(t.Context(), p, key(0), 1)
+		close(rig.g.gate)
+		if s := <-first; s.err != nil || !s.res[0].Allowed {
+			t.Fatalf("first: %v %v", s.res, s.err)
+		}
+		s := <-mixed
+		var pe *PartialError
+		if !errors.As(s.err, &pe) || !errors.Is(pe.Errs[0], ErrMoved) || pe.Errs[1] != nil || !pe.Results[1].Allowed {
+			t.Fatalf("mixed request: %v, %v", s.res, s.err)
+		}
+		if s := <-owned; s.err != nil || len(s.res) != 1 || !s.res[0].Allowed || s.res[0].Remaining != 0 {
+			t.Fatalf("owned request after it: %v %v (its count must follow the mixed request's one owned check)", s.res, s.err)
+		}
+		if got := rig.g.entrySizes(); !slices.Equal(got, []int{1, 3}) {
+			t.Errorf("entries carried %v checks, want [1 3]", got)
 		}
 	})
 }
