@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -91,7 +92,7 @@ func (v *MetaView) GroupIDs() []uint32 {
 
 // Group returns the group with id, or nil (always nil when legacy).
 func (v *MetaView) Group(id uint32) *GroupInfo {
-	i, ok := slices.BinarySearchFunc(v.Groups, id, func(g GroupInfo, id uint32) int { return int64cmp(int64(g.ID), int64(id)) })
+	i, ok := slices.BinarySearchFunc(v.Groups, id, func(g GroupInfo, id uint32) int { return cmp.Compare(g.ID, id) })
 	if !ok {
 		return nil
 	}
@@ -110,16 +111,6 @@ func (v *MetaView) Move(id uint64) *SlotMove {
 
 // MoveDone reports whether move id was planned and has finished.
 func (v *MetaView) MoveDone(id uint64) bool { return id > 0 && id < v.NextMove && v.Move(id) == nil }
-
-func int64cmp(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
 
 // initSlots creates a cluster of slots: G groups homed at home, splitting
 // the table in contiguous ranges.
@@ -157,7 +148,7 @@ func applySlots(cur, next *MetaView, typ byte, body []byte) error {
 		return fmt.Errorf("%w: a legacy cluster has no slots", ErrRefused)
 	}
 	group := func(field string, id uint32) (int, error) {
-		i, ok := slices.BinarySearchFunc(cur.Groups, id, func(g GroupInfo, id uint32) int { return int64cmp(int64(g.ID), int64(id)) })
+		i, ok := slices.BinarySearchFunc(cur.Groups, id, func(g GroupInfo, id uint32) int { return cmp.Compare(g.ID, id) })
 		if !ok {
 			return 0, fmt.Errorf("%w: %s: no group %d", ErrRefused, field, id)
 		}
