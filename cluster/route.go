@@ -173,11 +173,12 @@ func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]pol
 			res, err = pe.Results, nil
 		}
 		if err != nil {
-			// Refused or unknown for the owned checks alike: the error of
-			// the call, unless one check alone was asked.
-			if len(checks) == 1 {
+			// Nothing written (not the leader, no leader): the whole call
+			// may go again, and the moved checks will be found again.
+			if Retryable(err) {
 				return nil, err
 			}
+			// An unknown outcome for the owned checks alike.
 			for _, i := range owned {
 				errs[i] = err
 			}
