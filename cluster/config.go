@@ -114,7 +114,7 @@ func (c Config) WithDefaults() Config {
 	}
 	def(&c.HeartbeatTimeout, 500*time.Millisecond)
 	def(&c.ElectionTimeout, 500*time.Millisecond)
-	def(&c.LeaderLeaseTimeout, 250*time.Millisecond)
+	def(&c.LeaderLeaseTimeout, 500*time.Millisecond)
 	def(&c.DeadAfter, 30*time.Second)
 	def(&c.ReconcileInterval, 250*time.Millisecond)
 	def(&c.GossipInterval, 200*time.Millisecond)

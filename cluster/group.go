@@ -26,6 +26,7 @@ type Group struct {
 	raft     *raft.Raft
 	store    *groupStore
 	trans    *raft.NetworkTransport
+	pace     *pacer
 	wal      *raftlog.Store // the node's shared log, holding this group's
 }
 
@@ -39,9 +40,9 @@ type groupOptions struct {
 	cfg    Config
 }
 
-// shardCommitTimeout is how often a shard leader with nothing new to
-// replicate tells its followers the commit index.
-const shardCommitTimeout = time.Second
+// idleCommitTimeout is how often a leader with nothing new to replicate
+// tells its followers the commit index.
+const idleCommitTimeout = time.Second
 
 // openGroup opens (or creates) the group's stores and starts its Raft
 // instance. A new group waits to be bootstrapped or added by a leader.
@@ -68,16 +69,14 @@ func openGroup(o groupOptions) (*Group, error) {
 	rc.ElectionTimeout = o.cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = o.cfg.LeaderLeaseTimeout
 	rc.BatchApplyCh = true
-	if o.name != "meta" {
-		// With nothing new to send, a leader still sends every follower an
-		// AppendEntries each CommitTimeout (raft's default 50ms), beside
-		// the heartbeats, only to tell it the commit index: at 64 groups
-		// that is half of an idle node's work. A shard's followers need
-		// the commit index only to apply late (nobody reads them) and a
-		// new entry carries it at once; the meta group keeps the default,
-		// since every node reads its own copy of the meta state.
-		rc.CommitTimeout = shardCommitTimeout
-	}
+	// With nothing new to send, a leader still sends every follower an
+	// AppendEntries each CommitTimeout (raft's default 50ms) only to tell
+	// it the commit index: on an idle cluster, as many messages as the
+	// heartbeats. A shard's followers need the commit index only to apply
+	// late (nobody reads them), and the next entry carries it; the meta
+	// group, whose every copy is read, follows each write with a barrier
+	// entry that carries it at once (applyLocalMeta).
+	rc.CommitTimeout = idleCommitTimeout
 	// Shard entries carry whole batches: snapshot often enough that the
 	// log a restart replays, and a lagging replica catches up on, stays
 	// small.
@@ -89,7 +88,8 @@ func openGroup(o groupOptions) (*Group, error) {
 		trans.Close()
 		return nil, fmt.Errorf("start raft group %s: %w", o.name, err)
 	}
-	return &Group{name: o.name, dir: o.dir, openedAt: time.Now(), raft: r, store: store, trans: trans, wal: o.wal}, nil
+	return &Group{name: o.name, dir: o.dir, openedAt: time.Now(), raft: r, store: store, trans: trans, wal: o.wal,
+		pace: startPacer(r, followerTiming(rc), rc.LeaderLeaseTimeout)}, nil
 }
 
 // hasState reports whether the group has ever been bootstrapped or joined.
@@ -166,6 +166,7 @@ func (g *Group) close(handOff bool) error {
 		_ = g.raft.LeadershipTransfer().Error()
 	}
 	err := g.raft.Shutdown().Error()
+	g.pace.close()
 	if cerr := g.trans.Close(); err == nil {
 		err = cerr
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/floodgate/floodgate/fsm"
@@ -77,8 +78,9 @@ type Node struct {
 	stop    chan struct{}
 	wg      sync.WaitGroup
 
-	recon reconcileState
-	rates *rates
+	recon   reconcileState
+	rates   *rates
+	settled atomic.Pointer[planKey] // the last slot plan round that found nothing to do
 }
 
 // Open opens the node's data and starts its Raft port and gossip. The node

@@ -274,7 +274,7 @@ func (n *Node) transfer(ctx context.Context, shard int, g *Group, desired []stri
 // slot moves), when the meta state does not already say exactly that.
 func (n *Node) reportShard(ctx context.Context, r *replica, term uint64, cfg raft.Configuration, v *fsm.MetaView) {
 	me, shard := n.cfg.NodeID, r.id
-	report := &metav1.ShardReport{Shard: uint32(shard), Leader: me, Term: term, Ready: r.fsm.Ownership().Initialized}
+	report := &metav1.ShardReport{Shard: uint32(shard), Leader: me, Term: term, Ready: r.fsm.Initialized()}
 	for _, s := range cfg.Servers {
 		report.Replicas = append(report.Replicas, &metav1.Replica{NodeId: string(s.ID), Voter: s.Suffrage == raft.Voter})
 	}

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"slices"
 
 	"github.com/floodgate/floodgate/cluster/slots"
 	"github.com/floodgate/floodgate/fsm"
@@ -16,6 +17,17 @@ import (
 // per round and reports whether it made one.
 func (n *Node) reconcileGroups(ctx context.Context, v *fsm.MetaView) bool {
 	if !v.Slotted() {
+		return false
+	}
+	// An idle meta leader runs this every reconcile tick; the plan is a
+	// pure function of the meta state and of which groups are ready, so
+	// a round that found nothing to do need not be run again until one
+	// of them changes.
+	key := &planKey{view: v, ready: make([]bool, len(v.Groups))}
+	for i, g := range v.Groups {
+		key.ready[i] = n.groupReady(v, g.ID)
+	}
+	if last := n.settled.Load(); last != nil && last.equal(key) {
 		return false
 	}
 	members := make([]slots.Member, 0, len(v.Nodes))
@@ -53,8 +65,8 @@ func (n *Node) reconcileGroups(ctx context.Context, v *fsm.MetaView) bool {
 	for s, g := range v.Table {
 		c.Table[s] = slots.GroupID(g)
 	}
-	for _, g := range v.Groups {
-		c.Groups = append(c.Groups, slots.Group{ID: slots.GroupID(g.ID), Home: g.Home, Ready: n.groupReady(v, g.ID)})
+	for i, g := range v.Groups {
+		c.Groups = append(c.Groups, slots.Group{ID: slots.GroupID(g.ID), Home: g.Home, Ready: key.ready[i]})
 	}
 	plan, err := slots.Plan(c)
 	if err != nil {
@@ -63,6 +75,7 @@ func (n *Node) reconcileGroups(ctx context.Context, v *fsm.MetaView) bool {
 	}
 	batch := slots.NextBatch(c, plan, slots.Limits{})
 	if len(batch) == 0 {
+		n.settled.Store(key)
 		return false
 	}
 	cmd := &metav1.PlanMoves{}
@@ -81,6 +94,17 @@ func (n *Node) reconcileGroups(ctx context.Context, v *fsm.MetaView) bool {
 	}
 	n.log.Info("slot moves planned", "moves", len(batch), "slots", moved, "still to move", slots.Slots(plan)-moved)
 	return true
+}
+
+// planKey is what a slot plan depends on: the meta state (a view is
+// never changed once published) and which groups are ready.
+type planKey struct {
+	view  *fsm.MetaView
+	ready []bool
+}
+
+func (k *planKey) equal(o *planKey) bool {
+	return k.view == o.view && slices.Equal(k.ready, o.ready)
 }
 
 // groupReady reports whether group can take part in a move now: its leader

@@ -96,6 +96,14 @@ func (s *Shard) Ownership() OwnershipInfo {
 	return info
 }
 
+// Initialized reports whether the group has been told the slots it
+// owns (Ownership().Initialized without copying them).
+func (s *Shard) Initialized() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.own != nil
+}
+
 // Owns reports whether the group counts key now (always, without a
 // record).
 func (s *Shard) Owns(key string) bool {

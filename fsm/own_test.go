@@ -79,8 +79,11 @@ func TestOwnershipRefusesOtherSlots(t *testing.T) {
 		t.Errorf("%d states, want 1 (the refused check counted nowhere)", st.States)
 	}
 	g.mustApply(EncodeInit(1, 4, []uint32{0, 1, 2, 3})) // a later init changes nothing
-	if info := g.s.Ownership(); !info.Initialized || len(info.Owned) != 2 || info.Group != 1 {
+	if info := g.s.Ownership(); !info.Initialized || len(info.Owned) != 2 || info.Group != 1 || !g.s.Initialized() {
 		t.Errorf("ownership %+v", info)
+	}
+	if NewShard().Initialized() {
+		t.Error("a shard never given slots says it is initialized")
 	}
 	if r := g.apply(EncodeReset(g.now, keyIn(3, 4, 0), &policy.Policy{Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.SlidingLog, Limit: 5, Window: 3600e9}}}})); !errors.Is(r.(error), ErrNotOwned) {
 		t.Errorf("reset of a key not owned: %v", r)

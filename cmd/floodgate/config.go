@@ -52,7 +52,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		deadAfter  = fs.Duration("dead-after", 30*time.Second, "how long a node may be unreachable before its replicas move")
 		heartbeat  = fs.Duration("raft-heartbeat-timeout", 500*time.Millisecond, "Raft heartbeat timeout")
 		election   = fs.Duration("raft-election-timeout", 500*time.Millisecond, "Raft election timeout")
-		lease      = fs.Duration("raft-lease-timeout", 250*time.Millisecond, "Raft leader lease timeout")
+		lease      = fs.Duration("raft-lease-timeout", 500*time.Millisecond, "Raft leader lease timeout")
 		maxLog     = fs.Int64("max-log-length", 10_000, "largest limit a sliding log may have")
 		leaderWait = fs.Duration("leader-wait", 2*time.Second, "how long a check waits for its shard to elect a leader")
 		fastFlush  = fs.Duration("fast-flush-interval", 500*time.Millisecond, "how often a shard leader replicates the counts of fast-consistency checks")

@@ -66,7 +66,7 @@ type Client struct {
 	shards   int
 	leaders  map[int]string // group (legacy: shard) → leader's gRPC address
 	table    []uint32       // slot → group; nil in a legacy cluster
-	nodes    []string // every node's gRPC address
+	nodes    []string       // every node's gRPC address
 	policies map[string]*policy.Policy
 
 	rr        atomic.Uint64

@@ -21,7 +21,7 @@ import (
 // The cluster and the load every scenario shares.
 const (
 	nodes       = 3
-	slots       = 64 // a small table: join and leave move whole slots in a few rounds
+	slots       = 64   // a small table: join and leave move whole slots in a few rounds
 	limit       = 1000 // per key, over an hour: nothing expires during a run
 	maxPending  = 50   // --fast-max-pending: fast mode's bound is twice this per failover
 	callTimeout = 4 * time.Second
@@ -83,15 +83,15 @@ func (s scenario) spend() []float64 {
 
 // env is a running scenario.
 type env struct {
-	t    *testing.T
-	c    *e2e.Cluster
-	h    *History
-	n    *Nemesis
-	net  *Net
-	disk map[string]*Disk // by node id
-	keys  []string // hot keys first, then the control key
-	hot   int      // the hot keys' group
-	table []uint32 // slot → group when the scenario began
+	t     *testing.T
+	c     *e2e.Cluster
+	h     *History
+	n     *Nemesis
+	net   *Net
+	disk  map[string]*Disk // by node id
+	keys  []string         // hot keys first, then the control key
+	hot   int              // the hot keys' group
+	table []uint32         // slot → group when the scenario began
 	// found are violations the nemesis saw itself (a node that failed
 	// unclearly, a store it refused after a fault).
 	found []string

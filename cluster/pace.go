@@ -1,0 +1,110 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// leaderPace is how much longer than its followers' heartbeat timeout a
+// leader takes as its own. hashicorp/raft uses one timeout for two jobs: a
+// follower starts an election when it has heard nothing for one timeout,
+// and a leader heartbeats every 1/10 to 1/5 of it. Ten or more heartbeats
+// per timeout are far more than detection needs, and on an idle cluster
+// they are nearly all the work. With the leader's copy three times
+// longer it still heartbeats every 0.3 to 0.6 of the followers' timeout,
+// so followers detect a dead leader as fast, at a third of the messages
+// and wakeups.
+//
+// The leader lease bounds it too: a leader that has not heard from a
+// quorum for one lease steps down, so it must hear from them well within
+// it (every 0.6 of the lease at most).
+const leaderPace = 3
+
+// pacer switches a group's reloadable Raft timing between its leader and
+// follower values as the group's state changes.
+type pacer struct {
+	r        *raft.Raft
+	follower raft.ReloadableConfig
+	leader   raft.ReloadableConfig
+	ch       chan raft.Observation
+	obs      *raft.Observer
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+// paceOf returns the leader's timing for follower timing rc and lease.
+func paceOf(rc raft.ReloadableConfig, lease time.Duration) raft.ReloadableConfig {
+	l := rc
+	l.HeartbeatTimeout = max(rc.HeartbeatTimeout, leaderPace*min(rc.HeartbeatTimeout, lease))
+	// raft insists on election >= heartbeat; a leader runs no election
+	// (it waits this long only for a leadership transfer that failed).
+	l.ElectionTimeout = max(rc.ElectionTimeout, l.HeartbeatTimeout)
+	return l
+}
+
+// startPacer watches r's state. rc is the configuration r started with,
+// its follower timing; lease is its leader lease timeout.
+func startPacer(r *raft.Raft, rc raft.ReloadableConfig, lease time.Duration) *pacer {
+	p := &pacer{
+		r: r, follower: rc, leader: paceOf(rc, lease),
+		ch: make(chan raft.Observation, 8), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	p.obs = raft.NewObserver(p.ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.RaftState)
+		return ok
+	})
+	r.RegisterObserver(p.obs)
+	go p.loop()
+	return p
+}
+
+func (p *pacer) loop() {
+	defer close(p.done)
+	leading := false
+	p.apply(&leading)
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-p.ch:
+			// Observations may be dropped when the channel is full; the
+			// state read now is the newest, which is all that matters.
+			p.apply(&leading)
+		}
+	}
+}
+
+func (p *pacer) apply(leading *bool) {
+	now := p.r.State() == raft.Leader
+	if now == *leading {
+		return
+	}
+	rc := p.follower
+	if now {
+		rc = p.leader
+	}
+	// Going back to follower, the shorter timeout also resets the
+	// follower's timer at once (raft notifies it).
+	if p.r.ReloadConfig(rc) == nil {
+		*leading = now
+	}
+}
+
+// close stops watching. Safe to call on a nil pacer.
+func (p *pacer) close() {
+	if p == nil {
+		return
+	}
+	p.r.DeregisterObserver(p.obs)
+	close(p.stop)
+	<-p.done
+}
+
+// followerTiming is the reloadable part of rc.
+func followerTiming(rc *raft.Config) raft.ReloadableConfig {
+	return raft.ReloadableConfig{
+		TrailingLogs: rc.TrailingLogs, SnapshotInterval: rc.SnapshotInterval, SnapshotThreshold: rc.SnapshotThreshold,
+		HeartbeatTimeout: rc.HeartbeatTimeout, ElectionTimeout: rc.ElectionTimeout,
+	}
+}

@@ -1,0 +1,130 @@
+package cluster
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// pacedGroup is a memGroup whose replicas pace their heartbeats.
+func pacedGroup(t *testing.T) (*memGroup, []*pacer) {
+	g := newMemGroup(t, 3)
+	var ps []*pacer
+	for _, r := range g.rafts {
+		rc := r.ReloadableConfig()
+		ps = append(ps, startPacer(r, rc, 50*time.Millisecond))
+	}
+	time.Sleep(50 * time.Millisecond)
+	synctest.Wait()
+	return g, ps
+}
+
+func closePaced(g *memGroup, ps []*pacer) {
+	for _, p := range ps {
+		p.close()
+	}
+	g.close()
+}
+
+// wantTiming checks every replica runs the timing of its role.
+func wantTiming(t *testing.T, g *memGroup) {
+	t.Helper()
+	for i, r := range g.rafts {
+		hb := r.ReloadableConfig().HeartbeatTimeout
+		want := 100 * time.Millisecond
+		if r.State() == raft.Leader {
+			want = leaderPace * 50 * time.Millisecond // the lease (50ms) binds
+		}
+		if hb != want {
+			t.Fatalf("replica %d (%s): heartbeat timeout %s, want %s", i, r.State(), hb, want)
+		}
+	}
+}
+
+func TestPacerGivesTheLeaderItsOwnTiming(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, ps := pacedGroup(t)
+		defer closePaced(g, ps)
+		wantTiming(t, g)
+		for range 3 { // leadership moves: the timing follows it
+			old := g.leader()
+			if err := g.rafts[old].LeadershipTransfer().Error(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			synctest.Wait()
+			if g.leader() == old {
+				t.Fatal("leadership did not move")
+			}
+			wantTiming(t, g)
+		}
+	})
+}
+
+func TestPacedLeaderCausesNoElections(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, ps := pacedGroup(t)
+		defer closePaced(g, ps)
+		l := g.leader()
+		term := g.rafts[l].CurrentTerm()
+		time.Sleep(time.Minute) // 600 follower timeouts
+		if g.leader() != l || g.rafts[l].CurrentTerm() != term {
+			t.Fatalf("leader %d term %d became %d term %d with nothing wrong", l, term, g.leader(), g.rafts[l].CurrentTerm())
+		}
+	})
+}
+
+func TestPacedFollowersDetectADeadLeaderAsFast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, ps := pacedGroup(t)
+		defer closePaced(g, ps)
+		l := g.leader()
+		g.trans[l].DisconnectAll()
+		for i, tr := range g.trans {
+			if i != l {
+				tr.Disconnect(g.trans[l].LocalAddr())
+			}
+		}
+		start := time.Now()
+		for {
+			time.Sleep(5 * time.Millisecond)
+			n := -1
+			for i, r := range g.rafts {
+				if i != l && r.State() == raft.Leader {
+					n = i
+				}
+			}
+			if n >= 0 {
+				break
+			}
+		}
+		// A follower waits one to two of its own timeouts (100ms), then a
+		// pre-vote and a vote; a leader-paced one would wait 300-600ms.
+		if took := time.Since(start); took > 250*time.Millisecond {
+			t.Fatalf("new leader after %s, want within two follower timeouts", took)
+		}
+		wantTiming(t, g)
+	})
+}
+
+func TestPaceOf(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct{ hb, election, lease, wantHB, wantElection time.Duration }{
+		{500 * ms, 500 * ms, 500 * ms, 1500 * ms, 1500 * ms},
+		{500 * ms, 500 * ms, 250 * ms, 750 * ms, 750 * ms},    // the lease binds
+		{500 * ms, 2000 * ms, 500 * ms, 1500 * ms, 2000 * ms}, // a longer election stays
+		{500 * ms, 500 * ms, 100 * ms, 500 * ms, 500 * ms},    // never below the followers'
+	} {
+		got := paceOf(raft.ReloadableConfig{HeartbeatTimeout: c.hb, ElectionTimeout: c.election, TrailingLogs: 7}, c.lease)
+		if got.HeartbeatTimeout != c.wantHB || got.ElectionTimeout != c.wantElection || got.TrailingLogs != 7 {
+			t.Errorf("paceOf(hb %s, election %s, lease %s) = %+v", c.hb, c.election, c.lease, got)
+		}
+		// A leader's longest heartbeat gap (a fifth of its timeout) stays
+		// within 0.6 of the lease and of the followers' timeout.
+		if gap := got.HeartbeatTimeout / 5; gap > 6*min(c.lease, c.hb)/10 && got.HeartbeatTimeout != c.hb {
+			t.Errorf("hb %s lease %s: leader gaps up to %s", c.hb, c.lease, gap)
+		}
+	}
+}
