@@ -125,6 +125,10 @@ type Result struct {
 	Remaining  int64
 	ResetAt    int64
 	RetryAfter int64
+	// ResetAfter is ResetAt less the decision's time: how long from the
+	// answer until full capacity, which a client can use without its
+	// clock agreeing with the leader's.
+	ResetAfter int64
 	// Outcome is what the decision counted.
 	Outcome Outcome
 }
@@ -189,6 +193,7 @@ func (p *Policy) Evaluate(states []*window.State, now, cost int64, elastic bool)
 	if !res.Allowed && p.Mode == Shadow {
 		res.Allowed, res.WouldDeny = true, true
 	}
+	res.ResetAfter = max(0, res.ResetAt-now)
 	return res
 }
 

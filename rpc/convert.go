@@ -64,6 +64,7 @@ func resultToProto(c fsm.Check, r policy.Result) *pb.AllowResponse {
 		Remaining:    r.Remaining,
 		ResetAtMs:    (r.ResetAt + ms - 1) / ms,
 		RetryAfterMs: (r.RetryAfter + ms - 1) / ms,
+		ResetAfterMs: (r.ResetAfter + ms - 1) / ms,
 		DecidedBy:    c.Policy.DecidedBy(r),
 		WouldDeny:    r.WouldDeny,
 		Key:          c.Key,
@@ -76,6 +77,7 @@ func decisionToProto(r policy.Result) *peerv1.Decision {
 	return &peerv1.Decision{
 		Allowed: r.Allowed, Decider: int32(r.Decider), Limit: r.Limit, Remaining: r.Remaining,
 		ResetAt: r.ResetAt, RetryAfter: r.RetryAfter, WouldDeny: r.WouldDeny, Outcome: uint32(r.Outcome),
+		ResetAfter: r.ResetAfter,
 	}
 }
 
@@ -83,5 +85,6 @@ func decisionFromProto(d *peerv1.Decision) policy.Result {
 	return policy.Result{
 		Allowed: d.GetAllowed(), Decider: int(d.GetDecider()), Limit: d.GetLimit(), Remaining: d.GetRemaining(),
 		ResetAt: d.GetResetAt(), RetryAfter: d.GetRetryAfter(), WouldDeny: d.GetWouldDeny(), Outcome: policy.Outcome(d.GetOutcome()),
+		ResetAfter: d.GetResetAfter(),
 	}
 }

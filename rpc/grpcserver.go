@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -16,7 +17,7 @@ import (
 const maxMessage = 16 << 20
 
 // NewGRPCServer registers every service of node on a new gRPC server: the
-// RateLimiter, Admin and Peer services, the standard health service and
+// RateLimiter, Envoy RLS v3, Admin and Peer services, the standard health service and
 // reflection. The returned health server starts NOT_SERVING; mark it
 // SERVING once the node has joined its cluster. A request that is not
 // valid protobuf answers InvalidArgument (see decodeOptions).
@@ -25,25 +26,31 @@ func NewGRPCServer(node *cluster.Node, peers *Peers, cfg Config, opts ...grpc.Se
 	gs := grpc.NewServer(opts...)
 	srv := NewServer(node, peers, cfg)
 	pb.RegisterRateLimiterServer(gs, srv)
+	rlsv3.RegisterRateLimitServiceServer(gs, NewRLSServer(srv))
 	pb.RegisterAdminServer(gs, NewAdminServer(node, peers, srv.cfg))
 	peerv1.RegisterPeerServer(gs, NewPeerServer(node, srv.cfg))
 	hs := health.NewServer()
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	hs.SetServingStatus(pb.RateLimiter_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	MarkNotServing(hs)
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 	return gs, hs
 }
 
+// checkServices are the services whose health the node reports: the
+// server as a whole ("") and each service a client checks limits with.
+var checkServices = []string{"", pb.RateLimiter_ServiceDesc.ServiceName, rlsv3.RateLimitService_ServiceDesc.ServiceName}
+
 // MarkServing flips the health of the node's services to SERVING.
 func MarkServing(hs *health.Server) {
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	hs.SetServingStatus(pb.RateLimiter_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	for _, s := range checkServices {
+		hs.SetServingStatus(s, healthpb.HealthCheckResponse_SERVING)
+	}
 }
 
 // MarkNotServing flips the health of the node's services to NOT_SERVING,
 // so load balancers stop sending before the node shuts down.
 func MarkNotServing(hs *health.Server) {
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	hs.SetServingStatus(pb.RateLimiter_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	for _, s := range checkServices {
+		hs.SetServingStatus(s, healthpb.HealthCheckResponse_NOT_SERVING)
+	}
 }

@@ -350,7 +350,11 @@ type AllowResponse struct {
 	// (allowed is still true).
 	WouldDeny bool `protobuf:"varint,7,opt,name=would_deny,json=wouldDeny,proto3" json:"would_deny,omitempty"`
 	// The key the request was counted under.
-	Key           string `protobuf:"bytes,8,opt,name=key,proto3" json:"key,omitempty"`
+	Key string `protobuf:"bytes,8,opt,name=key,proto3" json:"key,omitempty"`
+	// Milliseconds from this answer until the limit is back to full
+	// capacity (reset_at_ms as a duration, measured on the deciding leader's
+	// clock, so it needs no agreement between clocks).
+	ResetAfterMs  int64 `protobuf:"varint,9,opt,name=reset_after_ms,json=resetAfterMs,proto3" json:"reset_after_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -439,6 +443,13 @@ func (x *AllowResponse) GetKey() string {
 		return x.Key
 	}
 	return ""
+}
+
+func (x *AllowResponse) GetResetAfterMs() int64 {
+	if x != nil {
+		return x.ResetAfterMs
+	}
+	return 0
 }
 
 // AllowBatchRequest carries up to 1,000 checks.
@@ -661,7 +672,7 @@ const file_floodgate_v1_ratelimit_proto_rawDesc = "" +
 	"\x10DescriptorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\a\n" +
-	"\x05_cost\"\xf3\x01\n" +
+	"\x05_cost\"\x99\x02\n" +
 	"\rAllowResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
@@ -672,7 +683,8 @@ const file_floodgate_v1_ratelimit_proto_rawDesc = "" +
 	"decided_by\x18\x06 \x01(\tR\tdecidedBy\x12\x1d\n" +
 	"\n" +
 	"would_deny\x18\a \x01(\bR\twouldDeny\x12\x10\n" +
-	"\x03key\x18\b \x01(\tR\x03key\"K\n" +
+	"\x03key\x18\b \x01(\tR\x03key\x12$\n" +
+	"\x0ereset_after_ms\x18\t \x01(\x03R\fresetAfterMs\"K\n" +
 	"\x11AllowBatchRequest\x126\n" +
 	"\brequests\x18\x01 \x03(\v2\x1a.floodgate.v1.AllowRequestR\brequests\"L\n" +
 	"\x12AllowBatchResponse\x126\n" +

@@ -498,15 +498,17 @@ func (x *ForwardResult) GetMessage() string {
 
 // Decision is a policy.Result on the wire, at full (ns) precision.
 type Decision struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Allowed       bool                   `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
-	Decider       int32                  `protobuf:"varint,2,opt,name=decider,proto3" json:"decider,omitempty"`
-	Limit         int64                  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
-	Remaining     int64                  `protobuf:"varint,4,opt,name=remaining,proto3" json:"remaining,omitempty"`
-	ResetAt       int64                  `protobuf:"varint,5,opt,name=reset_at,json=resetAt,proto3" json:"reset_at,omitempty"`
-	RetryAfter    int64                  `protobuf:"varint,6,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
-	WouldDeny     bool                   `protobuf:"varint,7,opt,name=would_deny,json=wouldDeny,proto3" json:"would_deny,omitempty"`
-	Outcome       uint32                 `protobuf:"varint,8,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Allowed    bool                   `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
+	Decider    int32                  `protobuf:"varint,2,opt,name=decider,proto3" json:"decider,omitempty"`
+	Limit      int64                  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	Remaining  int64                  `protobuf:"varint,4,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	ResetAt    int64                  `protobuf:"varint,5,opt,name=reset_at,json=resetAt,proto3" json:"reset_at,omitempty"`
+	RetryAfter int64                  `protobuf:"varint,6,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	WouldDeny  bool                   `protobuf:"varint,7,opt,name=would_deny,json=wouldDeny,proto3" json:"would_deny,omitempty"`
+	Outcome    uint32                 `protobuf:"varint,8,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// reset_at less the decision's time, in nanoseconds.
+	ResetAfter    int64 `protobuf:"varint,9,opt,name=reset_after,json=resetAfter,proto3" json:"reset_after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -593,6 +595,13 @@ func (x *Decision) GetWouldDeny() bool {
 func (x *Decision) GetOutcome() uint32 {
 	if x != nil {
 		return x.Outcome
+	}
+	return 0
+}
+
+func (x *Decision) GetResetAfter() int64 {
+	if x != nil {
+		return x.ResetAfter
 	}
 	return 0
 }
@@ -1195,7 +1204,7 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"NOT_LEADER\x10\x01\x12\x0f\n" +
 	"\vUNAVAILABLE\x10\x02\x12\v\n" +
 	"\aINVALID\x10\x03\x12\t\n" +
-	"\x05MOVED\x10\x04\"\xe7\x01\n" +
+	"\x05MOVED\x10\x04\"\x88\x02\n" +
 	"\bDecision\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x18\n" +
 	"\adecider\x18\x02 \x01(\x05R\adecider\x12\x14\n" +
@@ -1206,7 +1215,9 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"retryAfter\x12\x1d\n" +
 	"\n" +
 	"would_deny\x18\a \x01(\bR\twouldDeny\x12\x18\n" +
-	"\aoutcome\x18\b \x01(\rR\aoutcome\"M\n" +
+	"\aoutcome\x18\b \x01(\rR\aoutcome\x12\x1f\n" +
+	"\vreset_after\x18\t \x01(\x03R\n" +
+	"resetAfter\"M\n" +
 	"\x0fForwardResponse\x12:\n" +
 	"\aresults\x18\x01 \x03(\v2 .floodgate.peer.v1.ForwardResultR\aresults\",\n" +
 	"\x10ApplyMetaRequest\x12\x18\n" +

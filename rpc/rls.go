@@ -1,0 +1,77 @@
+package rpc
+
+import (
+	"context"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/policy"
+)
+
+// RLSServer implements Envoy's rate limit service,
+// envoy.service.ratelimit.v3.RateLimitService, over floodgate's policies
+// (the mapping is in rlsmap.go), so Envoy, Istio and Envoy Gateway can
+// point their rate limit filter at any node.
+type RLSServer struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	s *Server
+}
+
+// NewRLSServer returns the RLS service answering through s.
+func NewRLSServer(s *Server) *RLSServer { return &RLSServer{s: s} }
+
+// ShouldRateLimit implements rlsv3.RateLimitServiceServer. Every
+// descriptor is validated first (InvalidArgument names the field, nothing
+// is counted); then all of them go out in one dispatch, one call per
+// leader. A descriptor whose group cannot answer fails the whole request
+// (Unavailable): Envoy's failure_mode_deny then decides whether the
+// request goes through.
+func (r *RLSServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if err := r.s.ready(); err != nil {
+		return nil, toStatus(err)
+	}
+	checks, err := rlsChecks(req, r.s.node.View().Policy, r.s.cfg.MaxLogLength)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	var at []int
+	var limited []fsm.Check
+	for i, c := range checks {
+		if c.Policy != nil {
+			at, limited = append(at, i), append(limited, c)
+		}
+	}
+	results := make([]policy.Result, len(checks))
+	if len(limited) > 0 {
+		res, errs := r.s.decide(ctx, limited)
+		for k, err := range errs {
+			if err != nil {
+				return nil, toStatus(err)
+			}
+			results[at[k]] = res[k]
+		}
+	}
+	out := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}
+	var wouldDeny []any
+	for i, c := range checks {
+		st := rlsStatus(c, results[i])
+		if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
+			out.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		if results[i].WouldDeny {
+			wouldDeny = append(wouldDeny, float64(i))
+		}
+		out.Statuses = append(out.Statuses, st)
+	}
+	if len(wouldDeny) > 0 {
+		// Shadow mode: admitted, but say which descriptors enforcing would
+		// have denied, for Envoy's access logs and filters.
+		md, err := structpb.NewStruct(map[string]any{"floodgate.would_deny": true, "floodgate.would_deny_descriptors": wouldDeny})
+		if err == nil {
+			out.DynamicMetadata = md
+		}
+	}
+	return out, nil
+}

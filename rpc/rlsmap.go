@@ -1,0 +1,250 @@
+package rpc
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/rpc/validate"
+	"github.com/floodgate/floodgate/window"
+)
+
+// Envoy's rate limit service (RLS v3) mapped onto floodgate's policies.
+//
+// A request names a domain and a list of descriptors, each an ordered list
+// of (key, value) entries. A descriptor is checked under the first policy
+// that exists of:
+//
+//   - "<domain>.<key1>.<key2>…", its entries' keys joined by dots, then
+//   - "<domain>",
+//
+// keyed by its entries as descriptors (so key_by and escaping apply). A
+// descriptor's own limit override replaces the policy's limits (a policy
+// of one limit, the policy's first algorithm); with no policy it is a
+// fixed window, as envoyproxy/ratelimit counts, under the domain's name.
+// A descriptor neither finds is not limited: OK with no current limit, as
+// envoyproxy/ratelimit answers a descriptor no rule matches.
+//
+// The cost is the descriptor's hits_addend when set (0 peeks), else the
+// request's hits_addend, else 1 (Envoy leaves it 0 for "one hit").
+
+// rlsChecks validates req and turns each descriptor into a check, with a
+// nil Policy when nothing limits the descriptor; policyOf finds a policy
+// by name (nil when there is none). The error names the field at fault.
+func rlsChecks(req *rlsv3.RateLimitRequest, policyOf func(string) *policy.Policy, maxLog int64) ([]fsm.Check, error) {
+	if req.GetDomain() == "" {
+		return nil, fmt.Errorf("%w: domain: must not be empty", validate.ErrInvalid)
+	}
+	if len(req.GetDescriptors()) > validate.MaxBatch {
+		return nil, fmt.Errorf("%w: descriptors: %d given, at most %d", validate.ErrInvalid, len(req.GetDescriptors()), validate.MaxBatch)
+	}
+	out := make([]fsm.Check, len(req.GetDescriptors()))
+	for i, d := range req.GetDescriptors() {
+		field := fmt.Sprintf("descriptors[%d].", i)
+		c, err := rlsDescriptor(req, d, field, policyOf, maxLog)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
+func rlsDescriptor(req *rlsv3.RateLimitRequest, d *rlcommon.RateLimitDescriptor, field string,
+	policyOf func(string) *policy.Policy, maxLog int64) (fsm.Check, error) {
+	if len(d.GetEntries()) == 0 {
+		return fsm.Check{}, fmt.Errorf("%w: %sentries: must not be empty", validate.ErrInvalid, field)
+	}
+	if d.GetIsNegativeHits() {
+		return fsm.Check{}, fmt.Errorf("%w: %sis_negative_hits: floodgate does not give hits back", validate.ErrInvalid, field)
+	}
+	entries := make(map[string]string, len(d.GetEntries()))
+	keys := make([]string, len(d.GetEntries()))
+	for j, e := range d.GetEntries() {
+		if _, dup := entries[e.GetKey()]; dup {
+			return fsm.Check{}, fmt.Errorf("%w: %sentries[%d].key: %q given twice", validate.ErrInvalid, field, j, e.GetKey())
+		}
+		entries[e.GetKey()], keys[j] = e.GetValue(), e.GetKey()
+	}
+	cost := int64(1)
+	if req.GetHitsAddend() > 0 {
+		cost = int64(req.GetHitsAddend())
+	}
+	if h := d.GetHitsAddend(); h != nil {
+		if h.GetValue() > math.MaxInt32 {
+			return fsm.Check{}, fmt.Errorf("%w: %shits_addend: %d is too many", validate.ErrInvalid, field, h.GetValue())
+		}
+		cost = int64(h.GetValue())
+	}
+	p := policyOf(req.GetDomain() + "." + strings.Join(keys, "."))
+	if p == nil {
+		p = policyOf(req.GetDomain())
+	}
+	if o := d.GetLimit(); o != nil {
+		l, err := overrideLimit(o, p, field+"limit.", maxLog)
+		if err != nil {
+			return fsm.Check{}, err
+		}
+		q := &policy.Policy{Name: req.GetDomain(), Limits: []policy.Limit{{Limit: l}}}
+		if p != nil {
+			q = clonePolicy(p)
+			q.Limits, q.Reduced = []policy.Limit{{Name: p.Limits[0].Name, Limit: l}}, nil
+		}
+		p = q
+	}
+	if p == nil {
+		return fsm.Check{}, nil // not limited
+	}
+	key, err := validate.Key("", entries, p, field)
+	if err != nil {
+		return fsm.Check{}, err // names descriptors[i].descriptors: the entries
+	}
+	if err := p.ValidateCost(cost); err != nil {
+		return fsm.Check{}, validate.AtField(field, err)
+	}
+	return fsm.Check{Key: key, Policy: p, Cost: cost}, nil
+}
+
+// clonePolicy copies p so an override never changes the shared policy.
+func clonePolicy(p *policy.Policy) *policy.Policy {
+	q := *p
+	q.Limits = append([]policy.Limit(nil), p.Limits...)
+	q.KeyBy = append([]string(nil), p.KeyBy...)
+	return &q
+}
+
+// overrideLimit turns a descriptor's limit override into a limit: the
+// policy's first algorithm (a fixed window without one, or for calendar
+// units: months and years are UTC calendar periods).
+func overrideLimit(o *rlcommon.RateLimitDescriptor_RateLimitOverride, p *policy.Policy, field string, maxLog int64) (window.Limit, error) {
+	if o.GetRequestsPerUnit() == 0 {
+		return window.Limit{}, fmt.Errorf("%w: %srequests_per_unit: must be at least 1", validate.ErrInvalid, field)
+	}
+	mult := int64(1)
+	if m := o.GetUnitMultiplier(); m != nil {
+		if m.GetValue() == 0 {
+			return window.Limit{}, fmt.Errorf("%w: %sunit_multiplier: must be at least 1", validate.ErrInvalid, field)
+		}
+		mult = int64(m.GetValue())
+	}
+	l := window.Limit{Algorithm: window.FixedWindow, Limit: int64(o.GetRequestsPerUnit())}
+	if p != nil && len(p.Limits) > 0 {
+		l.Algorithm, l.Burst = p.Limits[0].Limit.Algorithm, p.Limits[0].Limit.Burst
+		if l.Algorithm == window.SlidingCounter || l.Algorithm == window.SlidingCounterWeighted {
+			l.Buckets = p.Limits[0].Limit.Buckets
+		}
+	}
+	var unit time.Duration
+	switch o.GetUnit() {
+	case typev3.RateLimitUnit_SECOND:
+		unit = time.Second
+	case typev3.RateLimitUnit_MINUTE:
+		unit = time.Minute
+	case typev3.RateLimitUnit_HOUR:
+		unit = time.Hour
+	case typev3.RateLimitUnit_DAY:
+		unit = 24 * time.Hour
+	case typev3.RateLimitUnit_MONTH, typev3.RateLimitUnit_YEAR:
+		if mult != 1 {
+			return window.Limit{}, fmt.Errorf("%w: %sunit_multiplier: only 1 with a calendar unit", validate.ErrInvalid, field)
+		}
+		l = window.Limit{Algorithm: window.FixedWindow, Limit: l.Limit, Calendar: window.CalendarMonth}
+		if o.GetUnit() == typev3.RateLimitUnit_YEAR {
+			l.Calendar = window.CalendarYear
+		}
+		return l, atField(field, l.Validate(maxLog))
+	default:
+		return window.Limit{}, fmt.Errorf("%w: %sunit: %v is not a unit floodgate counts", validate.ErrInvalid, field, o.GetUnit())
+	}
+	l.Window = mult * int64(unit)
+	if l.Buckets != 0 && l.Window%int64(l.Buckets) != 0 {
+		l.Buckets = 0 // the policy's buckets do not divide this window
+	}
+	return l, atField(field, l.Validate(maxLog))
+}
+
+// atField is validate.AtField that keeps a nil error nil.
+func atField(field string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return validate.AtField(field, err)
+}
+
+// rlsStatus is the answer for one descriptor.
+func rlsStatus(c fsm.Check, r policy.Result) *rlsv3.RateLimitResponse_DescriptorStatus {
+	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+	if c.Policy == nil {
+		return st
+	}
+	if !r.Allowed {
+		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	st.CurrentLimit = currentLimit(c.Policy, r)
+	st.LimitRemaining = uint32(min(max(r.Remaining, 0), math.MaxUint32))
+	st.DurationUntilReset = durationpb.New(time.Duration(r.ResetAfter))
+	return st
+}
+
+// currentLimit describes the limit that decided in RLS terms: a count per
+// unit times a multiplier, and the limit's name.
+func currentLimit(p *policy.Policy, r policy.Result) *rlsv3.RateLimitResponse_RateLimit {
+	rl := &rlsv3.RateLimitResponse_RateLimit{Name: p.DecidedBy(r), RequestsPerUnit: uint32(min(max(r.Limit, 0), math.MaxUint32))}
+	var l *window.Limit
+	switch {
+	case r.Decider >= 0 && r.Decider < len(p.Limits):
+		l = &p.Limits[r.Decider].Limit
+	case r.Decider == len(p.Limits) && p.Reduced != nil:
+		l = &p.Reduced.Limit
+	default:
+		return rl
+	}
+	switch l.Calendar {
+	case window.CalendarMinute:
+		rl.Unit = rlsv3.RateLimitResponse_RateLimit_MINUTE
+	case window.CalendarHour:
+		rl.Unit = rlsv3.RateLimitResponse_RateLimit_HOUR
+	case window.CalendarDay:
+		rl.Unit = rlsv3.RateLimitResponse_RateLimit_DAY
+	case window.CalendarWeek:
+		rl.Unit = rlsv3.RateLimitResponse_RateLimit_WEEK
+	case window.CalendarMonth:
+		rl.Unit = rlsv3.RateLimitResponse_RateLimit_MONTH
+	case window.CalendarYear:
+		rl.Unit = rlsv3.RateLimitResponse_RateLimit_YEAR
+	default:
+		rl.Unit, rl.UnitMultiplier = windowUnit(time.Duration(l.Window))
+	}
+	return rl
+}
+
+// windowUnit expresses a window as the largest RLS unit that divides it
+// and a multiplier; a window of no whole seconds has no RLS unit.
+func windowUnit(w time.Duration) (rlsv3.RateLimitResponse_RateLimit_Unit, *wrapperspb.UInt32Value) {
+	for _, u := range []struct {
+		d    time.Duration
+		unit rlsv3.RateLimitResponse_RateLimit_Unit
+	}{
+		{24 * time.Hour, rlsv3.RateLimitResponse_RateLimit_DAY},
+		{time.Hour, rlsv3.RateLimitResponse_RateLimit_HOUR},
+		{time.Minute, rlsv3.RateLimitResponse_RateLimit_MINUTE},
+		{time.Second, rlsv3.RateLimitResponse_RateLimit_SECOND},
+	} {
+		if w >= u.d && w%u.d == 0 {
+			if n := w / u.d; n > 1 {
+				return u.unit, wrapperspb.UInt32(uint32(min(int64(n), math.MaxUint32)))
+			}
+			return u.unit, nil
+		}
+	}
+	return rlsv3.RateLimitResponse_RateLimit_UNKNOWN, nil
+}

@@ -1,0 +1,186 @@
+package rpc
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/rpc/validate"
+	"github.com/floodgate/floodgate/window"
+)
+
+func desc(kv ...string) *rlcommon.RateLimitDescriptor {
+	d := &rlcommon.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		d.Entries = append(d.Entries, &rlcommon.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return d
+}
+
+func rlsPolicies() func(string) *policy.Policy {
+	perMin := window.Limit{Algorithm: window.SlidingLog, Limit: 10, Window: int64(time.Minute)}
+	ps := map[string]*policy.Policy{
+		"edge":                {Name: "edge", Limits: []policy.Limit{{Name: "per-minute", Limit: perMin}}},
+		"edge.remote_address": {Name: "edge.remote_address", Limits: []policy.Limit{{Limit: perMin}}},
+		"api":                 {Name: "api", KeyBy: []string{"user"}, Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.TokenBucket, Limit: 5, Window: int64(time.Second), Burst: 9}}}},
+	}
+	return func(name string) *policy.Policy { return ps[name] }
+}
+
+func TestRLSChecksMapDescriptorsToPolicies(t *testing.T) {
+	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommon.RateLimitDescriptor{
+		desc("remote_address", "10.0.0.1"),    // edge.remote_address
+		desc("path", "/a,b", "method", "GET"), // falls back to edge
+		desc("user", "42"),                    // edge too
+	}}
+	cs, err := rlsChecks(req, rlsPolicies(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ policy, key string }{
+		{"edge.remote_address", "remote_address=10.0.0.1"},
+		{"edge", `method=GET,path=/a\,b`},
+		{"edge", "user=42"},
+	}
+	for i, w := range want {
+		if cs[i].Policy == nil || cs[i].Policy.Name != w.policy || cs[i].Key != w.key || cs[i].Cost != 1 {
+			t.Errorf("descriptor %d: policy %v key %q cost %d, want %s %q 1", i, cs[i].Policy, cs[i].Key, cs[i].Cost, w.policy, w.key)
+		}
+	}
+	// A domain with no policy: nothing limits it.
+	cs, err = rlsChecks(&rlsv3.RateLimitRequest{Domain: "other", Descriptors: []*rlcommon.RateLimitDescriptor{desc("a", "b")}}, rlsPolicies(), 0)
+	if err != nil || cs[0].Policy != nil {
+		t.Fatalf("unknown domain: %+v %v, want not limited", cs, err)
+	}
+}
+
+func TestRLSCost(t *testing.T) {
+	for _, c := range []struct {
+		request uint32
+		own     *wrapperspb.UInt64Value
+		want    int64
+	}{
+		{0, nil, 1}, // Envoy leaves hits_addend 0 for one hit
+		{3, nil, 3},
+		{3, wrapperspb.UInt64(0), 0}, // a descriptor's own 0 peeks
+		{0, wrapperspb.UInt64(7), 7},
+	} {
+		d := desc("user", "1")
+		d.HitsAddend = c.own
+		cs, err := rlsChecks(&rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: c.request, Descriptors: []*rlcommon.RateLimitDescriptor{d}}, rlsPolicies(), 0)
+		if err != nil || cs[0].Cost != c.want {
+			t.Errorf("hits %d/%v: cost %v %v, want %d", c.request, c.own, cs, err, c.want)
+		}
+	}
+}
+
+func TestRLSOverride(t *testing.T) {
+	over := func(n uint32, u typev3.RateLimitUnit, mult uint32) *rlcommon.RateLimitDescriptor {
+		d := desc("user", "42")
+		d.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n, Unit: u}
+		if mult > 0 {
+			d.Limit.UnitMultiplier = wrapperspb.UInt32(mult)
+		}
+		return d
+	}
+	// No policy: a fixed window under the domain's name.
+	cs, err := rlsChecks(&rlsv3.RateLimitRequest{Domain: "nolimits", Descriptors: []*rlcommon.RateLimitDescriptor{over(100, typev3.RateLimitUnit_MINUTE, 5)}}, rlsPolicies(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := cs[0].Policy.Limits[0].Limit
+	if cs[0].Policy.Name != "nolimits" || l.Algorithm != window.FixedWindow || l.Limit != 100 || l.Window != int64(5*time.Minute) {
+		t.Errorf("override without policy: %+v %+v", cs[0].Policy, l)
+	}
+	// A policy: its algorithm and key_by, the override's numbers; the
+	// shared policy itself untouched.
+	pols := rlsPolicies()
+	cs, err = rlsChecks(&rlsv3.RateLimitRequest{Domain: "api", Descriptors: []*rlcommon.RateLimitDescriptor{over(50, typev3.RateLimitUnit_SECOND, 0)}}, pols, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l = cs[0].Policy.Limits[0].Limit
+	if l.Algorithm != window.TokenBucket || l.Limit != 50 || l.Window != int64(time.Second) || l.Burst != 9 || cs[0].Key != "user=42" {
+		t.Errorf("override of api: %+v key %q", l, cs[0].Key)
+	}
+	if pols("api").Limits[0].Limit.Limit != 5 {
+		t.Error("an override changed the stored policy")
+	}
+	// Calendar units.
+	cs, err = rlsChecks(&rlsv3.RateLimitRequest{Domain: "x", Descriptors: []*rlcommon.RateLimitDescriptor{over(9, typev3.RateLimitUnit_MONTH, 0)}}, pols, 0)
+	if err != nil || cs[0].Policy.Limits[0].Limit.Calendar != window.CalendarMonth {
+		t.Errorf("monthly override: %+v %v", cs, err)
+	}
+}
+
+func TestRLSRefusesBadInputNamingTheField(t *testing.T) {
+	neg := desc("a", "b")
+	neg.IsNegativeHits = true
+	zero := desc("a", "b")
+	zero.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 0, Unit: typev3.RateLimitUnit_SECOND}
+	unknownUnit := desc("a", "b")
+	unknownUnit.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1}
+	badName := desc("bad name", "b")
+	apiNoUser := desc("ip", "1.2.3.4")
+	huge := desc("a", "b")
+	huge.HitsAddend = wrapperspb.UInt64(1 << 40)
+	for _, c := range []struct {
+		domain string
+		d      *rlcommon.RateLimitDescriptor
+		field  string
+	}{
+		{"", desc("a", "b"), "domain"},
+		{"edge", &rlcommon.RateLimitDescriptor{}, "descriptors[0].entries"},
+		{"edge", desc("a", "1", "a", "2"), "descriptors[0].entries[1].key"},
+		{"edge", neg, "descriptors[0].is_negative_hits"},
+		{"edge", zero, "descriptors[0].limit.requests_per_unit"},
+		{"edge", unknownUnit, "descriptors[0].limit.unit"},
+		{"edge", badName, "descriptors[0].descriptors"},
+		{"api", apiNoUser, "descriptors[0].descriptors"},
+		{"edge", huge, "descriptors[0].hits_addend"},
+	} {
+		_, err := rlsChecks(&rlsv3.RateLimitRequest{Domain: c.domain, Descriptors: []*rlcommon.RateLimitDescriptor{c.d}}, rlsPolicies(), 0)
+		if !errors.Is(err, validate.ErrInvalid) || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s %v: error %v, want ErrInvalid naming %s", c.domain, c.d, err, c.field)
+		}
+	}
+}
+
+func TestRLSStatus(t *testing.T) {
+	p := rlsPolicies()("edge")
+	st := rlsStatus(fsmCheck(p), policy.Result{Allowed: false, Decider: 0, Limit: 10, Remaining: 0, ResetAfter: int64(1500 * time.Millisecond)})
+	if st.Code != rlsv3.RateLimitResponse_OVER_LIMIT || st.CurrentLimit.GetRequestsPerUnit() != 10 ||
+		st.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_MINUTE || st.CurrentLimit.GetName() != "per-minute" ||
+		st.DurationUntilReset.AsDuration() != 1500*time.Millisecond {
+		t.Errorf("status %v", st)
+	}
+	if st := rlsStatus(fsmCheck(nil), policy.Result{}); st.Code != rlsv3.RateLimitResponse_OK || st.CurrentLimit != nil {
+		t.Errorf("unlimited descriptor: %v", st)
+	}
+	for _, c := range []struct {
+		w    time.Duration
+		unit rlsv3.RateLimitResponse_RateLimit_Unit
+		mult uint32
+	}{
+		{time.Second, rlsv3.RateLimitResponse_RateLimit_SECOND, 0},
+		{30 * time.Second, rlsv3.RateLimitResponse_RateLimit_SECOND, 30},
+		{90 * time.Minute, rlsv3.RateLimitResponse_RateLimit_MINUTE, 90},
+		{48 * time.Hour, rlsv3.RateLimitResponse_RateLimit_DAY, 2},
+		{1500 * time.Millisecond, rlsv3.RateLimitResponse_RateLimit_UNKNOWN, 0},
+	} {
+		u, m := windowUnit(c.w)
+		if u != c.unit || m.GetValue() != c.mult {
+			t.Errorf("window %s: %v ×%d, want %v ×%d", c.w, u, m.GetValue(), c.unit, c.mult)
+		}
+	}
+}
+
+func fsmCheck(p *policy.Policy) fsm.Check { return fsm.Check{Key: "k", Policy: p, Cost: 1} }
