@@ -254,6 +254,18 @@ func scaled(l *window.Limit, pct int64) window.Limit {
 	return s
 }
 
+// WindowOf returns the window, in nanoseconds, of the limit that decided
+// r (0 for a calendar window or when none did).
+func (p *Policy) WindowOf(r Result) int64 {
+	switch {
+	case r.Decider == len(p.Limits) && p.Reduced != nil:
+		return p.Reduced.Limit.Window
+	case r.Decider >= 0 && r.Decider < len(p.Limits):
+		return p.Limits[r.Decider].Limit.Window
+	}
+	return 0
+}
+
 // DecidedBy names the limit that decided a result: its name, or its place.
 func (p *Policy) DecidedBy(r Result) string {
 	switch {

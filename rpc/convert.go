@@ -65,6 +65,7 @@ func resultToProto(c fsm.Check, r policy.Result) *pb.AllowResponse {
 		ResetAtMs:    (r.ResetAt + ms - 1) / ms,
 		RetryAfterMs: (r.RetryAfter + ms - 1) / ms,
 		ResetAfterMs: (r.ResetAfter + ms - 1) / ms,
+		WindowMs:     c.Policy.WindowOf(r) / ms,
 		DecidedBy:    c.Policy.DecidedBy(r),
 		WouldDeny:    r.WouldDeny,
 		Key:          c.Key,

@@ -20,8 +20,9 @@ const maxMessage = 16 << 20
 // RateLimiter, Envoy RLS v3, Admin and Peer services, the standard health service and
 // reflection. The returned health server starts NOT_SERVING; mark it
 // SERVING once the node has joined its cluster. A request that is not
-// valid protobuf answers InvalidArgument (see decodeOptions).
-func NewGRPCServer(node *cluster.Node, peers *Peers, cfg Config, opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
+// valid protobuf answers InvalidArgument (see decodeOptions). The
+// RateLimiter service is returned too, for the HTTP API to call in-process.
+func NewGRPCServer(node *cluster.Node, peers *Peers, cfg Config, opts ...grpc.ServerOption) (*grpc.Server, *health.Server, *Server) {
 	opts = append(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage)}, decodeOptions()...), opts...)
 	gs := grpc.NewServer(opts...)
 	srv := NewServer(node, peers, cfg)
@@ -33,7 +34,7 @@ func NewGRPCServer(node *cluster.Node, peers *Peers, cfg Config, opts ...grpc.Se
 	MarkNotServing(hs)
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
-	return gs, hs
+	return gs, hs, srv
 }
 
 // checkServices are the services whose health the node reports: the

@@ -40,7 +40,7 @@ func TestChecksWaitUntilTheNodeIsReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer node.Close()
-	gs, _ := rpc.NewGRPCServer(node, peers, rpc.Config{})
+	gs, _, _ := rpc.NewGRPCServer(node, peers, rpc.Config{})
 	go gs.Serve(ln)
 	defer gs.Stop()
 	conn, err := grpc.NewClient(cfg.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))

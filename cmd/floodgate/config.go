@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/floodgate/floodgate/httpapi"
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/floodgate/floodgate/cluster"
@@ -24,6 +26,7 @@ type options struct {
 	cluster  cluster.Config
 	rpc      rpc.Config
 	httpAddr string
+	headers  httpapi.Headers
 	logLevel slog.Level
 	pprof    bool
 }
@@ -39,7 +42,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		nodeID     = fs.String("node-id", "", "node name, stable across restarts (default: from the data dir, or generated)")
 		dataDir    = fs.String("data-dir", "./floodgate-data", "directory for Raft logs and snapshots")
 		grpcAddr   = fs.String("grpc-addr", "127.0.0.1:7700", "gRPC address for clients and peers")
-		httpAddr   = fs.String("http-addr", "127.0.0.1:7701", "HTTP address for health and metrics (empty: off)")
+		httpAddr   = fs.String("http-addr", "127.0.0.1:7701", "HTTP address for the HTTP/JSON API, health and metrics (empty: off)")
+		rlHeaders  = fs.String("http-ratelimit-headers", "draft", "rate-limit headers of HTTP answers: draft (RateLimit-Policy, RateLimit), legacy (X-RateLimit-*) or both")
 		raftAddr   = fs.String("raft-addr", "127.0.0.1:7702", "Raft address shared by all of the node's groups")
 		gossipAddr = fs.String("gossip-addr", "127.0.0.1:7703", "memberlist gossip address (TCP and UDP)")
 		join       = fs.String("join", "", "comma-separated gRPC addresses of members to join at first start")
@@ -75,6 +79,10 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	if *maxLog < 1 || *maxLog > window.MaxLogLength {
 		return nil, fmt.Errorf("max-log-length: must be between 1 and %d, got %d", window.MaxLogLength, *maxLog)
 	}
+	headers, err := httpapi.ParseHeaders(*rlHeaders)
+	if err != nil {
+		return nil, fmt.Errorf("http-ratelimit-headers: %w", err)
+	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
 		return nil, fmt.Errorf("log-level: %w", err)
@@ -106,6 +114,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		},
 		rpc:      rpc.Config{MaxLogLength: *maxLog, LeaderWait: *leaderWait},
 		httpAddr: *httpAddr,
+		headers:  headers,
 		logLevel: lvl,
 		pprof:    *profiles,
 	}, nil

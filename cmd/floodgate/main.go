@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/floodgate/floodgate/httpapi"
+
 	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/rpc"
 )
@@ -60,7 +62,7 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 		grpcLn.Close()
 		return err
 	}
-	gs, health := rpc.NewGRPCServer(node, peers, opts.rpc)
+	gs, health, limiter := rpc.NewGRPCServer(node, peers, opts.rpc)
 	go func() {
 		if err := gs.Serve(grpcLn); err != nil {
 			log.Error("grpc server", "err", err)
@@ -68,7 +70,7 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 	}()
 	var hs *http.Server
 	if opts.httpAddr != "" {
-		if hs, err = serveHTTP(opts.httpAddr, opts.pprof, node, log); err != nil {
+		if hs, err = serveHTTP(opts, node, limiter, log); err != nil {
 			gs.Stop()
 			node.Close()
 			return err
@@ -113,9 +115,10 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 	return shutdown()
 }
 
-// serveHTTP serves liveness and readiness on addr.
-func serveHTTP(addr string, profiles bool, node *cluster.Node, log *slog.Logger) (*http.Server, error) {
-	ln, err := net.Listen("tcp", addr)
+// serveHTTP serves the HTTP/JSON API, liveness and readiness on
+// opts.httpAddr.
+func serveHTTP(opts *options, node *cluster.Node, limiter httpapi.Limiter, log *slog.Logger) (*http.Server, error) {
+	ln, err := net.Listen("tcp", opts.httpAddr)
 	if err != nil {
 		return nil, fmt.Errorf("http-addr: %w", err)
 	}
@@ -130,7 +133,8 @@ func serveHTTP(addr string, profiles bool, node *cluster.Node, log *slog.Logger)
 		}
 		http.Error(w, "not a cluster member yet", http.StatusServiceUnavailable)
 	})
-	if profiles {
+	httpapi.Register(mux, limiter, httpapi.Options{Headers: opts.headers})
+	if opts.pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	}

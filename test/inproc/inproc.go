@@ -102,7 +102,7 @@ func (n *Node) open() {
 		ln.Close()
 		t.Fatalf("open %s: %v", n.ID, err)
 	}
-	n.gs, _ = rpc.NewGRPCServer(n.Node, n.peers, n.RPC)
+	n.gs, _, _ = rpc.NewGRPCServer(n.Node, n.peers, n.RPC)
 	go n.gs.Serve(ln)
 	if n.conn, err = grpc.NewClient(n.Cfg.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
 		t.Fatal(err)

@@ -354,7 +354,10 @@ type AllowResponse struct {
 	// Milliseconds from this answer until the limit is back to full
 	// capacity (reset_at_ms as a duration, measured on the deciding leader's
 	// clock, so it needs no agreement between clocks).
-	ResetAfterMs  int64 `protobuf:"varint,9,opt,name=reset_after_ms,json=resetAfterMs,proto3" json:"reset_after_ms,omitempty"`
+	ResetAfterMs int64 `protobuf:"varint,9,opt,name=reset_after_ms,json=resetAfterMs,proto3" json:"reset_after_ms,omitempty"`
+	// The window of the limit that decided, in milliseconds (0 for a
+	// calendar window, whose length varies).
+	WindowMs      int64 `protobuf:"varint,10,opt,name=window_ms,json=windowMs,proto3" json:"window_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -448,6 +451,13 @@ func (x *AllowResponse) GetKey() string {
 func (x *AllowResponse) GetResetAfterMs() int64 {
 	if x != nil {
 		return x.ResetAfterMs
+	}
+	return 0
+}
+
+func (x *AllowResponse) GetWindowMs() int64 {
+	if x != nil {
+		return x.WindowMs
 	}
 	return 0
 }
@@ -672,7 +682,7 @@ const file_floodgate_v1_ratelimit_proto_rawDesc = "" +
 	"\x10DescriptorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\a\n" +
-	"\x05_cost\"\x99\x02\n" +
+	"\x05_cost\"\xb6\x02\n" +
 	"\rAllowResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
@@ -684,7 +694,9 @@ const file_floodgate_v1_ratelimit_proto_rawDesc = "" +
 	"\n" +
 	"would_deny\x18\a \x01(\bR\twouldDeny\x12\x10\n" +
 	"\x03key\x18\b \x01(\tR\x03key\x12$\n" +
-	"\x0ereset_after_ms\x18\t \x01(\x03R\fresetAfterMs\"K\n" +
+	"\x0ereset_after_ms\x18\t \x01(\x03R\fresetAfterMs\x12\x1b\n" +
+	"\twindow_ms\x18\n" +
+	" \x01(\x03R\bwindowMs\"K\n" +
 	"\x11AllowBatchRequest\x126\n" +
 	"\brequests\x18\x01 \x03(\v2\x1a.floodgate.v1.AllowRequestR\brequests\"L\n" +
 	"\x12AllowBatchResponse\x126\n" +

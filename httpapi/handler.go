@@ -1,0 +1,278 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+)
+
+// Limiter is the RateLimiter service the API calls.
+type Limiter interface {
+	Allow(context.Context, *pb.AllowRequest) (*pb.AllowResponse, error)
+	AllowBatch(context.Context, *pb.AllowBatchRequest) (*pb.AllowBatchResponse, error)
+}
+
+// Options tunes the API.
+type Options struct {
+	// Headers picks the rate-limit headers of answers (Draft by default).
+	Headers Headers
+}
+
+// maxBody bounds a request body: gRPC's own bound on a message.
+const maxBody = 16 << 20
+
+// Register adds the API's routes to mux.
+func Register(mux *http.ServeMux, l Limiter, o Options) {
+	a := &api{l: l, o: o}
+	mux.HandleFunc("POST /v1/allow", a.allow)
+	mux.HandleFunc("POST /v1/allow:batch", a.allowBatch)
+	mux.HandleFunc("GET /api/v1/limit", a.limit)
+}
+
+type api struct {
+	l Limiter
+	o Options
+}
+
+var (
+	unmarshal = protojson.UnmarshalOptions{}
+	marshal   = protojson.MarshalOptions{EmitUnpopulated: true}
+)
+
+func (a *api) allow(w http.ResponseWriter, r *http.Request) {
+	var req pb.AllowRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	resp, err := a.l.Allow(r.Context(), &req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	setHeaders(w.Header(), a.o.Headers, resp)
+	writeProto(w, http.StatusOK, resp)
+}
+
+// allowBatch answers 200 with every item's answer or error; one set of
+// headers cannot describe many limits, so it sends none.
+func (a *api) allowBatch(w http.ResponseWriter, r *http.Request) {
+	var req pb.AllowBatchRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	resp, err := a.l.AllowBatch(r.Context(), &req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeProto(w, http.StatusOK, resp)
+}
+
+// limit is the seed's GET /api/v1/limit?key=…: 200 when allowed, 429 with
+// Retry-After when not, the answer as JSON either way.
+func (a *api) limit(w http.ResponseWriter, r *http.Request) {
+	req, err := limitRequest(r.URL.Query())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	resp, err := a.l.Allow(r.Context(), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	setHeaders(w.Header(), a.o.Headers, resp)
+	code := http.StatusOK
+	if !resp.GetAllowed() {
+		code = http.StatusTooManyRequests
+	}
+	writeProto(w, code, resp)
+}
+
+// queryParams are the parameters of GET /api/v1/limit.
+var queryParams = []string{"key", "policy", "cost", "descriptor", "limit", "window", "algorithm", "burst"}
+
+// limitRequest reads a check from query parameters: key or descriptor
+// (repeatable, name=value), policy or an inline limit (limit, window,
+// algorithm: sliding_log by default, burst), cost.
+func limitRequest(q url.Values) (*pb.AllowRequest, error) {
+	for name, vs := range q {
+		if !slices.Contains(queryParams, name) {
+			return nil, badRequest("%s: unknown parameter (known: %s)", name, strings.Join(queryParams, ", "))
+		}
+		if len(vs) > 1 && name != "descriptor" {
+			return nil, badRequest("%s: given %d times", name, len(vs))
+		}
+	}
+	req := &pb.AllowRequest{Key: q.Get("key"), Policy: q.Get("policy")}
+	for _, d := range q["descriptor"] {
+		name, value, ok := strings.Cut(d, "=")
+		if !ok {
+			return nil, badRequest("descriptor: %q is not name=value", d)
+		}
+		if req.Descriptors == nil {
+			req.Descriptors = map[string]string{}
+		}
+		if _, dup := req.Descriptors[name]; dup {
+			return nil, badRequest("descriptor: %q given twice", name)
+		}
+		req.Descriptors[name] = value
+	}
+	if s := q.Get("cost"); s != "" {
+		c, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return nil, badRequest("cost: %q is not a whole number", s)
+		}
+		req.Cost = &c
+	}
+	if q.Has("limit") || q.Has("window") || q.Has("algorithm") || q.Has("burst") {
+		l, err := inlineLimit(q)
+		if err != nil {
+			return nil, err
+		}
+		req.Limit = l
+	}
+	return req, nil
+}
+
+func inlineLimit(q url.Values) (*pb.Limit, error) {
+	l := &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG}
+	if s := q.Get("algorithm"); s != "" {
+		a, ok := pb.Algorithm_value[strings.ToUpper(s)]
+		if !ok || a == 0 {
+			return nil, badRequest("algorithm: %q is not one of sliding_log, sliding_counter, sliding_counter_weighted, fixed_window, token_bucket, gcra", s)
+		}
+		l.Algorithm = pb.Algorithm(a)
+	}
+	var err error
+	if l.Limit, err = strconv.ParseInt(q.Get("limit"), 10, 64); err != nil {
+		return nil, badRequest("limit: %q is not a whole number", q.Get("limit"))
+	}
+	d, err := time.ParseDuration(q.Get("window"))
+	if err != nil {
+		return nil, badRequest("window: %q is not a duration (1m, 10s)", q.Get("window"))
+	}
+	l.WindowMs = d.Milliseconds()
+	if s := q.Get("burst"); s != "" {
+		if l.Burst, err = strconv.ParseInt(s, 10, 64); err != nil {
+			return nil, badRequest("burst: %q is not a whole number", s)
+		}
+	}
+	return l, nil
+}
+
+// decode reads a protojson body into m, or answers 400 (413 when too
+// large) and reports false.
+func decode(w http.ResponseWriter, r *http.Request, m proto.Message) bool {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeJSONError(w, http.StatusRequestEntityTooLarge, codes.InvalidArgument, fmt.Sprintf("body: more than %d bytes", maxBody))
+			return false
+		}
+		writeError(w, badRequest("body: %v", err))
+		return false
+	}
+	if err := unmarshal.Unmarshal(b, m); err != nil {
+		writeError(w, badRequest("body: %v", err))
+		return false
+	}
+	return true
+}
+
+func badRequest(format string, args ...any) error {
+	return status.Errorf(codes.InvalidArgument, format, args...)
+}
+
+func writeProto(w http.ResponseWriter, code int, m proto.Message) {
+	b, err := marshal.Marshal(m)
+	if err != nil {
+		writeError(w, status.Errorf(codes.Internal, "encode answer: %v", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// errorBody is every error's JSON: {"error":{"code":"INVALID_ARGUMENT",
+// "message":"invalid request: limit.window_ms: …"}}.
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// writeError answers err, a gRPC status, with the HTTP status of its code.
+func writeError(w http.ResponseWriter, err error) {
+	st := status.Convert(err)
+	writeJSONError(w, httpStatus(st.Code()), st.Code(), st.Message())
+}
+
+func writeJSONError(w http.ResponseWriter, httpCode int, code codes.Code, msg string) {
+	var body errorBody
+	body.Error.Code = snake(code.String())
+	body.Error.Message = msg
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(httpCode)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// snake spells a gRPC code as its constant: InvalidArgument →
+// INVALID_ARGUMENT.
+func snake(s string) string {
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && c >= 'A' && c <= 'Z' {
+			b.WriteByte('_')
+		}
+		b.WriteRune(c)
+	}
+	return strings.ToUpper(b.String())
+}
+
+// httpStatus is the HTTP status of a gRPC code, as grpc-gateway maps them.
+func httpStatus(c codes.Code) int {
+	switch c {
+	case codes.OK:
+		return http.StatusOK
+	case codes.InvalidArgument, codes.OutOfRange, codes.FailedPrecondition:
+		return http.StatusBadRequest
+	case codes.Unauthenticated:
+		return http.StatusUnauthorized
+	case codes.PermissionDenied:
+		return http.StatusForbidden
+	case codes.NotFound:
+		return http.StatusNotFound
+	case codes.AlreadyExists, codes.Aborted:
+		return http.StatusConflict
+	case codes.ResourceExhausted:
+		return http.StatusTooManyRequests
+	case codes.Canceled:
+		return 499 // the client went away (nginx's and grpc-gateway's code)
+	case codes.Unimplemented:
+		return http.StatusNotImplemented
+	case codes.Unavailable:
+		return http.StatusServiceUnavailable
+	case codes.DeadlineExceeded:
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusInternalServerError
+}

@@ -1,0 +1,222 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+)
+
+// fakeLimiter admits the first `limit` checks of each key and remembers
+// the requests it saw.
+type fakeLimiter struct {
+	limit int64
+	seen  []*pb.AllowRequest
+	used  map[string]int64
+	err   error
+}
+
+func (f *fakeLimiter) Allow(_ context.Context, r *pb.AllowRequest) (*pb.AllowResponse, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	f.seen = append(f.seen, r)
+	if f.used == nil {
+		f.used = map[string]int64{}
+	}
+	ok := f.used[r.Key] < f.limit
+	if ok {
+		f.used[r.Key]++
+	}
+	resp := &pb.AllowResponse{Allowed: ok, Limit: f.limit, Remaining: f.limit - f.used[r.Key], ResetAfterMs: 59_001,
+		WindowMs: 60_000, DecidedBy: "per-minute", Key: r.Key}
+	if !ok {
+		resp.RetryAfterMs = 1_500
+	}
+	return resp, nil
+}
+
+func (f *fakeLimiter) AllowBatch(ctx context.Context, r *pb.AllowBatchRequest) (*pb.AllowBatchResponse, error) {
+	out := &pb.AllowBatchResponse{}
+	for _, q := range r.Requests {
+		resp, _ := f.Allow(ctx, q)
+		out.Results = append(out.Results, &pb.AllowBatchItem{Response: resp})
+	}
+	return out, nil
+}
+
+func serve(t *testing.T, l Limiter, h Headers) *httptest.Server {
+	mux := http.NewServeMux()
+	Register(mux, l, Options{Headers: h})
+	s := httptest.NewServer(mux)
+	t.Cleanup(s.Close)
+	return s
+}
+
+func get(t *testing.T, url string) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// The draft's syntax: a structured-field string and integer parameters.
+var (
+	policyHeader = regexp.MustCompile(`^"[^"\\]*";q=\d+(;w=\d+)?$`)
+	limitHeader  = regexp.MustCompile(`^"[^"\\]*";r=\d+;t=\d+$`)
+)
+
+func TestLimitAnswers200Then429WithHeaders(t *testing.T) {
+	s := serve(t, &fakeLimiter{limit: 2}, Draft)
+	for i := range 3 {
+		resp, body := get(t, s.URL+"/api/v1/limit?key=user_42&policy=api")
+		want := http.StatusOK
+		if i == 2 {
+			want = http.StatusTooManyRequests
+		}
+		if resp.StatusCode != want {
+			t.Fatalf("check %d: %d %s, want %d", i, resp.StatusCode, body, want)
+		}
+		h := resp.Header
+		if p := h.Get("RateLimit-Policy"); !policyHeader.MatchString(p) || p != `"per-minute";q=2;w=60` {
+			t.Errorf("RateLimit-Policy %q", p)
+		}
+		if l := h.Get("RateLimit"); !limitHeader.MatchString(l) || !strings.HasSuffix(l, ";t=60") {
+			t.Errorf("RateLimit %q", l)
+		}
+		if ra := h.Get("Retry-After"); (i == 2) != (ra == "2") {
+			t.Errorf("check %d: Retry-After %q (1.5s rounds up to 2)", i, ra)
+		}
+		if h.Get("X-RateLimit-Limit") != "" {
+			t.Error("legacy headers sent in draft style")
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(body), &m); err != nil || m["allowed"] != (i < 2) {
+			t.Errorf("body %s: %v", body, err)
+		}
+	}
+}
+
+func TestLegacyAndBothHeaders(t *testing.T) {
+	for _, style := range []Headers{Legacy, Both} {
+		s := serve(t, &fakeLimiter{limit: 5}, style)
+		resp, _ := get(t, s.URL+"/api/v1/limit?key=k&limit=5&window=1m")
+		h := resp.Header
+		if h.Get("X-RateLimit-Limit") != "5" || h.Get("X-RateLimit-Remaining") != "4" || h.Get("X-RateLimit-Reset") != "60" {
+			t.Errorf("%s: legacy headers %v", style, h)
+		}
+		if (h.Get("RateLimit") != "") != (style == Both) {
+			t.Errorf("%s: draft headers %v", style, h)
+		}
+	}
+}
+
+func TestQueryParameters(t *testing.T) {
+	f := &fakeLimiter{limit: 9}
+	s := serve(t, f, Draft)
+	get(t, s.URL+"/api/v1/limit?descriptor=user=42&descriptor=ip=10.0.0.1&policy=api&cost=3")
+	get(t, s.URL+"/api/v1/limit?key=k&limit=5&window=1m&algorithm=token_bucket&burst=9")
+	d, in := f.seen[0], f.seen[1]
+	if d.Descriptors["user"] != "42" || d.Descriptors["ip"] != "10.0.0.1" || d.GetCost() != 3 || d.Policy != "api" {
+		t.Errorf("descriptors request %v", d)
+	}
+	if l := in.Limit; l.GetAlgorithm() != pb.Algorithm_TOKEN_BUCKET || l.GetLimit() != 5 || l.GetWindowMs() != 60_000 || l.GetBurst() != 9 || in.Cost != nil {
+		t.Errorf("inline request %v", in)
+	}
+}
+
+func TestBadInputIs400NamingTheField(t *testing.T) {
+	f := &fakeLimiter{limit: 9}
+	s := serve(t, f, Draft)
+	for query, field := range map[string]string{
+		"key=k&bogus=1":                           "bogus",
+		"key=k&cost=x":                            "cost",
+		"key=k&key=j":                             "key",
+		"descriptor=novalue":                      "descriptor",
+		"descriptor=a=1&descriptor=a=2":           "descriptor",
+		"key=k&limit=x&window=1m":                 "limit",
+		"key=k&limit=5&window=soon":               "window",
+		"key=k&limit=5&window=1m&algorithm=magic": "algorithm",
+	} {
+		resp, body := get(t, s.URL+"/api/v1/limit?"+query)
+		var e errorBody
+		if resp.StatusCode != http.StatusBadRequest || json.Unmarshal([]byte(body), &e) != nil ||
+			e.Error.Code != "INVALID_ARGUMENT" || !strings.HasPrefix(e.Error.Message, field+":") {
+			t.Errorf("%s: %d %s, want 400 naming %s", query, resp.StatusCode, body, field)
+		}
+	}
+	for body, field := range map[string]string{`{"kee":"a"}`: "kee", `{"key":`: "body", `{"cost":"x"}`: "cost"} {
+		resp, err := http.Post(s.URL+"/v1/allow", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), field) {
+			t.Errorf("POST %s: %d %s, want 400 naming %s", body, resp.StatusCode, b, field)
+		}
+	}
+	if len(f.seen) != 0 {
+		t.Errorf("bad requests reached the limiter: %v", f.seen)
+	}
+}
+
+func TestPostAllowAndBatch(t *testing.T) {
+	s := serve(t, &fakeLimiter{limit: 1}, Draft)
+	resp, err := http.Post(s.URL+"/v1/allow", "application/json", strings.NewReader(`{"key":"a","policy":"api"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"allowed":true`) || resp.Header.Get("RateLimit") == "" {
+		t.Errorf("POST /v1/allow: %d %s", resp.StatusCode, b)
+	}
+	resp, err = http.Post(s.URL+"/v1/allow:batch", "application/json", strings.NewReader(`{"requests":[{"key":"b","policy":"api"},{"key":"b","policy":"api"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Results []struct {
+			Response struct{ Allowed bool } `json:"response"`
+		} `json:"results"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || len(out.Results) != 2 || !out.Results[0].Response.Allowed || out.Results[1].Response.Allowed {
+		t.Errorf("batch: %+v %v", out, err)
+	}
+	resp.Body.Close()
+}
+
+func TestErrorsMapToHTTPStatus(t *testing.T) {
+	for c, want := range map[codes.Code]int{
+		codes.InvalidArgument: 400, codes.Unavailable: 503, codes.DeadlineExceeded: 504,
+		codes.NotFound: 404, codes.Internal: 500, codes.ResourceExhausted: 429,
+	} {
+		s := serve(t, &fakeLimiter{err: status.Error(c, "boom")}, Draft)
+		resp, body := get(t, s.URL+"/api/v1/limit?key=k&policy=p")
+		if resp.StatusCode != want || !strings.Contains(body, snake(c.String())) {
+			t.Errorf("%v: %d %s, want %d", c, resp.StatusCode, body, want)
+		}
+	}
+}
+
+func TestSFString(t *testing.T) {
+	for in, want := range map[string]string{"per-minute": `"per-minute"`, `a"b\c`: `"a\"b\\c"`, "é\n": `"???"`} {
+		if got := sfString(in); got != want {
+			t.Errorf("sfString(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
