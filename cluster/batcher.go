@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
 )
 
@@ -151,6 +152,7 @@ func (b *batcher) apply(batch []*request, committed chan<- struct{}) {
 			checks[i].Elastic = b.room(checks[i].Policy)
 		}
 	}
+	metrics.GroupCommitSize.Observe(float64(len(checks)))
 	f := b.r.Apply(fsm.EncodeAllow(nil, ts, checks), b.timeout)
 	go func() {
 		defer func() { committed <- struct{}{} }()

@@ -145,6 +145,13 @@ func (f *fastLane) leading() (uint64, error) {
 	return term, nil
 }
 
+// pendingCost is the cost answered and not yet committed.
+func (f *fastLane) pendingCost() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cost
+}
+
 func (f *fastLane) nudge() {
 	select {
 	case f.kick <- struct{}{}:

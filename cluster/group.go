@@ -89,7 +89,15 @@ func openGroup(o groupOptions) (*Group, error) {
 		return nil, fmt.Errorf("start raft group %s: %w", o.name, err)
 	}
 	return &Group{name: o.name, dir: o.dir, openedAt: time.Now(), raft: r, store: store, trans: trans, wal: o.wal,
-		pace: startPacer(r, followerTiming(rc), rc.LeaderLeaseTimeout)}, nil
+		pace: startPacer(r, groupKind(o.name), followerTiming(rc), rc.LeaderLeaseTimeout)}, nil
+}
+
+// groupKind is the metrics label of a group: meta, or shard.
+func groupKind(name string) string {
+	if name == "meta" {
+		return "meta"
+	}
+	return "shard"
 }
 
 // hasState reports whether the group has ever been bootstrapped or joined.

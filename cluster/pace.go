@@ -3,6 +3,8 @@ package cluster
 import (
 	"time"
 
+	"github.com/floodgate/floodgate/metrics"
+
 	"github.com/hashicorp/raft"
 )
 
@@ -22,9 +24,11 @@ import (
 const leaderPace = 3
 
 // pacer switches a group's reloadable Raft timing between its leader and
-// follower values as the group's state changes.
+// follower values as the group's state changes; it also counts the
+// group's leader changes for the metrics (kind is "meta" or "shard").
 type pacer struct {
 	r        *raft.Raft
+	kind     string
 	follower raft.ReloadableConfig
 	leader   raft.ReloadableConfig
 	ch       chan raft.Observation
@@ -45,14 +49,17 @@ func paceOf(rc raft.ReloadableConfig, lease time.Duration) raft.ReloadableConfig
 
 // startPacer watches r's state. rc is the configuration r started with,
 // its follower timing; lease is its leader lease timeout.
-func startPacer(r *raft.Raft, rc raft.ReloadableConfig, lease time.Duration) *pacer {
+func startPacer(r *raft.Raft, kind string, rc raft.ReloadableConfig, lease time.Duration) *pacer {
 	p := &pacer{
-		r: r, follower: rc, leader: paceOf(rc, lease),
+		r: r, kind: kind, follower: rc, leader: paceOf(rc, lease),
 		ch: make(chan raft.Observation, 8), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	p.obs = raft.NewObserver(p.ch, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.RaftState)
-		return ok
+		switch o.Data.(type) {
+		case raft.RaftState, raft.LeaderObservation:
+			return true
+		}
+		return false
 	})
 	r.RegisterObserver(p.obs)
 	go p.loop()
@@ -67,7 +74,10 @@ func (p *pacer) loop() {
 		select {
 		case <-p.stop:
 			return
-		case <-p.ch:
+		case o := <-p.ch:
+			if _, ok := o.Data.(raft.LeaderObservation); ok {
+				metrics.LeaderChanges.WithLabelValues(p.kind).Inc()
+			}
 			// Observations may be dropped when the channel is full; the
 			// state read now is the newest, which is all that matters.
 			p.apply(&leading)

@@ -14,7 +14,7 @@ func pacedGroup(t *testing.T) (*memGroup, []*pacer) {
 	var ps []*pacer
 	for _, r := range g.rafts {
 		rc := r.ReloadableConfig()
-		ps = append(ps, startPacer(r, rc, 50*time.Millisecond))
+		ps = append(ps, startPacer(r, "shard", rc, 50*time.Millisecond))
 	}
 	time.Sleep(50 * time.Millisecond)
 	synctest.Wait()

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
+
+	"github.com/floodgate/floodgate/metrics"
 )
 
 // maxKeptBuffer is the largest write buffer the flusher keeps between
@@ -84,7 +87,10 @@ func (s *Store) writeBatch(batch []*op, buf []byte) ([]byte, error) {
 	err := s.ops.write(seg.f, out, base)
 	if err == nil && !s.opts.NoSync {
 		s.nSyncs.Add(1)
+		start := time.Now()
 		err = s.ops.sync(seg.f)
+		metrics.FsyncSeconds.Observe(time.Since(start).Seconds())
+		metrics.StoresPerFlush.Observe(float64(len(batch)))
 	}
 	if err != nil {
 		return buf, s.fail(fmt.Errorf("write %s: %w", seg.path, err))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
 )
 
@@ -79,7 +80,27 @@ func (s *Server) decide(ctx context.Context, checks []fsm.Check) ([]policy.Resul
 		wg.Wait()
 		pending = moved
 	}
+	count(checks, res, errs)
 	return res, errs
+}
+
+// count adds the answers of a dispatch to the node's metrics.
+func count(checks []fsm.Check, res []policy.Result, errs []error) {
+	for i, err := range errs {
+		if err != nil {
+			metrics.CheckErrors.WithLabelValues(codeOf(err).String()).Inc()
+			continue
+		}
+		p := checks[i].Policy
+		name, consistency := p.Name, "strict"
+		if name == "" {
+			name = "inline"
+		}
+		if p.Consistency == policy.Fast {
+			consistency = "fast"
+		}
+		metrics.Decisions.WithLabelValues(name, p.DecidedBy(res[i]), metrics.Outcome(res[i].Allowed, res[i].WouldDeny), consistency).Inc()
+	}
 }
 
 // awaitRouting waits before routing moved checks again: for the slot table

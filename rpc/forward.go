@@ -10,6 +10,7 @@ import (
 
 	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
 )
@@ -188,6 +189,10 @@ func (q *peerQueue) send(batch []*fwdReq) {
 		return
 	}
 	freq := &peerv1.ForwardRequest{}
+	defer func() {
+		metrics.ForwardedChecks.Add(float64(len(freq.Checks)))
+		metrics.ForwardBatchSize.Observe(float64(len(freq.Checks)))
+	}()
 	encoded := map[*policy.Policy][]byte{} // checks of a batch mostly share policies
 	for _, r := range batch {
 		for _, c := range r.checks {

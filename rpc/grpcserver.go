@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/metrics"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 )
@@ -23,7 +24,11 @@ const maxMessage = 16 << 20
 // valid protobuf answers InvalidArgument (see decodeOptions). The
 // RateLimiter service is returned too, for the HTTP API to call in-process.
 func NewGRPCServer(node *cluster.Node, peers *Peers, cfg Config, opts ...grpc.ServerOption) (*grpc.Server, *health.Server, *Server) {
-	opts = append(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage)}, decodeOptions()...), opts...)
+	opts = append(append([]grpc.ServerOption{
+		grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage),
+		grpc.ChainUnaryInterceptor(metrics.GRPCServer.UnaryServerInterceptor()),
+		grpc.ChainStreamInterceptor(metrics.GRPCServer.StreamServerInterceptor()),
+	}, decodeOptions()...), opts...)
 	gs := grpc.NewServer(opts...)
 	srv := NewServer(node, peers, cfg)
 	pb.RegisterRateLimiterServer(gs, srv)
@@ -34,6 +39,7 @@ func NewGRPCServer(node *cluster.Node, peers *Peers, cfg Config, opts ...grpc.Se
 	MarkNotServing(hs)
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
+	metrics.GRPCServer.InitializeMetrics(gs)
 	return gs, hs, srv
 }
 

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/httpapi"
+	"github.com/floodgate/floodgate/metrics"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/rpc"
@@ -55,6 +57,10 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 		return fmt.Errorf("grpc-addr: %w", err)
 	}
 	cfg.GRPCAddr = grpcLn.Addr().String()
+	if err := metrics.Bridge(); err != nil {
+		grpcLn.Close()
+		return err
+	}
 	peers := rpc.NewPeers()
 	defer peers.Close()
 	node, err := cluster.Open(cfg, peers)
@@ -63,6 +69,10 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 		return err
 	}
 	gs, health, limiter := rpc.NewGRPCServer(node, peers, opts.rpc)
+	if err := metrics.RegisterNode(node.Gauges); err != nil {
+		node.Close()
+		return err
+	}
 	go func() {
 		if err := gs.Serve(grpcLn); err != nil {
 			log.Error("grpc server", "err", err)
@@ -134,6 +144,7 @@ func serveHTTP(opts *options, node *cluster.Node, limiter httpapi.Limiter, log *
 		http.Error(w, "not a cluster member yet", http.StatusServiceUnavailable)
 	})
 	httpapi.Register(mux, limiter, httpapi.Options{Headers: opts.headers})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
 	if opts.pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -1,0 +1,109 @@
+package metrics
+
+import (
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Registry is what /metrics serves.
+var Registry = prometheus.NewRegistry()
+
+// Outcomes of a decision (the outcome label of Decisions).
+const (
+	Allowed      = "allowed"
+	Denied       = "denied"
+	ShadowDenied = "shadow_denied" // shadow mode: admitted, enforcing would have denied
+)
+
+var (
+	// Decisions counts the answers a node gave its clients, by policy
+	// ("inline" for an inline limit), the limit that decided, outcome and
+	// consistency (strict or fast).
+	Decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "floodgate_decisions_total",
+		Help: "Rate-limit decisions answered by this node, by policy, deciding limit, outcome and consistency.",
+	}, []string{"policy", "limit", "outcome", "consistency"})
+
+	// CheckErrors counts checks answered with an error, by gRPC code.
+	CheckErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "floodgate_check_errors_total",
+		Help: "Checks that failed (no decision), by gRPC status code.",
+	}, []string{"code"})
+
+	// ForwardedChecks counts checks this node sent to another node's
+	// leader; ForwardBatchSize is how many went in each call.
+	ForwardedChecks = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "floodgate_forwarded_checks_total",
+		Help: "Checks forwarded to the leader on another node.",
+	})
+	ForwardBatchSize = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "floodgate_forward_batch_size",
+		Help:    "Checks per Forward call to a peer.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 12),
+	})
+
+	// GroupCommitSize is how many checks a shard leader wrote in one log
+	// entry (group commit).
+	GroupCommitSize = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "floodgate_group_commit_checks",
+		Help:    "Checks per Raft log entry written by a shard leader (group commit).",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 12),
+	})
+
+	// FsyncSeconds is the time of each flush of the node's shared Raft
+	// log; StoresPerFlush is how many log stores (of all groups) each
+	// flush made durable.
+	FsyncSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "floodgate_raftlog_fsync_duration_seconds",
+		Help:    "Duration of each fsync of the node's shared Raft log.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 14),
+	})
+	StoresPerFlush = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "floodgate_raftlog_stores_per_flush",
+		Help:    "Raft log stores, of all groups, made durable by one write and fsync.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 10),
+	})
+
+	// GRPCServer is the gRPC server's metrics: grpc_server_started_total,
+	// grpc_server_handled_total by code, grpc_server_handling_seconds,
+	// for every service and method (Allow, AllowBatch, ShouldRateLimit,
+	// Forward, ...).
+	GRPCServer = grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
+		grpcprom.WithHistogramBuckets([]float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5}),
+	))
+
+	// LeaderChanges counts changes of leader seen by this node's replicas.
+	LeaderChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "floodgate_leader_changes_total",
+		Help: "Leader changes seen by this node's Raft groups (group is meta or shard).",
+	}, []string{"group"})
+)
+
+// ours is every collector this package defines.
+func ours() []prometheus.Collector {
+	return []prometheus.Collector{
+		Decisions, CheckErrors, ForwardedChecks, ForwardBatchSize, GroupCommitSize,
+		FsyncSeconds, StoresPerFlush, LeaderChanges, GRPCServer, nodeCollector{},
+	}
+}
+
+func init() {
+	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, c := range ours() {
+		if _, node := c.(nodeCollector); !node { // registered with its reader by RegisterNode
+			Registry.MustRegister(c)
+		}
+	}
+}
+
+// Outcome is the outcome label of an answer.
+func Outcome(allowed, wouldDeny bool) string {
+	switch {
+	case wouldDeny:
+		return ShadowDenied
+	case allowed:
+		return Allowed
+	}
+	return Denied
+}

@@ -1,0 +1,58 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// NodeGauges is what a node holds at the moment of a scrape.
+type NodeGauges struct {
+	Replicas    int            // shard replicas on this node
+	Leading     int            // of them, those this node leads
+	Leaderless  int            // of them, those that know no leader
+	MetaLeader  bool           // this node leads the meta group
+	Keys        int64          // key states held by the groups led here
+	FastPending int64          // fast-mode cost answered, not yet committed
+	Members     map[string]int // cluster members by health, as gossip sees them
+}
+
+var (
+	replicasDesc    = prometheus.NewDesc("floodgate_replicas", "Shard replicas on this node.", nil, nil)
+	leadingDesc     = prometheus.NewDesc("floodgate_groups_led", "Shard groups this node leads.", nil, nil)
+	leaderlessDesc  = prometheus.NewDesc("floodgate_groups_leaderless", "Shard replicas on this node that know no leader.", nil, nil)
+	metaLeaderDesc  = prometheus.NewDesc("floodgate_meta_leader", "1 when this node leads the meta group.", nil, nil)
+	keysDesc        = prometheus.NewDesc("floodgate_keys", "Key states held by the shard groups this node leads.", nil, nil)
+	fastPendingDesc = prometheus.NewDesc("floodgate_fast_pending_cost", "Fast-mode cost answered by leaders here and not yet committed.", nil, nil)
+	membersDesc     = prometheus.NewDesc("floodgate_members", "Cluster members by health, as this node's gossip sees them.", []string{"state"}, nil)
+)
+
+// nodeCollector reads NodeGauges at each scrape.
+type nodeCollector struct{ read func() NodeGauges }
+
+// RegisterNode adds the gauges of a node, read by read at each scrape, to
+// Registry. A process runs one node: call it once.
+func RegisterNode(read func() NodeGauges) error {
+	return Registry.Register(nodeCollector{read})
+}
+
+// Describe implements prometheus.Collector.
+func (nodeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{replicasDesc, leadingDesc, leaderlessDesc, metaLeaderDesc, keysDesc, fastPendingDesc, membersDesc} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
+	g := c.read()
+	meta := 0.0
+	if g.MetaLeader {
+		meta = 1
+	}
+	for d, v := range map[*prometheus.Desc]float64{
+		replicasDesc: float64(g.Replicas), leadingDesc: float64(g.Leading), leaderlessDesc: float64(g.Leaderless),
+		metaLeaderDesc: meta, keysDesc: float64(g.Keys), fastPendingDesc: float64(g.FastPending),
+	} {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	}
+	for state, n := range g.Members {
+		ch <- prometheus.MustNewConstMetric(membersDesc, prometheus.GaugeValue, float64(n), state)
+	}
+}

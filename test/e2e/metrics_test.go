@@ -1,0 +1,134 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+)
+
+// scrape reads a node's /metrics.
+func scrape(t *testing.T, n *Node) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get("http://" + n.HTTP + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/metrics: %s", resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fams
+}
+
+// value sums the samples of a family whose labels include want.
+func value(fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
+	var sum float64
+	f := fams[name]
+	if f == nil {
+		return 0
+	}
+next:
+	for _, m := range f.Metric {
+		labels := map[string]string{}
+		for _, l := range m.Label {
+			labels[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if labels[k] != v {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			sum += m.Counter.GetValue()
+		case m.Gauge != nil:
+			sum += m.Gauge.GetValue()
+		case m.Histogram != nil:
+			sum += float64(m.Histogram.GetSampleCount())
+		case m.Untyped != nil:
+			sum += m.Untyped.GetValue()
+		case m.Summary != nil:
+			sum += float64(m.Summary.GetSampleCount())
+		}
+	}
+	return sum
+}
+
+// A scrape of a real node's /metrics: the counters move with the checks
+// it answers, and Raft's, memberlist's and gRPC's own metrics are there.
+func TestMetricsMove(t *testing.T) {
+	c := startCluster(t, 3)
+	n := c.Running()[0]
+	before := scrape(t, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for range 3 { // 2 allowed, 1 denied
+		if _, err := n.Limiter().Allow(ctx, &pb.AllowRequest{Key: "metrics:1", Limit: slidingLog(2, time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := n.Limiter().Allow(ctx, &pb.AllowRequest{Key: "metrics:2"}); err == nil {
+		t.Fatal("a check with no limit was answered")
+	}
+	after := scrape(t, n)
+	delta := func(name string, labels map[string]string) float64 {
+		return value(after, name, labels) - value(before, name, labels)
+	}
+	inline := map[string]string{"policy": "inline", "consistency": "strict", "limit": "limits[0]"}
+	for outcome, want := range map[string]float64{"allowed": 2, "denied": 1} {
+		l := map[string]string{"outcome": outcome}
+		for k, v := range inline {
+			l[k] = v
+		}
+		if got := delta("floodgate_decisions_total", l); got != want {
+			t.Errorf("floodgate_decisions_total %v moved by %v, want %v", l, got, want)
+		}
+	}
+	if got := delta("grpc_server_handled_total", map[string]string{"grpc_method": "Allow", "grpc_code": "OK"}); got != 3 {
+		t.Errorf("grpc_server_handled_total Allow OK moved by %v, want 3", got)
+	}
+	if got := delta("grpc_server_handled_total", map[string]string{"grpc_method": "Allow", "grpc_code": "InvalidArgument"}); got != 1 {
+		t.Errorf("grpc_server_handled_total Allow InvalidArgument moved by %v, want 1", got)
+	}
+	if got := delta("grpc_server_handling_seconds", map[string]string{"grpc_method": "Allow"}); got != 4 {
+		t.Errorf("grpc_server_handling_seconds Allow observed %v, want 4", got)
+	}
+	// Checks went to the key's leader, here or forwarded: one of the
+	// cluster's nodes wrote them in a group commit.
+	var commits float64
+	for _, m := range c.Running() {
+		for _, h := range scrape(t, m)["floodgate_group_commit_checks"].GetMetric() {
+			commits += h.GetHistogram().GetSampleSum()
+		}
+	}
+	if commits < 3 {
+		t.Errorf("group commits counted %v checks over the cluster, want at least 3", commits)
+	}
+	if got := value(after, "floodgate_members", map[string]string{"state": "alive"}); got != 3 {
+		t.Errorf("floodgate_members{state=alive} = %v, want 3", got)
+	}
+	if value(after, "floodgate_raftlog_fsync_duration_seconds", nil) == 0 {
+		t.Error("no fsync observed")
+	}
+	var raftSeen, memberlistSeen bool
+	for name := range after {
+		raftSeen = raftSeen || strings.HasPrefix(name, "raft_")
+		memberlistSeen = memberlistSeen || strings.HasPrefix(name, "memberlist_")
+	}
+	if !raftSeen || !memberlistSeen {
+		t.Errorf("raft metrics %v, memberlist metrics %v: the go-metrics bridge is missing", raftSeen, memberlistSeen)
+	}
+}
