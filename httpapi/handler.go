@@ -64,7 +64,7 @@ func (a *api) allow(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	setHeaders(w.Header(), a.o.Headers, resp)
+	WriteHeaders(w.Header(), a.o.Headers, QuotaOf(resp))
 	writeProto(w, http.StatusOK, resp)
 }
 
@@ -96,7 +96,7 @@ func (a *api) limit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	setHeaders(w.Header(), a.o.Headers, resp)
+	WriteHeaders(w.Header(), a.o.Headers, QuotaOf(resp))
 	code := http.StatusOK
 	if !resp.GetAllowed() {
 		code = http.StatusTooManyRequests

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 )
@@ -41,31 +42,51 @@ func (h Headers) String() string {
 	return [...]string{"draft", "legacy", "both"}[h]
 }
 
-// setHeaders writes the rate-limit headers of one answer, and Retry-After
-// when it is a denial. Times are whole seconds, rounded up, so a client
+// Quota is what the rate-limit headers say about one answer.
+type Quota struct {
+	Name       string // the limit that decided
+	Allowed    bool
+	Limit      int64
+	Remaining  int64
+	Window     time.Duration // 0: not sent (a calendar window)
+	ResetAfter time.Duration
+	RetryAfter time.Duration
+}
+
+// QuotaOf is the quota of a check's answer.
+func QuotaOf(r *pb.AllowResponse) Quota {
+	ms := time.Millisecond
+	return Quota{Name: r.GetDecidedBy(), Allowed: r.GetAllowed(), Limit: r.GetLimit(), Remaining: r.GetRemaining(),
+		Window: time.Duration(r.GetWindowMs()) * ms, ResetAfter: time.Duration(r.GetResetAfterMs()) * ms,
+		RetryAfter: time.Duration(r.GetRetryAfterMs()) * ms}
+}
+
+// WriteHeaders sets the rate-limit headers of q in style, and Retry-After
+// when q is a denial: the one place they are written, for the HTTP API and
+// the SDK's middleware. Times are whole seconds, rounded up, so a client
 // that waits that long is never early.
-func setHeaders(h http.Header, style Headers, r *pb.AllowResponse) {
-	reset := ceilSeconds(r.GetResetAfterMs())
+func WriteHeaders(h http.Header, style Headers, q Quota) {
+	reset := ceilSeconds(q.ResetAfter)
 	if style == Draft || style == Both {
-		name := sfString(r.GetDecidedBy())
-		pol := name + ";q=" + strconv.FormatInt(r.GetLimit(), 10)
-		if w := r.GetWindowMs(); w > 0 {
-			pol += ";w=" + strconv.FormatInt(ceilSeconds(w), 10)
+		name := sfString(q.Name)
+		pol := name + ";q=" + strconv.FormatInt(q.Limit, 10)
+		if q.Window > 0 {
+			pol += ";w=" + strconv.FormatInt(ceilSeconds(q.Window), 10)
 		}
 		h.Set("RateLimit-Policy", pol)
-		h.Set("RateLimit", name+";r="+strconv.FormatInt(max(r.GetRemaining(), 0), 10)+";t="+strconv.FormatInt(reset, 10))
+		h.Set("RateLimit", name+";r="+strconv.FormatInt(max(q.Remaining, 0), 10)+";t="+strconv.FormatInt(reset, 10))
 	}
 	if style == Legacy || style == Both {
-		h.Set("X-RateLimit-Limit", strconv.FormatInt(r.GetLimit(), 10))
-		h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(r.GetRemaining(), 0), 10))
+		h.Set("X-RateLimit-Limit", strconv.FormatInt(q.Limit, 10))
+		h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(q.Remaining, 0), 10))
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
 	}
-	if !r.GetAllowed() {
-		h.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(r.GetRetryAfterMs()), 1), 10))
+	if !q.Allowed {
+		h.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(q.RetryAfter), 1), 10))
 	}
 }
 
-func ceilSeconds(ms int64) int64 { return (max(ms, 0) + 999) / 1000 }
+func ceilSeconds(d time.Duration) int64 { return int64((max(d, 0) + time.Second - 1) / time.Second) }
 
 // sfString is s as a structured-field string (RFC 8941 §3.3.3): quoted,
 // with '"' and '\' escaped; characters outside printable ASCII, which it

@@ -104,19 +104,46 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 }
 
 // Allow checks one request on the leader of its key's shard. An invalid
-// request fails at once (InvalidArgument), whatever FailOpen says.
+// request fails at once (InvalidArgument), whatever FailOpen says. Under
+// FailOpen an unanswered check is admitted with Remaining -1 (Decide
+// says FailedOpen).
 func (c *Client) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResponse, error) {
+	resp, open, err := c.allow(ctx, req)
+	if open {
+		return &pb.AllowResponse{Allowed: true, Remaining: -1}, nil
+	}
+	return resp, err
+}
+
+// Decide is Allow with a typed answer.
+func (c *Client) Decide(ctx context.Context, req *pb.AllowRequest) (Decision, error) {
+	return c.decide(ctx, req)
+}
+
+func (c *Client) decide(ctx context.Context, req *pb.AllowRequest) (Decision, error) {
+	resp, open, err := c.allow(ctx, req)
+	switch {
+	case open:
+		return failedOpen(), nil
+	case err != nil:
+		return Decision{}, err
+	}
+	return DecisionOf(resp), nil
+}
+
+// allow checks req and reports whether FailOpen admitted it unanswered.
+func (c *Client) allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResponse, bool, error) {
 	key, err := c.check(req, "")
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
 	defer cancel()
 	resp, err := pb.NewRateLimiterClient(c.connFor(key)).Allow(ctx, req)
 	if err != nil {
-		return c.failed(err)
+		return nil, c.failOpen(err), err
 	}
-	return resp, nil
+	return resp, false, nil
 }
 
 // AllowBatch checks many requests: they are split by shard leader and sent
@@ -169,8 +196,8 @@ func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.A
 	}
 	wg.Wait()
 	if firstErr != nil {
-		if _, ferr := c.failed(firstErr); ferr != nil {
-			return nil, ferr
+		if !c.failOpen(firstErr) {
+			return nil, firstErr
 		}
 		for i := range out.Results {
 			if out.Results[i] == nil {
@@ -215,20 +242,18 @@ func (c *Client) check(req *pb.AllowRequest, field string) (string, error) {
 	return chk.Key, nil
 }
 
-// failed reports err and, under FailOpen, turns an unavailable cluster
-// into an admission (Remaining -1: unknown).
-func (c *Client) failed(err error) (*pb.AllowResponse, error) {
+// failOpen reports err and whether FailOpen admits the request: the
+// cluster could not answer (Unavailable, DeadlineExceeded).
+func (c *Client) failOpen(err error) bool {
 	if c.opts.OnError != nil {
 		c.opts.OnError(err)
 	}
 	code := status.Code(err)
 	if code == codes.Unavailable || code == codes.DeadlineExceeded {
 		c.kick()
-		if c.opts.FailOpen {
-			return &pb.AllowResponse{Allowed: true, Remaining: -1}, nil
-		}
+		return c.opts.FailOpen
 	}
-	return nil, err
+	return false
 }
 
 // route returns the address of the node that should answer for key: its

@@ -1,0 +1,133 @@
+package client
+
+import (
+	"context"
+	"net/http"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/floodgate/floodgate/httpapi"
+)
+
+// HTTPOptions configure HTTPMiddleware.
+type HTTPOptions struct {
+	// Descriptors says what a request is counted under, for example
+	// client.D{"ip": host(r.RemoteAddr)} or {"user": r.Header.Get("X-User")}.
+	// Required.
+	Descriptors func(*http.Request) D
+	// Cost is a request's cost (default 1).
+	Cost func(*http.Request) int64
+	// FailOpen lets a request through when the limiter cannot answer;
+	// otherwise it gets 503. (The client's own Options.FailOpen, if set,
+	// already admits unanswered checks.)
+	FailOpen bool
+	// Headers picks the rate-limit headers (the IETF draft's by default).
+	Headers httpapi.Headers
+	// OnError, if set, hears about every failed check.
+	OnError func(error)
+}
+
+// HTTPMiddleware limits the requests of next with l: a denied request
+// gets 429 Too Many Requests with Retry-After, and every answered one the
+// rate-limit headers, as floodgate's own HTTP API writes them.
+func HTTPMiddleware(l Limiter, o HTTPOptions) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			cost := int64(1)
+			if o.Cost != nil {
+				cost = o.Cost(r)
+			}
+			dec, err := l.AllowN(r.Context(), o.Descriptors(r), cost)
+			if err != nil {
+				if o.OnError != nil {
+					o.OnError(err)
+				}
+				if o.FailOpen {
+					next.ServeHTTP(w, r)
+					return
+				}
+				http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
+				return
+			}
+			if !dec.FailedOpen {
+				httpapi.WriteHeaders(w.Header(), o.Headers, quota(dec))
+			}
+			if !dec.Allowed {
+				http.Error(w, "too many requests", http.StatusTooManyRequests)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+func quota(d Decision) httpapi.Quota {
+	return httpapi.Quota{Name: d.DecidedBy, Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining,
+		Window: d.Window, ResetAfter: d.ResetAfter, RetryAfter: d.RetryAfter}
+}
+
+// GRPCOptions configure the gRPC server interceptors.
+type GRPCOptions struct {
+	// Descriptors says what a call is counted under, from its context
+	// (peer, metadata) and full method name. Required.
+	Descriptors func(ctx context.Context, fullMethod string) D
+	// Cost is a call's cost (default 1).
+	Cost func(ctx context.Context, fullMethod string) int64
+	// FailOpen lets a call through when the limiter cannot answer;
+	// otherwise it fails with Unavailable.
+	FailOpen bool
+	// OnError, if set, hears about every failed check.
+	OnError func(error)
+}
+
+// check decides a call: nil to go ahead, or the status to fail it with
+// (ResourceExhausted carrying errdetails.RetryInfo when denied).
+func (o GRPCOptions) check(ctx context.Context, l Limiter, method string) error {
+	cost := int64(1)
+	if o.Cost != nil {
+		cost = o.Cost(ctx, method)
+	}
+	dec, err := l.AllowN(ctx, o.Descriptors(ctx, method), cost)
+	if err != nil {
+		if o.OnError != nil {
+			o.OnError(err)
+		}
+		if o.FailOpen {
+			return nil
+		}
+		return status.Errorf(codes.Unavailable, "rate limiter unavailable: %v", err)
+	}
+	if dec.Allowed {
+		return nil
+	}
+	st := status.Newf(codes.ResourceExhausted, "rate limited by %s: retry after %s", dec.DecidedBy, dec.RetryAfter)
+	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(dec.RetryAfter)}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// UnaryServerInterceptor limits a gRPC server's unary calls with l.
+func UnaryServerInterceptor(l Limiter, o GRPCOptions) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := o.check(ctx, l, info.FullMethod); err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// StreamServerInterceptor limits a gRPC server's streams with l: one
+// check when a stream opens.
+func StreamServerInterceptor(l Limiter, o GRPCOptions) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if err := o.check(ss.Context(), l, info.FullMethod); err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}
+}

@@ -1,0 +1,196 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/rpc/client"
+	"github.com/floodgate/floodgate/test/inproc"
+)
+
+func perMinute(n int64) *pb.Policy {
+	return &pb.Policy{Name: "api", KeyBy: []string{"user"}, Limits: []*pb.PolicyLimit{{Name: "per-minute",
+		Limit: &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: n, WindowMs: 60_000}}}}
+}
+
+// The policy handle against a real (in-process) cluster, and Local, the
+// in-process stand-in, give the same typed answers.
+func TestPolicyHandleAndLocalAgree(t *testing.T) {
+	nodes := inproc.Cluster(t, 3)
+	ctx := context.Background()
+	if _, err := nodes[0].Admin().SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: []*pb.Policy{perMinute(3)}}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(ctx, client.Options{Addrs: []string{nodes[0].Cfg.GRPCAddr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	local, err := client.NewLocal(perMinute(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, l := range map[string]client.Limiter{"cluster": c.Policy("api"), "local": local} {
+		for i := range 4 {
+			d, err := l.Allow(ctx, client.D{"user": "42"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed != (i < 3) || d.Limit != 3 || d.Remaining != int64(max(2-i, 0)) || d.DecidedBy != "per-minute" ||
+				d.Key != "user=42" || d.Window != time.Minute || d.FailedOpen || d.ResetAfter <= 0 || d.ResetAfter > time.Minute {
+				t.Fatalf("%s check %d: %+v", name, i, d)
+			}
+			if !d.Allowed && (d.RetryAfter <= 0 || d.RetryAfter > time.Minute) {
+				t.Fatalf("%s: denied with RetryAfter %s", name, d.RetryAfter)
+			}
+		}
+		if d, err := l.AllowN(ctx, client.D{"user": "7"}, 0); err != nil || d.Remaining != 3 {
+			t.Fatalf("%s peek: %+v %v", name, d, err)
+		}
+		if _, err := l.AllowN(ctx, client.D{"ip": "1.2.3.4"}, 1); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("%s: a descriptor the policy does not key by: %v", name, err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		if err := l.Wait(cctx, client.D{"user": "42"}); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s: Wait on an exhausted key: %v, want the context's end", name, err)
+		}
+		cancel()
+	}
+}
+
+func TestDecideFailsOpen(t *testing.T) {
+	nodes := inproc.Cluster(t, 1)
+	ctx := context.Background()
+	c, err := client.New(ctx, client.Options{Addrs: []string{nodes[0].Cfg.GRPCAddr}, FailOpen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	nodes[0].Stop()
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	d, err := c.Decide(cctx, &pb.AllowRequest{Key: "k", Limit: &pb.Limit{Algorithm: pb.Algorithm_FIXED_WINDOW, Limit: 1, WindowMs: 1000}})
+	if err != nil || !d.Allowed || !d.FailedOpen || d.Remaining != -1 {
+		t.Fatalf("Decide with the cluster down: %+v %v", d, err)
+	}
+}
+
+// Wait sleeps each denial's RetryAfter and returns once admitted: on fake
+// time, a token bucket of 10 per second admits the 11th request 100ms on.
+func TestLocalWaitSleepsRetryAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, err := client.NewLocal(&pb.Policy{Name: "tb", Limits: []*pb.PolicyLimit{{Limit: &pb.Limit{
+			Algorithm: pb.Algorithm_TOKEN_BUCKET, Limit: 10, WindowMs: 1000}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		start := time.Now()
+		for range 11 {
+			if err := l.Wait(ctx, client.D{"key": "k"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if took := time.Since(start); took != 100*time.Millisecond {
+			t.Fatalf("11 waits took %s, want 100ms (one refill)", took)
+		}
+	})
+}
+
+func TestNewLocalRefusesABadPolicy(t *testing.T) {
+	if _, err := client.NewLocal(&pb.Policy{Name: "x"}); status.Code(err) != codes.InvalidArgument {
+		t.Fatal("a policy without limits was accepted")
+	}
+}
+
+// failing is a Limiter whose cluster cannot answer.
+type failing struct{ client.Limiter }
+
+func (failing) AllowN(context.Context, client.D, int64) (client.Decision, error) {
+	return client.Decision{}, status.Error(codes.Unavailable, "down")
+}
+
+func TestHTTPMiddleware(t *testing.T) {
+	l, err := client.NewLocal(perMinute(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	byUser := func(r *http.Request) client.D { return client.D{"user": r.Header.Get("X-User")} }
+	h := client.HTTPMiddleware(l, client.HTTPOptions{Descriptors: byUser})(ok)
+	for i, want := range []int{http.StatusTeapot, http.StatusTeapot, http.StatusTooManyRequests} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/", nil)
+		req.Header.Set("X-User", "ann")
+		h.ServeHTTP(rec, req)
+		if rec.Code != want || rec.Header().Get("RateLimit-Policy") != `"per-minute";q=2;w=60` {
+			t.Fatalf("request %d: %d %v, want %d", i, rec.Code, rec.Header(), want)
+		}
+		if (want == http.StatusTooManyRequests) != (rec.Header().Get("Retry-After") != "") {
+			t.Fatalf("request %d: Retry-After %q", i, rec.Header().Get("Retry-After"))
+		}
+	}
+	for _, failOpen := range []bool{true, false} {
+		h := client.HTTPMiddleware(failing{}, client.HTTPOptions{Descriptors: byUser, FailOpen: failOpen})(ok)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		if want := map[bool]int{true: http.StatusTeapot, false: http.StatusServiceUnavailable}[failOpen]; rec.Code != want {
+			t.Fatalf("limiter down, fail-open %v: %d, want %d", failOpen, rec.Code, want)
+		}
+	}
+}
+
+func TestGRPCInterceptors(t *testing.T) {
+	l, err := client.NewLocal(perMinute(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := client.GRPCOptions{Descriptors: func(context.Context, string) client.D { return client.D{"user": "ann"} }}
+	unary := client.UnaryServerInterceptor(l, o)
+	handler := func(context.Context, any) (any, error) { return "done", nil }
+	info := &grpc.UnaryServerInfo{FullMethod: "/svc/M"}
+	if out, err := unary(context.Background(), nil, info, handler); err != nil || out != "done" {
+		t.Fatalf("first call: %v %v", out, err)
+	}
+	_, err = unary(context.Background(), nil, info, handler)
+	st := status.Convert(err)
+	if st.Code() != codes.ResourceExhausted {
+		t.Fatalf("second call: %v, want ResourceExhausted", err)
+	}
+	var retry *errdetails.RetryInfo
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			retry = ri
+		}
+	}
+	if retry == nil || retry.GetRetryDelay().AsDuration() <= 0 {
+		t.Fatalf("denial without RetryInfo: %v", st.Details())
+	}
+	stream := client.StreamServerInterceptor(l, o)
+	if err := stream(nil, fakeStream{}, &grpc.StreamServerInfo{FullMethod: "/svc/S"}, func(any, grpc.ServerStream) error { return nil }); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("stream on an exhausted key: %v", err)
+	}
+	down := client.GRPCOptions{Descriptors: o.Descriptors}
+	if _, err := client.UnaryServerInterceptor(failing{}, down)(context.Background(), nil, info, handler); status.Code(err) != codes.Unavailable {
+		t.Fatalf("fail-closed: %v", err)
+	}
+	down.FailOpen = true
+	if _, err := client.UnaryServerInterceptor(failing{}, down)(context.Background(), nil, info, handler); err != nil {
+		t.Fatalf("fail-open: %v", err)
+	}
+}
+
+type fakeStream struct{ grpc.ServerStream }
+
+func (fakeStream) Context() context.Context { return context.Background() }
