@@ -8,10 +8,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/tracing"
 )
 
 // batcher is a shard's group commit. Requests that arrive while earlier
@@ -65,10 +68,18 @@ func newBatcher(group string, r *raft.Raft, cfg Config, notLeader func() error, 
 // submit evaluates checks in the shard and returns one result per check.
 // A NotLeaderError means nothing was written; ErrUnavailable means the
 // outcome is unknown.
-func (b *batcher) submit(ctx context.Context, checks []fsm.Check) ([]policy.Result, error) {
+func (b *batcher) submit(ctx context.Context, checks []fsm.Check) (res []policy.Result, err error) {
 	if b.r.State() != raft.Leader {
 		return nil, b.notLeader()
 	}
+	ctx, span := tracing.Start(ctx, "raft.commit", attribute.String("floodgate.group", b.group), attribute.Int("floodgate.checks", len(checks)))
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
 	req := &request{checks: checks, done: make(chan struct{})}
 	select {
 	case b.in <- req:

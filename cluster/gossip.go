@@ -2,7 +2,7 @@ package cluster
 
 import (
 	"encoding/json"
-	"io"
+	"log"
 	"log/slog"
 	"net"
 	"strconv"
@@ -71,7 +71,9 @@ func startGossip(cfg Config, onMsg func([]byte)) (*gossip, error) {
 	mc.PushPullInterval = 75 * gi
 	mc.Delegate = g
 	mc.Events = g
-	mc.LogOutput = io.Discard
+	// memberlist logs through the standard logger: into ours, at the
+	// level of each line's tag.
+	mc.Logger = log.New(&slogWriter{log: cfg.Logger, prefix: "gossip: "}, "", 0)
 	if g.ml, err = memberlist.Create(mc); err != nil {
 		return nil, err
 	}

@@ -1,13 +1,10 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -200,32 +197,7 @@ func hclogFor(l *slog.Logger, name string) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{
 		Name:        name,
 		Level:       hclog.Warn,
-		Output:      &slogWriter{log: l},
+		Output:      &slogWriter{log: l, prefix: "raft: "},
 		DisableTime: true,
 	})
 }
-
-// slogWriter turns hclog's text lines into slog records.
-type slogWriter struct{ log *slog.Logger }
-
-func (w *slogWriter) Write(p []byte) (int, error) {
-	sc := bufio.NewScanner(strings.NewReader(string(p)))
-	for sc.Scan() {
-		line := sc.Text()
-		lvl := slog.LevelWarn
-		switch {
-		case strings.Contains(line, "[ERROR]"):
-			lvl = slog.LevelError
-		case strings.Contains(line, "starting election"), strings.Contains(line, "pre-vote"),
-			strings.Contains(line, "no known peers"), strings.Contains(line, "failed to get previous log"),
-			strings.Contains(line, "sending older logs"):
-			// Elections, and a new replica catching up, are how Raft
-			// works: not worth a warning.
-			lvl = slog.LevelDebug
-		}
-		w.log.Log(context.Background(), lvl, "raft: "+line)
-	}
-	return len(p), nil
-}
-
-var _ io.Writer = (*slogWriter)(nil)

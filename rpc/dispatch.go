@@ -6,10 +6,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/tracing"
 )
 
 // decide answers checks, each on the leader of its key's group (this node
@@ -19,6 +22,8 @@ import (
 // moved, nothing counted) is routed again once this node's slot table
 // changes, until the wait is over.
 func (s *Server) decide(ctx context.Context, checks []fsm.Check) ([]policy.Result, []error) {
+	ctx, span := tracing.Start(ctx, "floodgate.decide", attribute.Int("floodgate.checks", len(checks)))
+	defer span.End()
 	res := make([]policy.Result, len(checks))
 	errs := make([]error, len(checks))
 	deadline := time.Now().Add(s.cfg.LeaderWait)

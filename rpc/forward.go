@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/floodgate/floodgate/cluster"
@@ -13,6 +15,7 @@ import (
 	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
+	"github.com/floodgate/floodgate/tracing"
 )
 
 // errNotSent means a forward never left this node (the peer's connection
@@ -89,6 +92,21 @@ func (f *forwarder) forward(ctx context.Context, addr string, shard int, checks 
 	case <-ctx.Done():
 		return nil, fmt.Errorf("forward to %s: %w: %w", addr, cluster.ErrUnavailable, ctx.Err())
 	}
+}
+
+// forwardSpan starts the span of one Forward call: the call carries the
+// checks of many callers, so it continues the first caller's trace and
+// links the others', and the peer's spans join that trace.
+func forwardSpan(ctx context.Context, addr string, batch []*fwdReq, checks int) (context.Context, trace.Span) {
+	links := make([]trace.Link, 0, len(batch)-1)
+	for _, r := range batch[1:] {
+		if sc := trace.SpanContextFromContext(r.ctx); sc.IsValid() {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	ctx = trace.ContextWithSpanContext(ctx, trace.SpanContextFromContext(batch[0].ctx))
+	return tracing.Tracer().Start(ctx, "floodgate.forward", trace.WithLinks(links...), trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("floodgate.peer", addr), attribute.Int("floodgate.checks", checks), attribute.Int("floodgate.callers", len(batch))))
 }
 
 func (f *forwarder) queue(addr string) *peerQueue {
@@ -206,6 +224,8 @@ func (q *peerQueue) send(batch []*fwdReq) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), callDeadline(batch))
 	defer cancel()
+	ctx, span := forwardSpan(ctx, q.addr, batch, len(freq.Checks))
+	defer span.End()
 	resp, err := peerv1.NewPeerClient(conn).Forward(ctx, freq)
 	if err == nil && len(resp.Results) != len(freq.Checks) {
 		err = fmt.Errorf("peer %s answered %d of %d checks", q.addr, len(resp.Results), len(freq.Checks))

@@ -11,12 +11,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/floodgate/floodgate/httpapi"
-
 	"gopkg.in/yaml.v3"
 
 	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/httpapi"
 	"github.com/floodgate/floodgate/rpc"
+	"github.com/floodgate/floodgate/tracing"
 	"github.com/floodgate/floodgate/window"
 )
 
@@ -28,7 +28,9 @@ type options struct {
 	httpAddr string
 	headers  httpapi.Headers
 	logLevel slog.Level
+	logJSON  bool
 	pprof    bool
+	tracing  tracing.Config
 }
 
 // parseOptions reads args, then the environment (FLOODGATE_GRPC_ADDR for
@@ -62,6 +64,10 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		fastFlush  = fs.Duration("fast-flush-interval", 500*time.Millisecond, "how often a shard leader replicates the counts of fast-consistency checks")
 		fastMax    = fs.Int64("fast-max-pending", 1000, "cost of fast checks a shard leader may answer before their batch is replicated (a failover may lose up to twice this)")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
+		logFormat  = fs.String("log-format", "text", "text or json")
+		otlp       = fs.String("otlp-endpoint", "", "OTLP/gRPC collector for traces, host:port (empty: OTEL_EXPORTER_OTLP_ENDPOINT, else tracing off)")
+		otlpPlain  = fs.Bool("otlp-insecure", false, "send traces without TLS (a collector on loopback or a sidecar)")
+		sample     = fs.Float64("trace-sample", 1, "share of traces started here that are kept, 0..1 (a caller's sampled trace is always followed)")
 		profiles   = fs.Bool("pprof", false, "serve Go profiles at /debug/pprof/ on the HTTP address")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -82,6 +88,12 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	headers, err := httpapi.ParseHeaders(*rlHeaders)
 	if err != nil {
 		return nil, fmt.Errorf("http-ratelimit-headers: %w", err)
+	}
+	if *logFormat != "text" && *logFormat != "json" {
+		return nil, fmt.Errorf("log-format: want text or json, got %q", *logFormat)
+	}
+	if *sample < 0 || *sample > 1 {
+		return nil, fmt.Errorf("trace-sample: must be between 0 and 1, got %v", *sample)
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -116,6 +128,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		httpAddr: *httpAddr,
 		headers:  headers,
 		logLevel: lvl,
+		logJSON:  *logFormat == "json",
+		tracing:  tracing.Config{Endpoint: *otlp, Insecure: *otlpPlain, SampleRatio: *sample, NodeID: id},
 		pprof:    *profiles,
 	}, nil
 }

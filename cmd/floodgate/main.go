@@ -17,12 +17,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/floodgate/floodgate/httpapi"
-	"github.com/floodgate/floodgate/metrics"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/httpapi"
+	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/rpc"
+	"github.com/floodgate/floodgate/tracing"
 )
 
 func main() {
@@ -37,7 +38,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "floodgate:", err)
 		os.Exit(2)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: opts.logLevel}))
+	var handler slog.Handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: opts.logLevel})
+	if opts.logJSON {
+		handler = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: opts.logLevel})
+	}
+	log := slog.New(handler)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, opts, log); err != nil {
@@ -61,14 +66,26 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 		grpcLn.Close()
 		return err
 	}
-	peers := rpc.NewPeers()
+	flushTraces, serverOpts, dialOpts, err := tracing.Setup(ctx, opts.tracing)
+	if err != nil {
+		grpcLn.Close()
+		return err
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := flushTraces(fctx); err != nil {
+			log.Warn("flush traces", "err", err)
+		}
+	}()
+	peers := rpc.NewPeers(dialOpts...)
 	defer peers.Close()
 	node, err := cluster.Open(cfg, peers)
 	if err != nil {
 		grpcLn.Close()
 		return err
 	}
-	gs, health, limiter := rpc.NewGRPCServer(node, peers, opts.rpc)
+	gs, health, limiter := rpc.NewGRPCServer(node, peers, opts.rpc, serverOpts...)
 	if err := metrics.RegisterNode(node.Gauges); err != nil {
 		node.Close()
 		return err
@@ -147,7 +164,10 @@ func serveHTTP(opts *options, node *cluster.Node, limiter httpapi.Limiter, log *
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
 	if opts.pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
