@@ -52,7 +52,7 @@ func (s *Server) decide(ctx context.Context, checks []fsm.Check) ([]policy.Resul
 		var wg sync.WaitGroup
 		for shard, idx := range byShard {
 			wg.Add(1)
-			go func() {
+			one := func() {
 				defer wg.Done()
 				sub := make([]fsm.Check, len(idx))
 				for j, i := range idx {
@@ -80,7 +80,12 @@ func (s *Server) decide(ctx context.Context, checks []fsm.Check) ([]policy.Resul
 						errs[i] = e
 					}
 				}
-			}()
+			}
+			if len(byShard) == 1 {
+				one() // a single group (every single check): no goroutine to start and grow a stack for
+			} else {
+				go one()
+			}
 		}
 		wg.Wait()
 		pending = moved
