@@ -78,6 +78,28 @@ func (n *Node) CheckOwner(shard int, key string) error {
 	return nil
 }
 
+// ownerCatchUp bounds how long CheckOwnerFresh waits for the meta leader.
+const ownerCatchUp = time.Second
+
+// CheckOwnerFresh is CheckOwner for a check another node sent: a group
+// this node does not know may be one its meta state has not caught up
+// with yet (the sender learned of a new group first; this node just
+// restarted). So before calling the sender wrong it catches up with the
+// meta leader and asks again; when it cannot catch up, the answer is
+// ErrNotReady (retryable, nothing counted), not a bad request.
+func (n *Node) CheckOwnerFresh(ctx context.Context, shard int, key string) error {
+	err := n.CheckOwner(shard, key)
+	if !errors.Is(err, ErrWrongShard) || !n.View().Slotted() {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, ownerCatchUp)
+	defer cancel()
+	if cerr := n.CatchUpMeta(cctx); cerr != nil {
+		return fmt.Errorf("%w: group %d is not known here yet and the meta leader cannot say: %v", ErrNotReady, shard, cerr)
+	}
+	return n.CheckOwner(shard, key)
+}
+
 // Route finds the leader of shard: this node's own replica knows it best;
 // otherwise the last report in the meta state. ErrNoLeader when neither
 // knows one (an election, or no quorum): callers answer Unavailable at once

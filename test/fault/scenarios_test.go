@@ -25,6 +25,7 @@ func scenarios() []scenario {
 		{name: "fast-rolling-restart", fast: true, exact: true, hotKeys: 6, args: []string{"--fast-max-pending", "1000"},
 			load: 30 * time.Second, nemesis: rollingRestart(2)},
 		{name: "join-leave", load: 30 * time.Second, exact: true, nemesis: joinLeave},
+		{name: "kill-mid-move", load: 40 * time.Second, exact: true, nemesis: killMidMove},
 		{name: "disk-full", disks: true, load: 25 * time.Second, exact: true, nemesis: diskFull},
 		{name: "readonly-start", disks: true, load: 20 * time.Second, exact: true, nemesis: readOnlyStart},
 	}
@@ -247,6 +248,88 @@ func joinLeave(ctx context.Context, e *env) error {
 	e.h.Heal(f)
 	n4.Kill()
 	return e.n.Settle(ctx, 60*time.Second)
+}
+
+// killMidMove kills nodes with kill -9 while slots move: the joining n4
+// (the target of every move) right after the join, then the hot group's
+// leader while moves are still in flight, and again while n4 is drained
+// by a leave (the hot leader is then a target). A move interrupted at any
+// step must finish or be redone without a count lost or doubled.
+func killMidMove(ctx context.Context, e *env) error {
+	if err := pause(ctx, warmup); err != nil {
+		return err
+	}
+	n4, err := e.newNode("n4", 3, false)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		n4.Close()
+		e.c.Nodes = slices.DeleteFunc(e.c.Nodes, func(n *e2e.Node) bool { return n == n4 })
+	}()
+	if err := n4.Start(); err != nil {
+		return err
+	}
+	if err := n4.WaitServing(ctx); err != nil {
+		return err
+	}
+	f := e.h.Inject("join", "n4", false)
+	if _, err := e.c.Ctl(ctx, e.c.Nodes[0].GRPC, "join", n4.GRPC); err != nil {
+		return err
+	}
+	e.h.Heal(f)
+	if err := e.killWhileMoving(ctx, n4, false); err != nil {
+		return err
+	}
+	l, err := e.n.Leader(ctx)
+	if err != nil {
+		return err
+	}
+	if err := e.killWhileMoving(ctx, l, true); err != nil {
+		return err
+	}
+	if err := e.n.Settle(ctx, 60*time.Second); err != nil {
+		return err
+	}
+	f = e.h.Inject("leave", "n4", false)
+	if _, err := e.c.Ctl(ctx, e.c.Nodes[0].GRPC, "leave", "n4"); err != nil {
+		return err
+	}
+	if l, err = e.n.Leader(ctx); err != nil {
+		return err
+	}
+	if l != n4 {
+		if err := e.killWhileMoving(ctx, l, true); err != nil {
+			return err
+		}
+	}
+	select {
+	case <-n4.Exited():
+	case <-time.After(60 * time.Second):
+		return fmt.Errorf("n4 did not exit within 60s of leaving")
+	}
+	e.h.Heal(f)
+	n4.Kill()
+	return e.n.Settle(ctx, 60*time.Second)
+}
+
+// killWhileMoving waits (up to 5s) for a slot move in flight, then kills
+// node with kill -9 and restarts it 0.5–1.5s later. It logs how many moves
+// were in flight: with none left it kills anyway, as a plain restart.
+func (e *env) killWhileMoving(ctx context.Context, node *e2e.Node, leader bool) error {
+	deadline := time.Now().Add(5 * time.Second)
+	moves := int32(0)
+	for time.Now().Before(deadline) {
+		if st, err := e.c.Status(ctx); err == nil && st.Moves > 0 {
+			moves = st.Moves
+			break
+		}
+		if err := pause(ctx, 10*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	e.t.Logf("kill -9 %s with %d slot moves in flight", node.ID, moves)
+	return e.n.KillRestart(ctx, node, leader, e.n.Between(500*time.Millisecond, 1500*time.Millisecond))
 }
 
 // diskFull fills the data dir of the hot shard's leader for a few seconds,

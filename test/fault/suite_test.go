@@ -243,7 +243,7 @@ func (e *env) pickKeys(st *pb.StatusResponse, hot int) {
 }
 
 // groupOf is the group a key's slot belonged to when the scenario began
-// (slots move only in the join-leave scenario).
+// (slots move only in the join-leave and kill-mid-move scenarios).
 func (e *env) groupOf(k string) int {
 	return int(e.table[hashing.ShardOf(k, slots)])
 }
