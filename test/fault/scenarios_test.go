@@ -204,39 +204,54 @@ func restartClean(ctx context.Context, e *env, n *e2e.Node) error {
 	return e.n.Settle(ctx, 30*time.Second)
 }
 
-// joinLeave adds a fourth node with floodgatectl join, waits until it holds
-// its replicas, then drains it with floodgatectl leave.
-func joinLeave(ctx context.Context, e *env) error {
+// joinN4 starts a fourth node after the warmup and adds it with
+// floodgatectl join; dropN4 forgets it once it has left.
+func (e *env) joinN4(ctx context.Context) (*e2e.Node, error) {
 	if err := pause(ctx, warmup); err != nil {
-		return err
+		return nil, err
 	}
 	n4, err := e.newNode("n4", 3, false)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer func() {
-		// n4 is gone from the cluster: drop it so nothing restarts it.
-		n4.Close()
-		e.c.Nodes = slices.DeleteFunc(e.c.Nodes, func(n *e2e.Node) bool { return n == n4 })
-	}()
 	if err := n4.Start(); err != nil {
-		return err
+		e.dropN4(n4)
+		return nil, err
 	}
 	if err := n4.WaitServing(ctx); err != nil {
-		return err
+		e.dropN4(n4)
+		return nil, err
 	}
 	f := e.h.Inject("join", "n4", false)
 	if _, err := e.c.Ctl(ctx, e.c.Nodes[0].GRPC, "join", n4.GRPC); err != nil {
-		return err
+		e.dropN4(n4)
+		return nil, err
 	}
 	e.h.Heal(f)
+	return n4, nil
+}
+
+// dropN4 stops n4 and drops it from the cluster, so nothing restarts it.
+func (e *env) dropN4(n4 *e2e.Node) {
+	n4.Close()
+	e.c.Nodes = slices.DeleteFunc(e.c.Nodes, func(n *e2e.Node) bool { return n == n4 })
+}
+
+// joinLeave adds a fourth node with floodgatectl join, waits until it holds
+// its replicas, then drains it with floodgatectl leave.
+func joinLeave(ctx context.Context, e *env) error {
+	n4, err := e.joinN4(ctx)
+	if err != nil {
+		return err
+	}
+	defer e.dropN4(n4)
 	if err := e.n.Settle(ctx, 60*time.Second); err != nil {
 		return err
 	}
 	if err := pause(ctx, warmup); err != nil {
 		return err
 	}
-	f = e.h.Inject("leave", "n4", false)
+	f := e.h.Inject("leave", "n4", false)
 	if _, err := e.c.Ctl(ctx, e.c.Nodes[0].GRPC, "leave", "n4"); err != nil {
 		return err
 	}
@@ -256,28 +271,11 @@ func joinLeave(ctx context.Context, e *env) error {
 // by a leave (the hot leader is then a target). A move interrupted at any
 // step must finish or be redone without a count lost or doubled.
 func killMidMove(ctx context.Context, e *env) error {
-	if err := pause(ctx, warmup); err != nil {
-		return err
-	}
-	n4, err := e.newNode("n4", 3, false)
+	n4, err := e.joinN4(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		n4.Close()
-		e.c.Nodes = slices.DeleteFunc(e.c.Nodes, func(n *e2e.Node) bool { return n == n4 })
-	}()
-	if err := n4.Start(); err != nil {
-		return err
-	}
-	if err := n4.WaitServing(ctx); err != nil {
-		return err
-	}
-	f := e.h.Inject("join", "n4", false)
-	if _, err := e.c.Ctl(ctx, e.c.Nodes[0].GRPC, "join", n4.GRPC); err != nil {
-		return err
-	}
-	e.h.Heal(f)
+	defer e.dropN4(n4)
 	if err := e.killWhileMoving(ctx, n4, false); err != nil {
 		return err
 	}
@@ -291,7 +289,7 @@ func killMidMove(ctx context.Context, e *env) error {
 	if err := e.n.Settle(ctx, 60*time.Second); err != nil {
 		return err
 	}
-	f = e.h.Inject("leave", "n4", false)
+	f := e.h.Inject("leave", "n4", false)
 	if _, err := e.c.Ctl(ctx, e.c.Nodes[0].GRPC, "leave", "n4"); err != nil {
 		return err
 	}
