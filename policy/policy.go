@@ -125,8 +125,9 @@ type Result struct {
 	Remaining  int64
 	ResetAt    int64
 	RetryAfter int64
-	// ResetAfter is ResetAt less the decision's time: how long from the
-	// answer until full capacity, which a client can use without its
+	// ResetAfter is how long from the decision until the deciding limit
+	// (the one Limit and Remaining are of) is back to full capacity, after
+	// what was counted: a duration, which a client can use without its
 	// clock agreeing with the leader's.
 	ResetAfter int64
 	// Outcome is what the decision counted.
@@ -167,7 +168,8 @@ func (p *Policy) Evaluate(states []*window.State, now, cost int64, elastic bool)
 			res.Decider = i
 		}
 	}
-	d, lim := ds[res.Decider], scaled(&p.Limits[res.Decider].Limit, stretch).Limit
+	dl := scaled(&p.Limits[res.Decider].Limit, stretch)
+	d, lim := ds[res.Decider], dl.Limit
 	switch {
 	case res.Allowed:
 		res.Outcome = Admitted
@@ -180,7 +182,7 @@ func (p *Policy) Evaluate(states []*window.State, now, cost int64, elastic bool)
 		} else if p.CountDenied {
 			res.Outcome = DeniedCountedReduced
 		}
-		res.Decider, d, lim = r, rd, p.Reduced.Limit.Limit
+		res.Decider, d, lim, dl = r, rd, p.Reduced.Limit.Limit, p.Reduced.Limit
 	case p.CountDenied:
 		res.Outcome = DeniedCounted
 	}
@@ -193,7 +195,9 @@ func (p *Policy) Evaluate(states []*window.State, now, cost int64, elastic bool)
 	if !res.Allowed && p.Mode == Shadow {
 		res.Allowed, res.WouldDeny = true, true
 	}
-	res.ResetAfter = max(0, res.ResetAt-now)
+	// The deciding limit's reset after what was just counted (a check at
+	// cost 0 counts nothing and changes no answer).
+	res.ResetAfter = max(0, dl.Check(states[res.Decider], now, 0).ResetAt-now)
 	return res
 }
 

@@ -63,7 +63,8 @@ func Stretched(l window.Limit, pct int64) window.Limit {
 //   - Shadow answers allowed, with WouldDeny when enforcing would deny, and
 //     counts exactly what enforcing would;
 //   - ResetAt is the latest time any checked limit is back to full, after
-//     what was counted, and ResetAfter how long from now that is.
+//     what was counted, and ResetAfter how long from now until the
+//     deciding limit alone is.
 func (m *Model) Check(now, cost int64, elastic bool) policy.Result {
 	p, pct := m.p, Stretch(m.p, elastic)
 	ds := make([]window.Decision, len(p.Limits))
@@ -116,8 +117,10 @@ func (m *Model) Check(now, cost int64, elastic bool) policy.Result {
 	if !res.Allowed && p.Mode == policy.Shadow {
 		res.Allowed, res.WouldDeny = true, true
 	}
-	if res.ResetAt > now {
-		res.ResetAfter = res.ResetAt - now
+	decider := m.reduced
+	if res.Decider < len(p.Limits) {
+		decider = m.limits[res.Decider]
 	}
+	res.ResetAfter = max(0, windowtest.Check(decider, now, 0).ResetAt-now)
 	return res
 }

@@ -47,6 +47,7 @@ policies:
     key_by: [user]
     limits:
       - {name: per-minute, algorithm: sliding_log, limit: 3, window: 1m}
+      - {name: per-hour, algorithm: sliding_log, limit: 100, window: 1h}
 `)
 	nodes := c.Running()
 	url := func(i int, path string) string { return "http://" + nodes[i%len(nodes)].HTTP + path }
@@ -70,6 +71,7 @@ policies:
 		}
 		r, _ := strconv.Atoi(m[1])
 		reset, _ := strconv.Atoi(m[2])
+		// t is the per-minute limit's own reset, not the hour's.
 		if r != max(2-i, 0) || reset < 1 || reset > 60 {
 			t.Fatalf("check %d: RateLimit %q, want r=%d and 1 ≤ t ≤ 60", i, h.Get("RateLimit"), max(2-i, 0))
 		}

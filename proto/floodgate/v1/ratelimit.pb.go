@@ -351,9 +351,10 @@ type AllowResponse struct {
 	WouldDeny bool `protobuf:"varint,7,opt,name=would_deny,json=wouldDeny,proto3" json:"would_deny,omitempty"`
 	// The key the request was counted under.
 	Key string `protobuf:"bytes,8,opt,name=key,proto3" json:"key,omitempty"`
-	// Milliseconds from this answer until the limit is back to full
-	// capacity (reset_at_ms as a duration, measured on the deciding leader's
-	// clock, so it needs no agreement between clocks).
+	// Milliseconds from this answer until the limit that decided (the one
+	// limit and remaining are of) is back to full capacity, measured on the
+	// deciding leader's clock, so it needs no agreement between clocks.
+	// (reset_at_ms is when every limit of the policy is.)
 	ResetAfterMs int64 `protobuf:"varint,9,opt,name=reset_after_ms,json=resetAfterMs,proto3" json:"reset_after_ms,omitempty"`
 	// The window of the limit that decided, in milliseconds (0 for a
 	// calendar window, whose length varies).

@@ -507,7 +507,7 @@ type Decision struct {
 	RetryAfter int64                  `protobuf:"varint,6,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
 	WouldDeny  bool                   `protobuf:"varint,7,opt,name=would_deny,json=wouldDeny,proto3" json:"would_deny,omitempty"`
 	Outcome    uint32                 `protobuf:"varint,8,opt,name=outcome,proto3" json:"outcome,omitempty"`
-	// reset_at less the decision's time, in nanoseconds.
+	// Nanoseconds from the decision until the deciding limit is full again.
 	ResetAfter    int64 `protobuf:"varint,9,opt,name=reset_after,json=resetAfter,proto3" json:"reset_after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
