@@ -86,10 +86,12 @@ const ownerCatchUp = time.Second
 // with yet (the sender learned of a new group first; this node just
 // restarted). So before calling the sender wrong it catches up with the
 // meta leader and asks again; when it cannot catch up, the answer is
-// ErrNotReady (retryable, nothing counted), not a bad request.
-func (n *Node) CheckOwnerFresh(ctx context.Context, shard int, key string) error {
+// ErrNotReady (retryable, nothing counted), not a bad request. *caughtUp
+// says this was done already for the same call (a forward of many checks
+// catches up once) and is set once it is.
+func (n *Node) CheckOwnerFresh(ctx context.Context, shard int, key string, caughtUp *bool) error {
 	err := n.CheckOwner(shard, key)
-	if !errors.Is(err, ErrWrongShard) || !n.View().Slotted() {
+	if !errors.Is(err, ErrWrongShard) || !n.View().Slotted() || *caughtUp {
 		return err
 	}
 	cctx, cancel := context.WithTimeout(ctx, ownerCatchUp)
@@ -97,6 +99,7 @@ func (n *Node) CheckOwnerFresh(ctx context.Context, shard int, key string) error
 	if cerr := n.CatchUpMeta(cctx); cerr != nil {
 		return fmt.Errorf("%w: group %d is not known here yet and the meta leader cannot say: %v", ErrNotReady, shard, cerr)
 	}
+	*caughtUp = true
 	return n.CheckOwner(shard, key)
 }
 

@@ -42,13 +42,14 @@ func (p *PeerServer) Forward(ctx context.Context, req *peerv1.ForwardRequest) (*
 	// Checks of one shard from one sender usually share a policy: decode
 	// and validate each distinct encoding once.
 	decoded := map[string]decodedPolicy{}
+	caughtUp := false // with the meta leader, at most once per call
 	for i, c := range req.Checks {
 		d, ok := decoded[string(c.Policy)]
 		if !ok {
 			d = p.decodePolicy(c.Policy)
 			decoded[string(c.Policy)] = d
 		}
-		chk, err := p.checkItem(ctx, c, d, fmt.Sprintf("checks[%d].", i))
+		chk, err := p.checkItem(ctx, c, d, fmt.Sprintf("checks[%d].", i), &caughtUp)
 		if err != nil {
 			out.Results[i] = forwardResult(nil, 0, err)
 			continue
@@ -100,7 +101,7 @@ func (p *PeerServer) decodePolicy(b []byte) decodedPolicy {
 
 // checkItem validates one forwarded check; field ("checks[3].") prefixes
 // the field its error names.
-func (p *PeerServer) checkItem(ctx context.Context, c *peerv1.ForwardCheck, d decodedPolicy, field string) (fsm.Check, error) {
+func (p *PeerServer) checkItem(ctx context.Context, c *peerv1.ForwardCheck, d decodedPolicy, field string, caughtUp *bool) (fsm.Check, error) {
 	switch {
 	case c.Key == "":
 		return fsm.Check{}, fmt.Errorf("%w: %skey: must not be empty", ErrInvalid, field)
@@ -112,7 +113,7 @@ func (p *PeerServer) checkItem(ctx context.Context, c *peerv1.ForwardCheck, d de
 	if err := d.p.ValidateCost(c.Cost); err != nil {
 		return fsm.Check{}, validate.AtField(field, err)
 	}
-	if err := p.node.CheckOwnerFresh(ctx, int(c.Shard), c.Key); err != nil {
+	if err := p.node.CheckOwnerFresh(ctx, int(c.Shard), c.Key, caughtUp); err != nil {
 		if errors.Is(err, cluster.ErrWrongShard) {
 			return fsm.Check{}, fmt.Errorf("%w: %sshard: %v", ErrInvalid, field, err)
 		}
@@ -223,7 +224,8 @@ func (p *PeerServer) ExportSlots(ctx context.Context, req *peerv1.ExportSlotsReq
 // ResetKey implements peerv1.PeerServer: the receiver must lead the shard.
 func (p *PeerServer) ResetKey(ctx context.Context, req *peerv1.PeerResetRequest) (*peerv1.PeerResetResponse, error) {
 	d := p.decodePolicy(req.Policy)
-	if _, err := p.checkItem(ctx, &peerv1.ForwardCheck{Shard: req.Shard, Key: req.Key}, d, ""); err != nil {
+	caughtUp := false
+	if _, err := p.checkItem(ctx, &peerv1.ForwardCheck{Shard: req.Shard, Key: req.Key}, d, "", &caughtUp); err != nil {
 		return nil, toStatus(err)
 	}
 	n, err := p.node.ResetKey(ctx, int(req.Shard), req.Key, d.p)

@@ -169,12 +169,16 @@ func TestCheckOwnerFreshInSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := n.CheckOwnerFresh(ctx, own, key); err != nil {
-		t.Errorf("own group refused: %v", err)
+	caughtUp := false
+	if err := n.CheckOwnerFresh(ctx, own, key, &caughtUp); err != nil || caughtUp {
+		t.Errorf("own group refused (%v) or caught up for nothing (%v)", err, caughtUp)
 	}
 	for _, g := range []int{-1, 1 << 20} {
-		if err := n.CheckOwnerFresh(ctx, g, key); !errors.Is(err, cluster.ErrWrongShard) {
+		if err := n.CheckOwnerFresh(ctx, g, key, &caughtUp); !errors.Is(err, cluster.ErrWrongShard) {
 			t.Errorf("group %d: %v, want ErrWrongShard once caught up", g, err)
+		}
+		if !caughtUp {
+			t.Errorf("group %d: refused without catching up", g)
 		}
 	}
 }
