@@ -7,6 +7,9 @@ PKGS    := ./...
 # Every package but the process-level suites runs under the race detector,
 # so a new package is tested without anyone remembering to list it.
 RACE    = $$($(GO) list ./... | grep -v /test/)
+# Binaries say which commit they are (--version) when built from a git
+# checkout, whatever GOFLAGS says; elsewhere they say "rev unknown".
+VCS     := $(shell git rev-parse --git-dir >/dev/null 2>&1 && echo -buildvcs=true || echo -buildvcs=false)
 
 .DEFAULT_GOAL := help
 
@@ -14,8 +17,8 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## Build floodgate and floodgatectl into ./bin
-	$(GO) build -o $(BIN)/floodgate ./cmd/floodgate
-	$(GO) build -o $(BIN)/floodgatectl ./cmd/floodgatectl
+	$(GO) build $(VCS) -o $(BIN)/floodgate ./cmd/floodgate
+	$(GO) build $(VCS) -o $(BIN)/floodgatectl ./cmd/floodgatectl
 
 run: build ## Run a single-node cluster on loopback, data in ./floodgate-data
 	./$(BIN)/floodgate --data-dir ./floodgate-data

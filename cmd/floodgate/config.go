@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,6 +20,9 @@ import (
 	"github.com/floodgate/floodgate/tracing"
 	"github.com/floodgate/floodgate/window"
 )
+
+// errVersion asks for the version instead of a node (--version).
+var errVersion = errors.New("version printed")
 
 // options are the daemon's settings, from flags, FLOODGATE_* environment
 // variables and a YAML file, in that order of precedence.
@@ -41,6 +45,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.SetOutput(stderr)
 	var (
 		configFile = fs.String("config", "", "YAML file with settings (keys are flag names)")
+		showVer    = fs.Bool("version", false, "print the version and exit")
 		nodeID     = fs.String("node-id", "", "node name, stable across restarts (default: from the data dir, or generated)")
 		dataDir    = fs.String("data-dir", "./floodgate-data", "directory for Raft logs and snapshots")
 		grpcAddr   = fs.String("grpc-addr", "127.0.0.1:7700", "gRPC address for clients and peers")
@@ -72,6 +77,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if *showVer {
+		return nil, errVersion
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))

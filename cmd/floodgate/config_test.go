@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -82,5 +83,13 @@ func TestDefaults(t *testing.T) {
 	o, err = parseOptions([]string{"--data-dir", dir}, func(string) string { return "" }, io.Discard)
 	if err != nil || o.cluster.NodeID != "n7" {
 		t.Fatalf("node id from the data dir: %v %v", o.cluster.NodeID, err)
+	}
+}
+
+// --version asks for the version and starts nothing, whatever else is set.
+func TestVersionFlag(t *testing.T) {
+	_, err := parseOptions([]string{"--version", "--replicas", "1"}, func(string) string { return "" }, io.Discard)
+	if !errors.Is(err, errVersion) {
+		t.Fatalf("--version: %v, want errVersion", err)
 	}
 }

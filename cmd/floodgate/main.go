@@ -24,6 +24,7 @@ import (
 	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/rpc"
 	"github.com/floodgate/floodgate/tracing"
+	"github.com/floodgate/floodgate/version"
 )
 
 func main() {
@@ -31,6 +32,10 @@ func main() {
 		return
 	}
 	opts, err := parseOptions(os.Args[1:], os.Getenv, os.Stderr)
+	if errors.Is(err, errVersion) {
+		fmt.Println("floodgate", version.Get())
+		os.Exit(0)
+	}
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/floodgate/floodgate/version"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
@@ -54,8 +56,23 @@ func newRoot(out io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.addr, "addr", addr, "gRPC address of any node (env FLOODGATE_ADDR)")
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON")
 	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 10*time.Second, "how long to wait for an answer")
-	root.AddCommand(statusCmd(g), joinCmd(g), leaveCmd(g), allowCmd(g), policyCmd(g), resetCmd(g))
+	root.Version = version.Get().String()
+	root.SetVersionTemplate("floodgatectl {{.Version}}\n")
+	root.AddCommand(statusCmd(g), joinCmd(g), leaveCmd(g), allowCmd(g), policyCmd(g), resetCmd(g), versionCmd(g))
 	return root
+}
+
+// versionCmd prints the build of floodgatectl (the same as --version).
+func versionCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print floodgatectl's version, revision and Go version",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			_, err := fmt.Fprintln(g.out, "floodgatectl", version.Get())
+			return err
+		},
+	}
 }
 
 // dial connects to --addr.

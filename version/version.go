@@ -1,0 +1,65 @@
+// Package version says which build of floodgate is running, from the
+// build information the Go toolchain embeds: the module version (a tag
+// when built with go install …@vX.Y.Z), the VCS revision and time, and
+// whether the tree had local changes.
+package version
+
+import (
+	"fmt"
+	"runtime/debug"
+)
+
+// Info describes a build.
+type Info struct {
+	Version  string // module version, "(devel)" for a local build
+	Revision string // VCS revision, "" when unknown
+	Time     string // VCS commit time
+	Modified bool   // the tree had uncommitted changes
+	Go       string // Go version that built it
+}
+
+// Get reads the running binary's build information.
+func Get() Info {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return Info{Version: "unknown"}
+	}
+	return fromBuildInfo(bi)
+}
+
+func fromBuildInfo(bi *debug.BuildInfo) Info {
+	in := Info{Version: bi.Main.Version, Go: bi.GoVersion}
+	if in.Version == "" {
+		in.Version = "(devel)"
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			in.Revision = s.Value
+		case "vcs.time":
+			in.Time = s.Value
+		case "vcs.modified":
+			in.Modified = s.Value == "true"
+		}
+	}
+	return in
+}
+
+// String is one line: "floodgate v1.2.3 (rev 0123abcd, 2026-11-24T08:00:00Z, go1.26.8)".
+func (in Info) String() string {
+	rev := in.Revision
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev == "" {
+		rev = "unknown"
+	}
+	if in.Modified {
+		rev += "+modified"
+	}
+	s := fmt.Sprintf("%s (rev %s", in.Version, rev)
+	if in.Time != "" {
+		s += ", " + in.Time
+	}
+	return s + ", " + in.Go + ")"
+}
