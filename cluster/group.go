@@ -164,11 +164,30 @@ func (g *Group) waitLeader(ctx context.Context) error {
 	return nil
 }
 
+// transferLeadership hands the group's leadership to voter to (to any
+// voter when to is nil) and waits for the outcome until ctx ends, and at
+// most three election timeouts (raft's own bound on a transfer, twice,
+// plus room). The bound matters: hashicorp/raft can take a transfer
+// request into its buffered channel after the group shut down (a leader
+// removed from its group shuts itself down) and then never answer it, and
+// an unbounded wait there held up Node.Close for good.
+func (g *Group) transferLeadership(ctx context.Context, to *raft.Server) error {
+	var f raft.Future
+	if to == nil {
+		f = g.raft.LeadershipTransfer()
+	} else {
+		f = g.raft.LeadershipTransferToServer(to.ID, to.Address)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*g.raft.ReloadableConfig().ElectionTimeout)
+	defer cancel()
+	return awaitFuture(ctx, f)
+}
+
 // close stops the group, handing leadership away first when it leads, so
 // a clean shutdown or a deploy costs the group no election timeout.
 func (g *Group) close(handOff bool) error {
 	if handOff && g.isLeader() {
-		_ = g.raft.LeadershipTransfer().Error()
+		_ = g.transferLeadership(context.Background(), nil)
 	}
 	err := g.raft.Shutdown().Error()
 	g.pace.close()

@@ -49,7 +49,7 @@ func (n *Node) reconcileMeta(ctx context.Context, v *fsm.MetaView) {
 			continue
 		}
 		if m.Id == me {
-			_ = meta.raft.LeadershipTransfer().Error()
+			_ = meta.transferLeadership(ctx, nil)
 			return
 		}
 		if err := n.applyMeta(ctx, fsm.MetaRemoveNode, &metav1.RemoveNode{Id: m.Id}); err == nil {
@@ -119,7 +119,7 @@ func (n *Node) balanceMetaVoters(ctx context.Context, meta *Group, v *fsm.MetaVi
 			continue
 		}
 		if m.Id == me {
-			_ = meta.raft.LeadershipTransfer().Error()
+			_ = meta.transferLeadership(ctx, nil)
 			return
 		}
 		n.change(ctx, meta, "demote", m.Id, func() raft.IndexFuture {

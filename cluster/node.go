@@ -302,14 +302,14 @@ func (n *Node) HandOff(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			r.fast.refuse() // for good: the node is going
-			_ = r.fast.handOver(func() error { return r.group.raft.LeadershipTransfer().Error() })
+			_ = r.fast.handOver(func() error { return r.group.transferLeadership(ctx, nil) })
 		}()
 	}
 	if meta := n.metaGroup(); meta != nil && meta.isLeader() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = meta.raft.LeadershipTransfer().Error()
+			_ = meta.transferLeadership(ctx, nil)
 		}()
 	}
 	done := make(chan struct{})

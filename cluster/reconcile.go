@@ -255,7 +255,7 @@ func (n *Node) transfer(ctx context.Context, shard int, g *Group, desired []stri
 		n.recon.mu.Lock()
 		n.recon.lastTransfer[shard] = time.Now()
 		n.recon.mu.Unlock()
-		move := func() error { return g.raft.LeadershipTransferToServer(target.ID, target.Address).Error() }
+		move := func() error { return g.transferLeadership(ctx, target) }
 		var err error
 		if r := n.replica(shard); r != nil && r.group == g {
 			err = r.fast.handOver(move) // every fast decision answered so far goes along

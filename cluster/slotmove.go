@@ -163,9 +163,10 @@ func (n *Node) applyShard(ctx context.Context, r *replica, entry []byte) error {
 	return nil
 }
 
-// awaitFuture waits for f until ctx ends. Raft answers every future at
-// the latest when the group shuts down, so a future left behind does not
-// keep its goroutine for long.
+// awaitFuture waits for f until ctx ends. Raft answers nearly every future
+// at the latest when the group shuts down, so a future left behind seldom
+// keeps its goroutine for long (a leadership transfer taken after the
+// shutdown is the exception: see Group.transferLeadership).
 func awaitFuture(ctx context.Context, f raft.Future) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
