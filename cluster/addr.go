@@ -107,3 +107,17 @@ func checkNode(node *metav1.Node) error {
 	}
 	return nil
 }
+
+// IsLoopback reports whether addr (host:port) listens on loopback only:
+// a loopback IP or "localhost". An empty host listens everywhere.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

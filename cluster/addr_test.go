@@ -74,3 +74,14 @@ func TestCheckNode(t *testing.T) {
 		t.Errorf("nil node: %v", err)
 	}
 }
+
+func TestIsLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:7700": true, "127.0.0.9:1": true, "[::1]:7700": true, "localhost:7700": true,
+		":7700": false, "0.0.0.0:7700": false, "10.0.0.1:7700": false, "[::]:7700": false, "node-1:7700": false, "garbage": false,
+	} {
+		if got := IsLoopback(addr); got != want {
+			t.Errorf("IsLoopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}

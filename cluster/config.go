@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"time"
@@ -90,7 +91,26 @@ type Config struct {
 	// check). The daemon runs CheckStore in a child process.
 	CheckStore func(path string) error
 
+	// PeerTLS secures the Raft port (nil: plaintext).
+	PeerTLS *PeerTLS
+	// GossipKey encrypts and authenticates gossip (AES, 16, 24 or 32
+	// bytes; nil: plaintext). Every node needs the same key.
+	GossipKey []byte
+
 	Logger *slog.Logger
+}
+
+// PeerTLS secures the node-to-node traffic of the Raft port: each side
+// presents a certificate the other verifies (mutual TLS), so only nodes
+// holding a certificate of the cluster's peer CA can append to a log.
+type PeerTLS struct {
+	// Server answers connections other nodes open to this one; it must
+	// require and verify a client certificate.
+	Server *tls.Config
+	// Client returns the config of a new connection to another node,
+	// presenting this node's certificate and verifying theirs (a function:
+	// certificates reload between connections).
+	Client func() *tls.Config
 }
 
 // WithDefaults fills unset fields.

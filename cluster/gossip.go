@@ -70,6 +70,13 @@ func startGossip(cfg Config, onMsg func([]byte)) (*gossip, error) {
 	mc.SuspicionMult = 4
 	mc.PushPullInterval = 75 * gi
 	mc.Delegate = g
+	if len(cfg.GossipKey) > 0 {
+		// Every gossip message is encrypted and authenticated: a sender
+		// without the key can neither read the cluster's state nor forge
+		// a member or a rate message.
+		mc.SecretKey = cfg.GossipKey
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	}
 	mc.Events = g
 	// memberlist logs through the standard logger: into ours, at the
 	// level of each line's tag.

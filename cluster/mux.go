@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +29,7 @@ const (
 type Mux struct {
 	ln        net.Listener
 	advertise net.Addr
+	tls       *PeerTLS // nil: plaintext
 	log       *slog.Logger
 
 	mu     sync.Mutex
@@ -37,12 +39,13 @@ type Mux struct {
 }
 
 // NewMux starts accepting on ln. advertise is the address peers dial (ln's
-// address when nil).
-func NewMux(ln net.Listener, advertise net.Addr, log *slog.Logger) *Mux {
+// address when nil). With sec, every connection, both ways, is mutual TLS
+// and the group header travels inside it.
+func NewMux(ln net.Listener, advertise net.Addr, sec *PeerTLS, log *slog.Logger) *Mux {
 	if advertise == nil {
 		advertise = ln.Addr()
 	}
-	m := &Mux{ln: ln, advertise: advertise, log: log, layers: map[string]*muxLayer{}}
+	m := &Mux{ln: ln, advertise: advertise, tls: sec, log: log, layers: map[string]*muxLayer{}}
 	m.wg.Add(1)
 	go m.serve()
 	return m
@@ -73,7 +76,16 @@ func (m *Mux) serve() {
 }
 
 func (m *Mux) route(conn net.Conn) {
-	_ = conn.SetReadDeadline(time.Now().Add(muxHeaderTimeout))
+	_ = conn.SetDeadline(time.Now().Add(muxHeaderTimeout))
+	if m.tls != nil {
+		tc := tls.Server(conn, m.tls.Server)
+		if err := tc.Handshake(); err != nil {
+			m.log.Debug("raft mux: TLS handshake refused", "remote", conn.RemoteAddr(), "err", err)
+			conn.Close()
+			return
+		}
+		conn = tc
+	}
 	var hdr [2]byte
 	if _, err := io.ReadFull(conn, hdr[:]); err != nil || hdr[0] != muxMagic {
 		conn.Close()
@@ -84,7 +96,7 @@ func (m *Mux) route(conn net.Conn) {
 		conn.Close()
 		return
 	}
-	_ = conn.SetReadDeadline(time.Time{})
+	_ = conn.SetDeadline(time.Time{})
 	m.mu.Lock()
 	l := m.layers[string(name)]
 	m.mu.Unlock()
@@ -155,13 +167,25 @@ func (l *muxLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Con
 	if err != nil {
 		return nil, err
 	}
+	_ = conn.SetDeadline(time.Now().Add(timeout))
+	if sec := l.mux.tls; sec != nil {
+		cfg := sec.Client()
+		if cfg.ServerName == "" {
+			cfg.ServerName, _, _ = net.SplitHostPort(string(addr)) // the name the peer's certificate must hold
+		}
+		tc := tls.Client(conn, cfg)
+		if err := tc.Handshake(); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("raft mux: TLS to %s: %w", addr, err)
+		}
+		conn = tc
+	}
 	hdr := append([]byte{muxMagic, byte(len(l.name))}, l.name...)
-	_ = conn.SetWriteDeadline(time.Now().Add(timeout))
 	if _, err := conn.Write(hdr); err != nil {
 		conn.Close()
 		return nil, err
 	}
-	_ = conn.SetWriteDeadline(time.Time{})
+	_ = conn.SetDeadline(time.Time{})
 	return conn, nil
 }
 

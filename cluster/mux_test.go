@@ -80,7 +80,7 @@ func closedByMux(t *testing.T, c net.Conn) bool {
 
 func newTestMux(t *testing.T) (*Mux, *pipeListener) {
 	ln := newPipeListener()
-	return NewMux(ln, nil, slog.New(slog.DiscardHandler)), ln
+	return NewMux(ln, nil, nil, slog.New(slog.DiscardHandler)), ln
 }
 
 // acceptOne accepts on layer in the background.

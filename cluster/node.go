@@ -131,7 +131,7 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: raft-addr: %w", ErrConfig, err)
 	}
-	n.mux = NewMux(ln, ln.Addr(), n.log)
+	n.mux = NewMux(ln, ln.Addr(), cfg.PeerTLS, n.log)
 	n.cfg.RaftAddr = ln.Addr().String()
 	if err := n.openMeta(); err != nil {
 		return nil, err

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/httpapi"
@@ -35,6 +35,7 @@ type options struct {
 	logJSON  bool
 	pprof    bool
 	tracing  tracing.Config
+	security securityFlags
 }
 
 // parseOptions reads args, then the environment (FLOODGATE_GRPC_ADDR for
@@ -75,6 +76,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		sample     = fs.Float64("trace-sample", 1, "share of traces started here that are kept, 0..1 (a caller's sampled trace is always followed)")
 		profiles   = fs.Bool("pprof", false, "serve Go profiles at /debug/pprof/ on the HTTP address")
 	)
+	sec := defineSecurity(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -102,6 +104,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	if *sample < 0 || *sample > 1 {
 		return nil, fmt.Errorf("trace-sample: must be between 0 and 1, got %v", *sample)
+	}
+	if err := sec.check(); err != nil {
+		return nil, err
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -139,6 +144,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		logJSON:  *logFormat == "json",
 		tracing:  tracing.Config{Endpoint: *otlp, Insecure: *otlpPlain, SampleRatio: *sample, NodeID: id},
 		pprof:    *profiles,
+		security: *sec,
 	}, nil
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/floodgate/floodgate/authz"
 	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/httpapi"
 	"github.com/floodgate/floodgate/metrics"
@@ -62,6 +63,13 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 	cfg := opts.cluster
 	cfg.Logger = log
 	cfg.CheckStore = checkInChild
+	sec, err := newSecurity(opts.security)
+	if err != nil {
+		return err
+	}
+	cfg.PeerTLS, cfg.GossipKey = sec.raftTLS(), sec.gossipKey
+	sec.warnIfOpen(cfg, log)
+	sec.watch(ctx, log)
 	grpcLn, err := net.Listen("tcp", cfg.GRPCAddr)
 	if err != nil {
 		return fmt.Errorf("grpc-addr: %w", err)
@@ -83,14 +91,14 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 			log.Warn("flush traces", "err", err)
 		}
 	}()
-	peers := rpc.NewPeers(dialOpts...)
+	peers := rpc.NewPeers(append(dialOpts, sec.peerDialOptions()...)...)
 	defer peers.Close()
 	node, err := cluster.Open(cfg, peers)
 	if err != nil {
 		grpcLn.Close()
 		return err
 	}
-	gs, health, limiter := rpc.NewGRPCServer(node, peers, opts.rpc, serverOpts...)
+	gs, health, limiter := rpc.NewGRPCServer(node, peers, opts.rpc, append(serverOpts, sec.serverOptions()...)...)
 	if err := metrics.RegisterNode(node.Gauges); err != nil {
 		node.Close()
 		return err
@@ -102,7 +110,7 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 	}()
 	var hs *http.Server
 	if opts.httpAddr != "" {
-		if hs, err = serveHTTP(opts, node, limiter, log); err != nil {
+		if hs, err = serveHTTP(opts, sec, node, limiter, log); err != nil {
 			gs.Stop()
 			node.Close()
 			return err
@@ -149,7 +157,7 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 
 // serveHTTP serves the HTTP/JSON API, liveness and readiness on
 // opts.httpAddr.
-func serveHTTP(opts *options, node *cluster.Node, limiter httpapi.Limiter, log *slog.Logger) (*http.Server, error) {
+func serveHTTP(opts *options, sec *security, node *cluster.Node, limiter httpapi.Limiter, log *slog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", opts.httpAddr)
 	if err != nil {
 		return nil, fmt.Errorf("http-addr: %w", err)
@@ -168,15 +176,20 @@ func serveHTTP(opts *options, node *cluster.Node, limiter httpapi.Limiter, log *
 	httpapi.Register(mux, limiter, httpapi.Options{Headers: opts.headers})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
 	if opts.pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		// Profiles show keys and cost CPU: operators only, once calls are
+		// checked at all.
+		for path, h := range map[string]http.HandlerFunc{"/debug/pprof/": pprof.Index, "/debug/pprof/cmdline": pprof.Cmdline,
+			"/debug/pprof/profile": pprof.Profile, "/debug/pprof/symbol": pprof.Symbol, "/debug/pprof/trace": pprof.Trace} {
+			mux.Handle(path, sec.rules.HTTP(authz.Admin, h))
+		}
 	}
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, TLSConfig: sec.clientPortTLS()}
 	go func() {
-		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		serve := hs.Serve
+		if hs.TLSConfig != nil {
+			serve = func(ln net.Listener) error { return hs.ServeTLS(ln, "", "") }
+		}
+		if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server", "err", err)
 		}
 	}()

@@ -12,14 +12,16 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/floodgate/floodgate/version"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/floodgate/floodgate/authz"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/tlsconf"
+	"github.com/floodgate/floodgate/version"
 )
 
 // globals are the flags every command shares.
@@ -27,6 +29,8 @@ type globals struct {
 	addr    string
 	json    bool
 	timeout time.Duration
+	tls     tlsconf.Files // CA verifies the node; Cert and Key are ours (mutual TLS)
+	token   string        // file holding the bearer token
 	out     io.Writer
 }
 
@@ -56,9 +60,13 @@ func newRoot(out io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.addr, "addr", addr, "gRPC address of any node (env FLOODGATE_ADDR)")
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON")
 	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 10*time.Second, "how long to wait for an answer")
+	root.PersistentFlags().StringVar(&g.tls.CA, "cacert", os.Getenv("FLOODGATE_CACERT"), "PEM CA bundle verifying the node's certificate: TLS when set (env FLOODGATE_CACERT)")
+	root.PersistentFlags().StringVar(&g.tls.Cert, "cert", os.Getenv("FLOODGATE_CERT"), "PEM client certificate, for nodes that require one (env FLOODGATE_CERT)")
+	root.PersistentFlags().StringVar(&g.tls.Key, "key", os.Getenv("FLOODGATE_KEY"), "PEM private key of --cert (env FLOODGATE_KEY)")
+	root.PersistentFlags().StringVar(&g.token, "token-file", os.Getenv("FLOODGATE_TOKEN_FILE"), "file holding the bearer token the node asks for, the admin token for changes (env FLOODGATE_TOKEN_FILE)")
 	root.Version = version.Get().String()
 	root.SetVersionTemplate("floodgatectl {{.Version}}\n")
-	root.AddCommand(statusCmd(g), joinCmd(g), leaveCmd(g), allowCmd(g), policyCmd(g), resetCmd(g), versionCmd(g))
+	root.AddCommand(statusCmd(g), joinCmd(g), leaveCmd(g), allowCmd(g), policyCmd(g), resetCmd(g), versionCmd(g), keygenCmd(g))
 	return root
 }
 
@@ -75,9 +83,30 @@ func versionCmd(g *globals) *cobra.Command {
 	}
 }
 
-// dial connects to --addr.
+// dial connects to --addr: with TLS when --cacert, --cert or --key is
+// given, with the bearer token of --token-file when given.
 func (g *globals) dial() (*grpc.ClientConn, error) {
-	return grpc.NewClient(g.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := insecure.NewCredentials()
+	secure := g.tls.Enabled()
+	if secure {
+		if err := g.tls.Check([3]string{"cert", "key", "cacert"}); err != nil {
+			return nil, err
+		}
+		r, err := tlsconf.NewReloader(g.tls)
+		if err != nil {
+			return nil, err
+		}
+		creds = r.ClientCredentials("")
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if g.token != "" {
+		tok, err := authz.LoadToken("token-file", g.token)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, grpc.WithPerRPCCredentials(authz.Bearer(tok.Value, secure)))
+	}
+	return grpc.NewClient(g.addr, opts...)
 }
 
 func (g *globals) ctx() (context.Context, context.CancelFunc) {

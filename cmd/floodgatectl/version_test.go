@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"strings"
 	"testing"
 )
@@ -15,5 +16,25 @@ func TestVersionCommand(t *testing.T) {
 	}
 	if !strings.HasPrefix(out.String(), "floodgatectl ") || !strings.Contains(out.String(), "go1.") {
 		t.Fatalf("version printed %q", out.String())
+	}
+}
+
+func TestKeygen(t *testing.T) {
+	keys := map[string]bool{}
+	for range 2 {
+		var out bytes.Buffer
+		root := newRoot(&out)
+		root.SetArgs([]string{"keygen"})
+		if err := root.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(out.String()))
+		if err != nil || len(k) != 32 {
+			t.Fatalf("keygen printed %q: %v", out.String(), err)
+		}
+		keys[string(k)] = true
+	}
+	if len(keys) != 2 {
+		t.Fatal("keygen printed the same key twice")
 	}
 }

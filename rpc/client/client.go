@@ -7,6 +7,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -17,9 +18,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/floodgate/floodgate/authz"
 	"github.com/floodgate/floodgate/cluster/hashing"
 	"github.com/floodgate/floodgate/policy"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
@@ -47,7 +50,15 @@ type Options struct {
 	// RefreshInterval is how often the routing table is refreshed (default
 	// 5s); it is also refreshed after errors.
 	RefreshInterval time.Duration
-	// DialOptions are added to every connection (default: insecure).
+	// TLS secures every connection (nil: plaintext). For PEM files that
+	// are reloaded when they change, see tlsconf.NewReloader and its
+	// ClientConfig.
+	TLS *tls.Config
+	// Token is sent as a bearer token with every call, for nodes that
+	// check callers: the admin token for calls that change the cluster.
+	Token string
+	// DialOptions are added to every connection, after those of TLS and
+	// Token.
 	DialOptions []grpc.DialOption
 	// CallTimeout bounds each check when the caller's context allows
 	// longer (default 3s: a node answers within its --leader-wait, 2s by
@@ -304,7 +315,7 @@ func (c *Client) conn(addr string) *grpc.ClientConn {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cc = c.conns[addr]; cc == nil {
-		opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, c.opts.DialOptions...)
+		opts := append(c.security(), c.opts.DialOptions...)
 		var err error
 		if cc, err = grpc.NewClient(addr, opts...); err != nil {
 			cc, _ = grpc.NewClient("passthrough:///invalid", opts...)
@@ -413,4 +424,18 @@ func slotTable(st *pb.StatusResponse) []uint32 {
 		return nil
 	}
 	return table
+}
+
+// security returns the dial options of Options.TLS and Options.Token.
+func (c *Client) security() []grpc.DialOption {
+	creds := insecure.NewCredentials()
+	if c.opts.TLS != nil {
+		creds = credentials.NewTLS(c.opts.TLS)
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if c.opts.Token != "" {
+		tok := []byte(c.opts.Token)
+		opts = append(opts, grpc.WithPerRPCCredentials(authz.Bearer(func() []byte { return tok }, c.opts.TLS != nil)))
+	}
+	return opts
 }

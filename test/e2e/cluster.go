@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"time"
 
+	"google.golang.org/grpc"
+
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 )
 
@@ -15,13 +17,20 @@ type Cluster struct {
 	Bin   Binaries
 	Dir   string
 	Nodes []*Node
-	Args  []string // extra flags for every node
+	Args  []string          // extra flags for every node
+	Dial  []grpc.DialOption // how the test connects to a node (nil: plaintext)
 }
 
 // StartCluster starts n nodes: the first creates the cluster, the others
 // join it. It returns once every shard is settled (see Settled).
 func StartCluster(ctx context.Context, bin Binaries, dir string, n int, args ...string) (*Cluster, error) {
-	c := &Cluster{Bin: bin, Dir: dir, Args: args}
+	return StartSecureCluster(ctx, bin, dir, n, nil, args...)
+}
+
+// StartSecureCluster is StartCluster for nodes the test must reach with
+// dial (TLS credentials, a token).
+func StartSecureCluster(ctx context.Context, bin Binaries, dir string, n int, dial []grpc.DialOption, args ...string) (*Cluster, error) {
+	c := &Cluster{Bin: bin, Dir: dir, Args: args, Dial: dial}
 	for i := 1; i <= n; i++ {
 		node, err := c.NewNode(fmt.Sprintf("n%d", i))
 		if err != nil {
@@ -53,6 +62,11 @@ func (c *Cluster) NewNode(id string) (*Node, error) {
 	node, err := NewNode(c.Bin, c.Dir, id, c.Args...)
 	if err != nil {
 		return nil, err
+	}
+	if c.Dial != nil {
+		if err := node.Redial(c.Dial...); err != nil {
+			return nil, err
+		}
 	}
 	c.Nodes = append(c.Nodes, node)
 	return node, nil

@@ -93,6 +93,18 @@ func NewNode(bin Binaries, dir, id string, args ...string) (*Node, error) {
 	return n, nil
 }
 
+// Redial replaces the node's client connection by one made with opts
+// (TLS, a token), for nodes that require them.
+func (n *Node) Redial(opts ...grpc.DialOption) error {
+	conn, err := grpc.NewClient(n.GRPC, opts...)
+	if err != nil {
+		return err
+	}
+	n.conn.Close()
+	n.conn = conn
+	return nil
+}
+
 // FreeAddr returns a loopback address whose port is free for TCP and UDP.
 func FreeAddr() (string, error) { return freeport.Addr() }
 
@@ -133,6 +145,16 @@ func (n *Node) Start(join ...string) error {
 
 // Kill sends SIGKILL and waits for the process to die: a crash.
 func (n *Node) Kill() { n.signal(syscall.SIGKILL, 10*time.Second) }
+
+// Hup sends SIGHUP: the node reloads its certificates and tokens.
+func (n *Node) Hup() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return fmt.Errorf("%s not running", n.ID)
+	}
+	return n.cmd.Process.Signal(syscall.SIGHUP)
+}
 
 // Stop sends SIGTERM and waits for a clean exit.
 func (n *Node) Stop() { n.signal(syscall.SIGTERM, 30*time.Second) }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/floodgate/floodgate/cluster/hashing"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 )
@@ -41,9 +43,15 @@ func TestMain(m *testing.M) {
 // printing the nodes' logs if t failed.
 func startCluster(t *testing.T, n int, args ...string) *Cluster {
 	t.Helper()
+	return startSecureCluster(t, n, nil, args...)
+}
+
+// startSecureCluster is startCluster for nodes the test reaches with dial.
+func startSecureCluster(t *testing.T, n int, dial []grpc.DialOption, args ...string) *Cluster {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	c, err := StartCluster(ctx, bin, t.TempDir(), n, args...)
+	c, err := StartSecureCluster(ctx, bin, t.TempDir(), n, dial, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

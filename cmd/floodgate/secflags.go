@@ -1,0 +1,109 @@
+package main
+
+import (
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/floodgate/floodgate/authz"
+	"github.com/floodgate/floodgate/tlsconf"
+)
+
+// securityFlags are the settings that protect the node's ports.
+type securityFlags struct {
+	client     tlsconf.Files // client gRPC and HTTP ports; CA verifies client certificates
+	peer       tlsconf.Files // Raft port and Peer calls; CA verifies the other nodes
+	gossipKey  string        // base64
+	adminToken string        // file
+	peerToken  string        // file
+	adminNames string        // comma-separated certificate names
+}
+
+func defineSecurity(fs *flag.FlagSet) *securityFlags {
+	s := &securityFlags{}
+	fs.StringVar(&s.client.Cert, "tls-cert", "", "PEM certificate of the client gRPC and HTTP ports (TLS when set)")
+	fs.StringVar(&s.client.Key, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&s.client.CA, "tls-client-ca", "", "PEM CA bundle that client certificates must chain to (mutual TLS when set)")
+	fs.StringVar(&s.peer.Cert, "peer-tls-cert", "", "PEM certificate this node presents to other nodes, on the Raft port and in Peer calls")
+	fs.StringVar(&s.peer.Key, "peer-tls-key", "", "PEM private key of --peer-tls-cert")
+	fs.StringVar(&s.peer.CA, "peer-tls-ca", "", "PEM CA bundle of the cluster's nodes: their certificates must chain to it")
+	fs.StringVar(&s.gossipKey, "gossip-key", "", "base64 AES key (16, 24 or 32 bytes) encrypting gossip; the same on every node (floodgatectl keygen)")
+	fs.StringVar(&s.adminToken, "admin-token-file", "", "file holding the bearer token of operators: Admin calls that change the cluster need it (or a client certificate named in --admin-cert-names)")
+	fs.StringVar(&s.peerToken, "peer-token-file", "", "file holding the bearer token all nodes share: Peer calls need it (or a --peer-tls-ca certificate)")
+	fs.StringVar(&s.adminNames, "admin-cert-names", "", "comma-separated client certificate names (common name, DNS or URI SAN) granted the Admin calls")
+	return s
+}
+
+var (
+	clientTLSNames = [3]string{"tls-cert", "tls-key", "tls-client-ca"}
+	peerTLSNames   = [3]string{"peer-tls-cert", "peer-tls-key", "peer-tls-ca"}
+)
+
+// check refuses settings that would leave a door open or cannot work,
+// naming the setting.
+func (s *securityFlags) check() error {
+	if s.client.Enabled() {
+		if s.client.Cert == "" {
+			return errors.New("tls-cert: needed for TLS on the client ports (--tls-key or --tls-client-ca was given)")
+		}
+		if err := s.client.Check(clientTLSNames); err != nil {
+			return err
+		}
+	}
+	if s.peer.Enabled() {
+		switch {
+		case s.peer.Cert == "" || s.peer.Key == "" || s.peer.CA == "":
+			return errors.New("peer-tls-cert: --peer-tls-cert, --peer-tls-key and --peer-tls-ca go together (nodes verify each other)")
+		case s.client.Cert == "":
+			return errors.New("peer-tls-cert: Peer calls share the client gRPC port, which then needs --tls-cert too")
+		}
+		if err := s.peer.Check(peerTLSNames); err != nil {
+			return err
+		}
+	}
+	if _, err := s.key(); err != nil {
+		return err
+	}
+	if s.adminNames != "" && s.client.CA == "" {
+		return errors.New("admin-cert-names: needs --tls-client-ca to verify the client certificates it names")
+	}
+	if (s.adminToken != "" || s.adminNames != "") && s.peerToken == "" && !s.peer.Enabled() {
+		return errors.New("admin-token-file: the Peer service, which can do all an operator can, would stay open: set --peer-token-file or --peer-tls-*")
+	}
+	for flag, file := range map[string]string{"admin-token-file": s.adminToken, "peer-token-file": s.peerToken} {
+		if file != "" {
+			if _, err := authz.LoadToken(flag, file); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// key decodes --gossip-key.
+func (s *securityFlags) key() ([]byte, error) {
+	if s.gossipKey == "" {
+		return nil, nil
+	}
+	k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s.gossipKey))
+	if err != nil {
+		return nil, fmt.Errorf("gossip-key: not base64: %w", err)
+	}
+	if n := len(k); n != 16 && n != 24 && n != 32 {
+		return nil, fmt.Errorf("gossip-key: %d bytes, want 16, 24 or 32 (floodgatectl keygen makes one)", n)
+	}
+	return k, nil
+}
+
+// names splits --admin-cert-names.
+func (s *securityFlags) names() []string {
+	var out []string
+	for _, n := range strings.Split(s.adminNames, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/floodgate/floodgate/tlsconf"
+)
+
+// Security settings that cannot work, or would leave a door open, are
+// refused before the node starts, naming the setting.
+func TestSecurityFlagsNameTheSetting(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := tlsconf.NewCA("cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := tlsconf.NewCA("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile, _ := ca.WriteCA(dir, "ca")
+	cert, key, err := ca.Issue(dir, "node", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherCert, otherKey, err := other.Issue(dir, "foreign", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("a-token-of-enough-length"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	short := filepath.Join(dir, "short")
+	if err := os.WriteFile(short, []byte("abc"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	peer := []string{"--peer-tls-cert", cert, "--peer-tls-key", key, "--peer-tls-ca", caFile}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tls-key", key}, "tls-cert: "},
+		{[]string{"--tls-cert", cert}, "tls-key: "},
+		{[]string{"--tls-client-ca", caFile}, "tls-cert: "},
+		{[]string{"--tls-cert", filepath.Join(dir, "missing"), "--tls-key", key}, "tls-cert: "},
+		{[]string{"--tls-cert", cert, "--tls-key", otherKey}, "tls-cert: "},
+		{[]string{"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", key}, "tls-client-ca: "},
+		{[]string{"--peer-tls-cert", cert, "--peer-tls-key", key}, "peer-tls-cert: "},
+		{peer, "peer-tls-cert: Peer calls share the client gRPC port"},
+		{append([]string{"--tls-cert", cert, "--tls-key", key, "--peer-tls-ca", short}, peer[:4]...), "peer-tls-ca: "},
+		{[]string{"--gossip-key", "not base64!"}, "gossip-key: "},
+		{[]string{"--gossip-key", "c2hvcnQ="}, "gossip-key: 5 bytes"},
+		{[]string{"--admin-token-file", token}, "admin-token-file: the Peer service"},
+		{[]string{"--admin-token-file", short, "--peer-token-file", token}, "admin-token-file: "},
+		{[]string{"--peer-token-file", filepath.Join(dir, "missing")}, "peer-token-file: "},
+		{[]string{"--admin-cert-names", "ops"}, "admin-cert-names: needs --tls-client-ca"},
+	} {
+		_, err := parseOptions(tc.args, func(string) string { return "" }, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want an error containing %q", tc.args, err, tc.want)
+		}
+	}
+
+	// A client-port certificate that other nodes could not verify with
+	// the peer CA is refused when the node starts.
+	o, err := parseOptions(append([]string{"--tls-cert", otherCert, "--tls-key", otherKey}, peer...), func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newSecurity(o.security); err == nil || !strings.Contains(err.Error(), "tls-cert: other nodes could not verify it") {
+		t.Fatalf("a foreign client-port certificate: %v", err)
+	}
+	o, err = parseOptions(append([]string{"--tls-cert", cert, "--tls-key", key, "--gossip-key", "RD/MfEpCdLGl7JZSd7VYXSVeS5CSpLnrU4Zox8XKsX8="}, peer...), func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, err := newSecurity(o.security)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sec.gossipKey) != 32 || sec.raftTLS() == nil || !sec.rules.Enforced() || sec.clientPortTLS() == nil {
+		t.Fatalf("security built from good flags: %+v", sec)
+	}
+}

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/floodgate/floodgate/authz"
+	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/tlsconf"
+)
+
+// reloadEvery is how often certificate and token files are checked for a
+// change (SIGHUP reloads at once).
+const reloadEvery = 10 * time.Second
+
+// security is what the security flags build: TLS for each port, the rules
+// of who may call what, and the reload of every file they name.
+type security struct {
+	client, peer        *tlsconf.Reloader // nil when off
+	adminToken, peerTok *authz.Token      // nil when off
+	rules               *authz.Rules
+	gossipKey           []byte
+}
+
+func newSecurity(f securityFlags) (*security, error) {
+	s := &security{rules: &authz.Rules{}}
+	var err error
+	if f.client.Enabled() {
+		if s.client, err = tlsconf.NewReloader(f.client); err != nil {
+			return nil, err
+		}
+		if f.client.CA != "" {
+			s.rules.ClientCAs = s.client.Pool
+			s.rules.AdminNames = f.names()
+		}
+	}
+	if f.peer.Enabled() {
+		if s.peer, err = tlsconf.NewReloader(f.peer); err != nil {
+			return nil, err
+		}
+		s.rules.PeerCAs = s.peer.Pool
+		// Other nodes dial this node's client port for Peer calls and
+		// verify it with the peer CA: refuse to start with a certificate
+		// they would refuse.
+		if _, err := s.client.Leaf().Verify(x509.VerifyOptions{Roots: s.peer.Pool()}); err != nil {
+			return nil, fmt.Errorf("tls-cert: other nodes could not verify it with --peer-tls-ca: %w", err)
+		}
+	}
+	if f.adminToken != "" {
+		if s.adminToken, err = authz.LoadToken("admin-token-file", f.adminToken); err != nil {
+			return nil, err
+		}
+		s.rules.AdminToken = s.adminToken.Value
+	}
+	if f.peerToken != "" {
+		if s.peerTok, err = authz.LoadToken("peer-token-file", f.peerToken); err != nil {
+			return nil, err
+		}
+		s.rules.PeerToken = s.peerTok.Value
+	}
+	s.gossipKey, err = f.key()
+	return s, err
+}
+
+// clientPortTLS is the TLS of the client gRPC and HTTP ports (nil when
+// plaintext). A client certificate is required when a client CA is set;
+// with peer TLS it is requested, for other nodes to present theirs. Any
+// certificate given must chain to one of the two CAs; the rules decide
+// later what it allows.
+func (s *security) clientPortTLS() *tls.Config {
+	if s.client == nil {
+		return nil
+	}
+	cfg := s.client.ServerConfig()
+	var pools []func() *x509.CertPool
+	if s.rules.ClientCAs != nil {
+		pools = append(pools, s.rules.ClientCAs)
+	}
+	if s.rules.PeerCAs != nil {
+		pools = append(pools, s.rules.PeerCAs)
+	}
+	required := s.rules.ClientCAs != nil
+	switch {
+	case required:
+		cfg.ClientAuth = tls.RequireAnyClientCert
+	case len(pools) > 0:
+		cfg.ClientAuth = tls.RequestClientCert
+	default:
+		cfg.ClientAuth = tls.NoClientCert
+		return cfg
+	}
+	cfg.ClientCAs = nil
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			if required {
+				return errors.New("a client certificate is required")
+			}
+			return nil
+		}
+		for _, pool := range pools {
+			if _, ok := authz.Names(cs.PeerCertificates, pool()); ok {
+				return nil
+			}
+		}
+		return errors.New("the client certificate chains to no trusted CA")
+	}
+	return cfg
+}
+
+// serverOptions secure the client gRPC port: TLS and the call rules.
+func (s *security) serverOptions() []grpc.ServerOption {
+	var opts []grpc.ServerOption
+	if cfg := s.clientPortTLS(); cfg != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg)))
+	}
+	if s.rules.Enforced() {
+		opts = append(opts, grpc.ChainUnaryInterceptor(s.rules.UnaryInterceptor()),
+			grpc.ChainStreamInterceptor(s.rules.StreamInterceptor()))
+	}
+	return opts
+}
+
+// peerDialOptions are how this node calls other nodes' Peer service: TLS
+// with its peer certificate, verified with the peer CA, and the peer token.
+func (s *security) peerDialOptions() []grpc.DialOption {
+	var opts []grpc.DialOption
+	switch {
+	case s.peer != nil:
+		opts = append(opts, grpc.WithTransportCredentials(s.peer.ClientCredentials("")))
+	case s.client != nil:
+		// The client port speaks TLS but nodes have no certificates of
+		// their own: verify other nodes with the system's roots and the
+		// client CA is not theirs to use. The peer token proves who calls.
+		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})))
+	}
+	if s.peerTok != nil {
+		opts = append(opts, grpc.WithPerRPCCredentials(authz.Bearer(s.peerTok.Value, s.client != nil)))
+	}
+	return opts
+}
+
+// raftTLS secures the Raft port (nil: plaintext).
+func (s *security) raftTLS() *cluster.PeerTLS {
+	if s.peer == nil {
+		return nil
+	}
+	return &cluster.PeerTLS{Server: s.peer.ServerConfig(), Client: func() *tls.Config { return s.peer.ClientConfig("") }}
+}
+
+// reload reads every certificate, key, CA and token file again; on error
+// the previous material stays in use.
+func (s *security) reload() error {
+	var errs []error
+	for _, r := range []*tlsconf.Reloader{s.client, s.peer} {
+		if r != nil {
+			errs = append(errs, r.Reload())
+		}
+	}
+	for _, t := range []*authz.Token{s.adminToken, s.peerTok} {
+		if t != nil {
+			errs = append(errs, t.Reload())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// watch reloads on SIGHUP and when a certificate file changes, until ctx
+// ends. Token files are read again on SIGHUP.
+func (s *security) watch(ctx context.Context, log *slog.Logger) {
+	onErr := func(err error) { log.Error("reload of TLS files failed; the previous ones stay in use", "err", err) }
+	for _, r := range []*tlsconf.Reloader{s.client, s.peer} {
+		if r != nil {
+			go r.Watch(ctx, reloadEvery, onErr)
+		}
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if err := s.reload(); err != nil {
+					log.Error("SIGHUP: reload failed; the previous files stay in use", "err", err)
+					continue
+				}
+				log.Info("SIGHUP: certificates, keys and tokens reloaded")
+			}
+		}
+	}()
+}
+
+// warnIfOpen logs when a node listens beyond loopback with calls that
+// anyone who reaches the port may make.
+func (s *security) warnIfOpen(cfg cluster.Config, log *slog.Logger) {
+	for flag, addr := range map[string]string{"grpc-addr": cfg.GRPCAddr, "raft-addr": cfg.RaftAddr} {
+		if cluster.IsLoopback(addr) {
+			continue
+		}
+		switch {
+		case flag == "grpc-addr" && !s.rules.Enforced():
+			log.Warn("the client port is open beyond loopback with no credentials: anyone who reaches it may change the cluster (see the README's Security section)", "addr", addr)
+		case flag == "raft-addr" && s.peer == nil:
+			log.Warn("the Raft port is plaintext beyond loopback: set --peer-tls-*", "addr", addr)
+		}
+	}
+}

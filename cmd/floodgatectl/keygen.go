@@ -1,0 +1,27 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+// keygenCmd prints a new gossip encryption key for --gossip-key, like
+// consul keygen: 32 random bytes (AES-256), base64.
+func keygenCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "keygen",
+		Short: "Print a new gossip encryption key for floodgate --gossip-key",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			var k [32]byte
+			if _, err := rand.Read(k[:]); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintln(g.out, base64.StdEncoding.EncodeToString(k[:]))
+			return err
+		},
+	}
+}
