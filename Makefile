@@ -68,7 +68,25 @@ proto: ## Regenerate the protobuf code (needs protoc, protoc-gen-go, protoc-gen-
 		--go-grpc_out=. --go-grpc_opt=module=github.com/floodgate/floodgate \
 		proto/floodgate/v1/*.proto proto/floodgate/meta/v1/*.proto proto/floodgate/peer/v1/*.proto
 
-clean: ## Remove build output and the default data dir
-	rm -rf $(BIN) floodgate-data
+# Release: static binaries for each platform, stamped with VERSION (the
+# tag of HEAD by default), and their SHA-256 sums, in ./dist.
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+LDFLAGS   := -s -w -X github.com/floodgate/floodgate/version.Override=$(VERSION)
 
-.PHONY: help build run test e2e fuzz bench lint proto clean
+release: ## Build static release binaries for linux and darwin, amd64 and arm64, with checksums, into ./dist
+	rm -rf dist && mkdir -p dist
+	@set -e; for p in $(PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; \
+		for cmd in floodgate floodgatectl; do \
+			out=dist/$$cmd-$(VERSION)-$$os-$$arch; \
+			echo "  $$out"; \
+			CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build $(VCS) -trimpath -ldflags "$(LDFLAGS)" -o $$out ./cmd/$$cmd; \
+		done; \
+	done
+	cd dist && sha256sum * > SHA256SUMS
+
+clean: ## Remove build output and the default data dir
+	rm -rf $(BIN) dist floodgate-data
+
+.PHONY: help build run test e2e fuzz bench lint proto release clean

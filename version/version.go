@@ -18,13 +18,23 @@ type Info struct {
 	Go       string // Go version that built it
 }
 
+// Override, when set at link time (-ldflags "-X
+// github.com/floodgate/floodgate/version.Override=v1.2.3"), is the version
+// reported: make release and the Dockerfile stamp the release's tag, which
+// a build outside a module proxy does not otherwise know.
+var Override string
+
 // Get reads the running binary's build information.
 func Get() Info {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return Info{Version: "unknown"}
 	}
-	return fromBuildInfo(bi)
+	in := fromBuildInfo(bi)
+	if Override != "" {
+		in.Version = Override
+	}
+	return in
 }
 
 func fromBuildInfo(bi *debug.BuildInfo) Info {

@@ -23,3 +23,13 @@ func TestGetReadsThisBinary(t *testing.T) {
 		t.Errorf("Get() = %+v", in)
 	}
 }
+
+// A version stamped at link time (make release, the Dockerfile) is the
+// one reported.
+func TestOverride(t *testing.T) {
+	defer func(v string) { Override = v }(Override)
+	Override = "v1.2.3"
+	if got := Get().Version; got != "v1.2.3" {
+		t.Fatalf("version %q, want the override", got)
+	}
+}

@@ -1,0 +1,28 @@
+# syntax=docker/dockerfile:1
+# floodgate: both binaries, static, on distroless, as a non-root user.
+#   docker build -t floodgate .
+#   docker run --rm -p 7700:7700 floodgate --grpc-addr 0.0.0.0:7700 ...
+# The data directory is /var/lib/floodgate (a volume: keep it across
+# restarts, it holds the node's identity and its Raft logs).
+
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+# Modules first, so a code change does not download them again.
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG VERSION=dev
+RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+        -ldflags "-s -w -X github.com/floodgate/floodgate/version.Override=${VERSION}" \
+        -o /out/floodgate ./cmd/floodgate && \
+    CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+        -ldflags "-s -w -X github.com/floodgate/floodgate/version.Override=${VERSION}" \
+        -o /out/floodgatectl ./cmd/floodgatectl
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/floodgate /out/floodgatectl /usr/local/bin/
+# 7700 gRPC (clients, peers), 7701 HTTP, 7702 Raft, 7703 gossip (TCP+UDP).
+EXPOSE 7700 7701 7702 7703 7703/udp
+VOLUME ["/var/lib/floodgate"]
+USER nonroot:nonroot
+ENTRYPOINT ["/usr/local/bin/floodgate", "--data-dir", "/var/lib/floodgate"]
