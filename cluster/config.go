@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 )
 
@@ -43,10 +44,24 @@ type Config struct {
 	HTTPAddr   string
 	RaftAddr   string
 	GossipAddr string
+	// RaftBind and GossipBind are where the node listens when that is not
+	// the address it is reached at (0.0.0.0 in a pod, which advertises its
+	// pod IP); empty: RaftAddr and GossipAddr.
+	RaftBind, GossipBind string
 	// Region labels the node (placement within regions comes later).
 	Region string
 	// Join lists gRPC addresses of cluster members to join at first start.
+	// "dns:name:port" stands for every address name resolves to, looked
+	// up again at each attempt (a Kubernetes headless service).
 	Join []string
+	// BootstrapExpect > 0 lets a node with Join create the cluster: when
+	// no Join address belongs to a cluster yet, the node with the
+	// smallest id among at least BootstrapExpect fresh nodes found there
+	// creates it, and the others join it. Every node of a StatefulSet can
+	// then start with the same arguments.
+	BootstrapExpect int
+	// Resolver looks up dns: join names (nil: the system's).
+	Resolver *net.Resolver
 	// Slots, GroupsPerNode and Replicas apply when this node creates a
 	// new cluster. Shards > 0 creates a legacy cluster instead: that many
 	// shards, each its own Raft group, never moved.
@@ -132,6 +147,12 @@ func (c Config) WithDefaults() Config {
 	if c.Replicas == 0 {
 		c.Replicas = DefaultReplicas
 	}
+	if c.RaftBind == "" {
+		c.RaftBind = c.RaftAddr
+	}
+	if c.GossipBind == "" {
+		c.GossipBind = c.GossipAddr
+	}
 	def(&c.HeartbeatTimeout, 500*time.Millisecond)
 	def(&c.ElectionTimeout, 500*time.Millisecond)
 	def(&c.LeaderLeaseTimeout, 500*time.Millisecond)
@@ -167,13 +188,20 @@ func (c Config) Validate() error {
 	}
 	for _, a := range []struct{ flag, addr string }{
 		{"grpc-addr", c.GRPCAddr}, {"raft-addr", c.RaftAddr}, {"gossip-addr", c.GossipAddr},
+		{"raft-addr", c.RaftBind}, {"gossip-addr", c.GossipBind},
 	} {
 		if err := checkListenAddr(a.flag, a.addr); err != nil {
 			return err
 		}
 	}
+	if c.BootstrapExpect < 0 || c.BootstrapExpect > maxJoinAddrs {
+		return fmt.Errorf("%w: bootstrap-expect: must be between 0 and %d, got %d", ErrConfig, maxJoinAddrs, c.BootstrapExpect)
+	}
+	if c.BootstrapExpect > 0 && len(c.Join) == 0 {
+		return fmt.Errorf("%w: bootstrap-expect: needs --join, where the other nodes are found", ErrConfig)
+	}
 	for _, a := range c.Join {
-		if err := CheckAddr("join", a); err != nil {
+		if err := CheckJoinAddr("join", a); err != nil {
 			return err
 		}
 	}

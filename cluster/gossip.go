@@ -44,12 +44,22 @@ type gossip struct {
 	onMsg func([]byte)
 }
 
+// hostPort splits host:port with a numeric port.
+func hostPort(addr string) (string, int, error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(portStr)
+	return host, port, err
+}
+
 func startGossip(cfg Config, onMsg func([]byte)) (*gossip, error) {
-	host, portStr, err := net.SplitHostPort(cfg.GossipAddr)
+	host, port, err := hostPort(cfg.GossipAddr)
 	if err != nil {
 		return nil, err
 	}
-	port, err := strconv.Atoi(portStr)
+	bindHost, bindPort, err := hostPort(cfg.GossipBind)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +71,7 @@ func startGossip(cfg Config, onMsg func([]byte)) (*gossip, error) {
 		events: make(chan struct{}, 1), onMsg: onMsg}
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = cfg.NodeID
-	mc.BindAddr, mc.BindPort = host, port
+	mc.BindAddr, mc.BindPort = bindHost, bindPort
 	mc.AdvertiseAddr, mc.AdvertisePort = host, port
 	gi := cfg.GossipInterval
 	mc.GossipInterval = gi

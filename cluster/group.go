@@ -35,6 +35,7 @@ type groupOptions struct {
 	mux    *Mux
 	wal    *raftlog.Store
 	cfg    Config
+	addrs  raft.ServerAddressProvider // nil: the configuration's addresses
 }
 
 // idleCommitTimeout is how often a leader with nothing new to replicate
@@ -54,10 +55,11 @@ func openGroup(o groupOptions) (*Group, error) {
 		return nil, err
 	}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  layer,
-		MaxPool: 2,
-		Timeout: 10 * time.Second,
-		Logger:  logger,
+		Stream:                layer,
+		ServerAddressProvider: o.addrs,
+		MaxPool:               2,
+		Timeout:               10 * time.Second,
+		Logger:                logger,
 	})
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(o.nodeID)

@@ -96,24 +96,19 @@ func (n *Node) joinVia(ctx context.Context, addrs []string, source string) error
 	start := time.Now()
 	var last error
 	for attempt := 1; ; attempt++ {
-		for _, addr := range addrs {
-			// Bounded per member, so a blackholed address cannot hold up
-			// the others for the whole join.
-			actx, cancel := context.WithTimeout(ctx, joinAttemptTimeout)
-			cid, gossipAddrs, err := n.peers.AddNode(actx, addr, n.self())
-			cancel()
-			if err != nil {
-				if errors.Is(err, ErrConfig) || errors.Is(err, fsm.ErrRefused) {
-					return fmt.Errorf("%s %s refused this node: %w", source, addr, err)
-				}
-				last = fmt.Errorf("%s: %w", addr, err)
-				continue
+		resolved, err := n.resolveJoin(ctx, addrs)
+		if err != nil {
+			last = err
+		}
+		for _, addr := range resolved {
+			refused, err := n.joinOnce(ctx, addr)
+			if err == nil {
+				return nil
 			}
-			if err := n.gossip.join(gossipAddrs); err != nil {
-				n.log.Warn("join gossip", "err", err)
+			if refused {
+				return fmt.Errorf("%s %s refused this node: %w", source, addr, err)
 			}
-			n.log.Info("joined cluster", "cluster", cid, "via", addr)
-			return nil
+			last = fmt.Errorf("%s: %w", addr, err)
 		}
 		// 500ms doubling to 5s: a seed that comes up soon is found soon,
 		// and a dead one is not hammered.

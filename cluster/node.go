@@ -32,6 +32,9 @@ type Peers interface {
 	// ExportSlots asks the node at addr for the states its replica of
 	// group froze for move (Node.ExportSlots there).
 	ExportSlots(ctx context.Context, addr string, group int, move uint64, slots []uint32) ([]byte, error)
+	// Hello asks the node at addr for its id and its cluster's id ("" while
+	// it belongs to none).
+	Hello(ctx context.Context, addr string) (id, clusterID string, err error)
 }
 
 // GroupInfo is what a node says about its replica of a group.
@@ -127,12 +130,14 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 	if n.wal, err = openWAL(cfg.DataDir, cfg.Fsync); err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", cfg.RaftAddr)
+	ln, err := net.Listen("tcp", cfg.RaftBind)
 	if err != nil {
 		return nil, fmt.Errorf("%w: raft-addr: %w", ErrConfig, err)
 	}
-	n.mux = NewMux(ln, ln.Addr(), cfg.PeerTLS, n.log)
-	n.cfg.RaftAddr = ln.Addr().String()
+	n.mux = NewMux(ln, nil, cfg.PeerTLS, n.log)
+	if cfg.RaftBind == cfg.RaftAddr {
+		n.cfg.RaftAddr = ln.Addr().String() // port 0 (tests): the port picked
+	}
 	if err := n.openMeta(); err != nil {
 		return nil, err
 	}
@@ -181,7 +186,7 @@ func (n *Node) openMeta() error {
 	m := fsm.NewMeta()
 	g, err := openGroup(groupOptions{
 		name: "meta", dir: filepath.Join(n.cfg.DataDir, "meta"), nodeID: n.cfg.NodeID,
-		fsm: m, mux: n.mux, wal: n.wal, cfg: n.cfg,
+		fsm: m, mux: n.mux, wal: n.wal, cfg: n.cfg, addrs: addrBook{n},
 	})
 	if err != nil {
 		return err
@@ -215,6 +220,13 @@ func (n *Node) Start(ctx context.Context) error {
 			if err := n.bootstrap(ctx); err != nil {
 				return err
 			}
+		} else if len(n.cfg.Join) > 0 {
+			n.wg.Add(1)
+			go n.announce()
+		}
+	case len(n.cfg.Join) > 0 && n.cfg.BootstrapExpect > 0:
+		if err := n.joinOrBootstrap(ctx); err != nil {
+			return err
 		}
 	case len(n.cfg.Join) > 0:
 		if err := n.join(ctx, n.cfg.Join); err != nil {

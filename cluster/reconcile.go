@@ -111,6 +111,20 @@ func addrsDiffer(a, b *metav1.Node) bool {
 		a.GossipAddr != b.GossipAddr || a.Region != b.Region
 }
 
+// untilStop returns a context of parent that also ends when the node
+// stops, so background work does not hold up Close.
+func (n *Node) untilStop(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	go func() {
+		select {
+		case <-n.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // spawn runs fn for key unless a previous run for key is still going.
 func (n *Node) spawn(key int, fn func(ctx context.Context)) {
 	n.recon.mu.Lock()
@@ -123,15 +137,10 @@ func (n *Node) spawn(key int, fn func(ctx context.Context)) {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		tctx, tcancel := context.WithTimeout(context.Background(), opTimeout)
+		defer tcancel()
+		ctx, cancel := n.untilStop(tctx)
 		defer cancel()
-		go func() {
-			select {
-			case <-n.stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
 		fn(ctx)
 		n.recon.mu.Lock()
 		delete(n.recon.busy, key)

@@ -116,6 +116,15 @@ func (p *Peers) ExportSlots(ctx context.Context, addr string, group int, move ui
 	return resp.Export, nil
 }
 
+// Hello implements cluster.Peers.
+func (p *Peers) Hello(ctx context.Context, addr string) (string, string, error) {
+	resp, err := peerv1.NewPeerClient(p.conn(addr)).Hello(ctx, &peerv1.HelloRequest{})
+	if err != nil {
+		return "", "", fromStatus(err)
+	}
+	return resp.GetNode().GetId(), resp.ClusterId, nil
+}
+
 // fromStatus turns a peer's gRPC error back into the sentinel the cluster
 // package decides on: refusals are final, everything else may be retried.
 func fromStatus(err error) error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -29,7 +31,8 @@ var errVersion = errors.New("version printed")
 type options struct {
 	cluster  cluster.Config
 	rpc      rpc.Config
-	httpAddr string
+	httpAddr string // where the HTTP port listens
+	grpcBind string // where the gRPC port listens (cluster.GRPCAddr is advertised)
 	headers  httpapi.Headers
 	logLevel slog.Level
 	logJSON  bool
@@ -54,8 +57,11 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		rlHeaders  = fs.String("http-ratelimit-headers", "draft", "rate-limit headers of HTTP answers: draft (RateLimit-Policy, RateLimit), legacy (X-RateLimit-*) or both")
 		raftAddr   = fs.String("raft-addr", "127.0.0.1:7702", "Raft address shared by all of the node's groups")
 		gossipAddr = fs.String("gossip-addr", "127.0.0.1:7703", "memberlist gossip address (TCP and UDP)")
-		join       = fs.String("join", "", "comma-separated gRPC addresses of members to join at first start")
+		join       = fs.String("join", "", "comma-separated gRPC addresses of members to join at first start; dns:NAME:PORT stands for every address NAME resolves to (a headless service)")
+		expect     = fs.Int("bootstrap-expect", 0, "with --join: create the cluster once this many fresh nodes are found there and none belongs to a cluster (the smallest node id creates it), so every node starts with the same arguments")
+		dnsServer  = fs.String("dns-server", "", "DNS server (host:port) for dns: join names (default: the system's resolver)")
 		region     = fs.String("region", "", "region label of this node")
+		advHost    = fs.String("advertise-host", "", "host or IP other nodes and clients reach this node at, with the ports of the *-addr flags (default: the host of each, or this machine's one address when it is 0.0.0.0); in Kubernetes, the pod IP")
 		slots      = fs.Int("slots", cluster.DefaultSlots, "slot count of a new cluster: keys hash to slots, which move between Raft groups as nodes join and leave")
 		perNode    = fs.Int("groups-per-node", cluster.DefaultGroupsPerNode, "Raft groups each node leads in a new cluster")
 		shards     = fs.Int("shards", 0, "create a legacy cluster of this many fixed shards, one Raft group each (0: a cluster of slots)")
@@ -112,6 +118,28 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
 		return nil, fmt.Errorf("log-level: %w", err)
 	}
+	var resolver *net.Resolver
+	if *dnsServer != "" {
+		if err := cluster.CheckAddr("dns-server", *dnsServer); err != nil {
+			return nil, err
+		}
+		server := *dnsServer
+		resolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, server)
+		}}
+	}
+	adv := map[string]string{}
+	for flag, bind := range map[string]string{"grpc-addr": *grpcAddr, "http-addr": *httpAddr, "raft-addr": *raftAddr, "gossip-addr": *gossipAddr} {
+		if bind == "" {
+			continue // http off
+		}
+		a, err := advertise(flag, bind, *advHost, interfaceIPs)
+		if err != nil {
+			return nil, err
+		}
+		adv[flag] = a
+	}
 	id := *nodeID
 	if id == "" {
 		if id = cluster.ReadNodeID(*dataDir); id == "" {
@@ -123,7 +151,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		if a = strings.TrimSpace(a); a != "" {
 			// Refused here, before anything starts: a node retries an
 			// unreachable seed for minutes, never a malformed one.
-			if err := cluster.CheckAddr("join", a); err != nil {
+			if err := cluster.CheckJoinAddr("join", a); err != nil {
 				return nil, err
 			}
 			joinAddrs = append(joinAddrs, a)
@@ -131,14 +159,16 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	return &options{
 		cluster: cluster.Config{
-			NodeID: id, DataDir: *dataDir, GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, RaftAddr: *raftAddr,
-			GossipAddr: *gossipAddr, Region: *region, Join: joinAddrs, Shards: *shards, Replicas: *replicas,
+			NodeID: id, DataDir: *dataDir, GRPCAddr: adv["grpc-addr"], HTTPAddr: adv["http-addr"], RaftAddr: adv["raft-addr"],
+			GossipAddr: adv["gossip-addr"], RaftBind: *raftAddr, GossipBind: *gossipAddr, Region: *region,
+			BootstrapExpect: *expect, Resolver: resolver, Join: joinAddrs, Shards: *shards, Replicas: *replicas,
 			Slots: *slots, GroupsPerNode: *perNode,
 			Fsync: *fsync, DeadAfter: *deadAfter, HeartbeatTimeout: *heartbeat, ElectionTimeout: *election,
 			LeaderLeaseTimeout: *lease, FastFlushInterval: *fastFlush, FastMaxPending: *fastMax,
 		},
 		rpc:      rpc.Config{MaxLogLength: *maxLog, LeaderWait: *leaderWait},
 		httpAddr: *httpAddr,
+		grpcBind: *grpcAddr,
 		headers:  headers,
 		logLevel: lvl,
 		logJSON:  *logFormat == "json",

@@ -68,13 +68,15 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 		return err
 	}
 	cfg.PeerTLS, cfg.GossipKey = sec.raftTLS(), sec.gossipKey
-	sec.warnIfOpen(cfg, log)
+	sec.warnIfOpen(opts.grpcBind, cfg.RaftBind, log)
 	sec.watch(ctx, log)
-	grpcLn, err := net.Listen("tcp", cfg.GRPCAddr)
+	grpcLn, err := net.Listen("tcp", opts.grpcBind)
 	if err != nil {
 		return fmt.Errorf("grpc-addr: %w", err)
 	}
-	cfg.GRPCAddr = grpcLn.Addr().String()
+	if cfg.GRPCAddr == opts.grpcBind {
+		cfg.GRPCAddr = grpcLn.Addr().String() // port 0: the port picked
+	}
 	if err := metrics.Bridge(); err != nil {
 		grpcLn.Close()
 		return err

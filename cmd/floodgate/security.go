@@ -205,8 +205,8 @@ func (s *security) watch(ctx context.Context, log *slog.Logger) {
 
 // warnIfOpen logs when a node listens beyond loopback with calls that
 // anyone who reaches the port may make.
-func (s *security) warnIfOpen(cfg cluster.Config, log *slog.Logger) {
-	for flag, addr := range map[string]string{"grpc-addr": cfg.GRPCAddr, "raft-addr": cfg.RaftAddr} {
+func (s *security) warnIfOpen(grpcBind, raftBind string, log *slog.Logger) {
+	for flag, addr := range map[string]string{"grpc-addr": grpcBind, "raft-addr": raftBind} {
 		if cluster.IsLoopback(addr) {
 			continue
 		}

@@ -1,0 +1,165 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/floodgate/floodgate/fsm"
+)
+
+// dnsPrefix marks a join address that stands for every address a name
+// resolves to.
+const dnsPrefix = "dns:"
+
+// CheckJoinAddr is CheckAddr for a --join entry, which may also be
+// "dns:name:port".
+func CheckJoinAddr(field, addr string) error {
+	if rest, ok := strings.CutPrefix(addr, dnsPrefix); ok {
+		return CheckAddr(field, rest)
+	}
+	return CheckAddr(field, addr)
+}
+
+// resolveJoin expands the dns: entries of addrs into the addresses their
+// names resolve to now, leaving out this node's own gRPC address. A name
+// that does not resolve yet (pods not scheduled) contributes nothing, and
+// its error is returned beside the addresses found.
+func (n *Node) resolveJoin(ctx context.Context, addrs []string) ([]string, error) {
+	var out []string
+	var errs []error
+	for _, a := range addrs {
+		rest, ok := strings.CutPrefix(a, dnsPrefix)
+		if !ok {
+			out = append(out, a)
+			continue
+		}
+		host, port, _ := net.SplitHostPort(rest)
+		r := n.cfg.Resolver
+		if r == nil {
+			r = net.DefaultResolver
+		}
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		ips, err := r.LookupHost(lctx, host)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", a, err))
+			continue
+		}
+		slices.Sort(ips)
+		for _, ip := range ips {
+			out = append(out, net.JoinHostPort(ip, port))
+		}
+	}
+	out = slices.DeleteFunc(out, func(a string) bool { return a == n.cfg.GRPCAddr })
+	return slices.Compact(out), errors.Join(errs...)
+}
+
+// joinOrBootstrap starts a node of a fleet started with the same
+// arguments (--join, --bootstrap-expect N). At each attempt it joins any
+// join address that belongs to a cluster; when none does, and it sees at
+// least N fresh nodes (itself included) and its id is the smallest of all
+// it sees, it creates the cluster, which the others then join. With N the
+// fleet's initial size, every node sees the same N ids before anyone
+// creates, so exactly one does; a node that starts later finds the
+// cluster and joins.
+func (n *Node) joinOrBootstrap(ctx context.Context) error {
+	start := time.Now()
+	var last error
+	for attempt := 1; ; attempt++ {
+		addrs, err := n.resolveJoin(ctx, n.cfg.Join)
+		last = err
+		fresh := []string{n.cfg.NodeID}
+		for _, addr := range addrs {
+			hctx, cancel := context.WithTimeout(ctx, joinAttemptTimeout)
+			id, clusterID, err := n.peers.Hello(hctx, addr)
+			cancel()
+			switch {
+			case err != nil:
+				last = fmt.Errorf("%s: %w", addr, err)
+			case id == n.cfg.NodeID:
+				// This node, under another address.
+			case clusterID == "":
+				fresh = append(fresh, id)
+			default:
+				refused, err := n.joinOnce(ctx, addr)
+				if err == nil {
+					return nil
+				}
+				if refused {
+					return fmt.Errorf("--join %s refused this node: %w", addr, err)
+				}
+				last = fmt.Errorf("%s: %w", addr, err)
+			}
+		}
+		slices.Sort(fresh)
+		fresh = slices.Compact(fresh)
+		if len(fresh) >= n.cfg.BootstrapExpect && fresh[0] == n.cfg.NodeID {
+			n.log.Info("creating the cluster: the smallest id of the nodes expected", "expect", n.cfg.BootstrapExpect, "nodes", strings.Join(fresh, ","))
+			return n.bootstrap(ctx)
+		}
+		wait := backoff(attempt, 500*time.Millisecond, 5*time.Second)
+		n.log.Info("waiting for the cluster to form", "expect", n.cfg.BootstrapExpect, "fresh", strings.Join(fresh, ","),
+			"join", strings.Join(n.cfg.Join, ","), "attempt", attempt, "retry_in", wait, "last_err", last)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("--join %s: no cluster formed in %s with --bootstrap-expect %d (saw %d fresh nodes): %w; last error: %v",
+				strings.Join(n.cfg.Join, ","), time.Since(start).Round(time.Second), n.cfg.BootstrapExpect, len(fresh), ctx.Err(), last)
+		case <-n.stop:
+			return ErrClosed
+		case <-time.After(wait):
+		}
+	}
+}
+
+// joinOnce asks the member at addr to add this node and joins its gossip.
+// refused means the answer is final.
+func (n *Node) joinOnce(ctx context.Context, addr string) (refused bool, err error) {
+	// Bounded per member, so a blackholed address cannot hold up the
+	// others for the whole join.
+	actx, cancel := context.WithTimeout(ctx, joinAttemptTimeout)
+	cid, gossipAddrs, err := n.peers.AddNode(actx, addr, n.self())
+	cancel()
+	if err != nil {
+		return errors.Is(err, ErrConfig) || errors.Is(err, fsm.ErrRefused), err
+	}
+	if err := n.gossip.join(gossipAddrs); err != nil {
+		n.log.Warn("join gossip", "err", err)
+	}
+	n.log.Info("joined cluster", "cluster", cid, "via", addr)
+	return false, nil
+}
+
+// announce tells the cluster, through the --join addresses, where a
+// restarted member is now. A pod rescheduled with a new IP keeps its data
+// and id, but the others would go on dialing its old address, and it
+// cannot learn the cluster's state from a leader that cannot reach it:
+// adding a known node again only updates its addresses. It gives up once
+// one member took it, or when the node stops.
+func (n *Node) announce() {
+	defer n.wg.Done()
+	ctx, cancel := n.untilStop(context.Background())
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		addrs, _ := n.resolveJoin(ctx, n.cfg.Join)
+		for _, addr := range addrs {
+			actx, acancel := context.WithTimeout(ctx, joinAttemptTimeout)
+			_, _, err := n.peers.AddNode(actx, addr, n.self())
+			acancel()
+			if err == nil {
+				n.log.Info("told the cluster this node's addresses", "via", addr)
+				return
+			}
+			n.log.Debug("announce", "via", addr, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff(attempt, 500*time.Millisecond, 5*time.Second)):
+		}
+	}
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+)
+
+// advertise returns the address others reach a listener bound at bind by:
+// bind itself, unless host (--advertise-host) is set or bind's host listens
+// everywhere (0.0.0.0, ::, empty), which no peer can dial: then host, or
+// failing that this machine's one non-loopback address.
+func advertise(flag, bind, host string, ips func() ([]net.IP, error)) (string, error) {
+	h, port, err := net.SplitHostPort(bind)
+	if err != nil {
+		return "", fmt.Errorf("%s: %q is not host:port", flag, bind)
+	}
+	switch {
+	case host != "":
+		h = host
+	case h == "" || net.ParseIP(h) != nil && net.ParseIP(h).IsUnspecified():
+		ip, err := ownIP(ips)
+		if err != nil {
+			return "", fmt.Errorf("advertise-host: %s listens on every address (%s), and %v: set --advertise-host (in Kubernetes, the pod IP)", flag, bind, err)
+		}
+		h = ip.String()
+	}
+	return net.JoinHostPort(h, port), nil
+}
+
+// ownIP is the machine's only non-loopback unicast IPv4 address (a pod
+// has one); with none or several, the operator must say.
+func ownIP(ips func() ([]net.IP, error)) (net.IP, error) {
+	all, err := ips()
+	if err != nil {
+		return nil, err
+	}
+	var found []net.IP
+	for _, ip := range all {
+		if ip4 := ip.To4(); ip4 != nil && !ip4.IsLoopback() && ip4.IsGlobalUnicast() {
+			found = append(found, ip4)
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return nil, errors.New("this machine has no non-loopback IPv4 address")
+	}
+	return nil, fmt.Errorf("this machine has %d addresses (%v)", len(found), found)
+}
+
+// interfaceIPs lists the addresses of the machine's interfaces that are up.
+func interfaceIPs() ([]net.IP, error) {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return nil, err
+	}
+	var ips []net.IP
+	for _, i := range ifaces {
+		if i.Flags&net.FlagUp == 0 {
+			continue
+		}
+		addrs, err := i.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				ips = append(ips, n.IP)
+			}
+		}
+	}
+	return ips, nil
+}
