@@ -14,7 +14,7 @@ VCS     := $(shell git rev-parse --git-dir >/dev/null 2>&1 && echo -buildvcs=tru
 .DEFAULT_GOAL := help
 
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-13s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## Build floodgate and floodgatectl into ./bin
 	$(GO) build $(VCS) -o $(BIN)/floodgate ./cmd/floodgate
@@ -27,7 +27,11 @@ test: ## Run every test: unit, property, race, system, end-to-end and fault
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 $(RACE)
 	$(GO) test -count=1 $$($(GO) list ./test/... | grep -v /test/fault)
+	$(MAKE) deploy-check
 	$(MAKE) fault
+
+deploy-check: ## Check the Kubernetes manifests against the API types and run the Dockerfile's build steps
+	cd deploy/check && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 fault: ## Run the fault-injection suite alone (real processes; partition and disk scenarios need root)
 	$(GO) test -count=1 -timeout 15m -v ./test/fault/
@@ -89,4 +93,4 @@ release: ## Build static release binaries for linux and darwin, amd64 and arm64,
 clean: ## Remove build output and the default data dir
 	rm -rf $(BIN) dist floodgate-data
 
-.PHONY: help build run test e2e fuzz bench lint proto release clean
+.PHONY: help build run test deploy-check e2e fuzz bench lint proto release clean

@@ -1,0 +1,202 @@
+package check
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"sigs.k8s.io/yaml"
+)
+
+const manifests = "../kubernetes"
+
+// objects are the decoded manifests, by kind.
+type objects struct {
+	services []corev1.Service
+	sets     []appsv1.StatefulSet
+	pdbs     []policyv1.PodDisruptionBudget
+}
+
+// load decodes every document of every manifest strictly: a field the API
+// does not have is an error.
+func load(t *testing.T) objects {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(manifests, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests: %v", err)
+	}
+	var o objects
+	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(b), -1) {
+			if strings.TrimSpace(stripComments(doc)) == "" {
+				continue
+			}
+			var head struct{ APIVersion, Kind string }
+			if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
+				t.Fatalf("%s #%d: %v", f, i, err)
+			}
+			var target any
+			switch head.APIVersion + " " + head.Kind {
+			case "v1 Service":
+				o.services = append(o.services, corev1.Service{})
+				target = &o.services[len(o.services)-1]
+			case "apps/v1 StatefulSet":
+				o.sets = append(o.sets, appsv1.StatefulSet{})
+				target = &o.sets[len(o.sets)-1]
+			case "policy/v1 PodDisruptionBudget":
+				o.pdbs = append(o.pdbs, policyv1.PodDisruptionBudget{})
+				target = &o.pdbs[len(o.pdbs)-1]
+			default:
+				t.Fatalf("%s #%d: unexpected %s %s", f, i, head.APIVersion, head.Kind)
+			}
+			if err := yaml.UnmarshalStrict([]byte(doc), target); err != nil {
+				t.Fatalf("%s #%d (%s): %v", f, i, head.Kind, err)
+			}
+		}
+	}
+	return o
+}
+
+func stripComments(doc string) string {
+	var keep []string
+	for _, l := range strings.Split(doc, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "#") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
+func TestManifestsDecodeStrictly(t *testing.T) {
+	o := load(t)
+	if len(o.services) != 2 || len(o.sets) != 1 || len(o.pdbs) != 1 {
+		t.Fatalf("%d services, %d statefulsets, %d PDBs; want 2, 1, 1", len(o.services), len(o.sets), len(o.pdbs))
+	}
+	// A field of the wrong name fails: the check is not vacuous.
+	bad := []byte("apiVersion: apps/v1\nkind: StatefulSet\nspec:\n  replica: 3\n")
+	if err := yaml.UnmarshalStrict(bad, &appsv1.StatefulSet{}); err == nil {
+		t.Fatal("a misspelt field decoded")
+	}
+}
+
+func TestManifestsHoldTogether(t *testing.T) {
+	o := load(t)
+	set := o.sets[0]
+	pod := set.Spec.Template
+	c := pod.Spec.Containers[0]
+	svc := map[string]corev1.Service{}
+	for _, s := range o.services {
+		svc[s.Name] = s
+	}
+	headless, ok := svc[set.Spec.ServiceName]
+	if !ok {
+		t.Fatalf("serviceName %q is not a service here", set.Spec.ServiceName)
+	}
+	if headless.Spec.ClusterIP != "None" || !headless.Spec.PublishNotReadyAddresses {
+		t.Fatal("the headless service must have clusterIP None and publish pods before they are ready (they become ready only once they found each other)")
+	}
+	// Every service selects the pods and targets a named container port.
+	ports := map[string]corev1.ContainerPort{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p
+	}
+	for _, s := range o.services {
+		for k, v := range s.Spec.Selector {
+			if pod.Labels[k] != v {
+				t.Errorf("service %s selects %s=%s, which the pods lack", s.Name, k, v)
+			}
+		}
+		for _, p := range s.Spec.Ports {
+			cp, ok := ports[p.TargetPort.StrVal]
+			if !ok || cp.Protocol != p.Protocol {
+				t.Errorf("service %s port %s targets %q, not a container port of that protocol", s.Name, p.Name, p.TargetPort.StrVal)
+			}
+		}
+	}
+	// gossip needs TCP and UDP, each port must match the flags.
+	args := strings.Join(c.Args, " ")
+	for name, flag := range map[string]string{"grpc": "--grpc-addr", "http": "--http-addr", "raft": "--raft-addr", "gossip-tcp": "--gossip-addr", "gossip-udp": "--gossip-addr"} {
+		p, ok := ports[name]
+		if !ok {
+			t.Fatalf("no container port %s", name)
+		}
+		if !strings.Contains(args, flag+"=0.0.0.0:"+itoa(p.ContainerPort)) {
+			t.Errorf("container port %s (%d) is not where %s listens: %s", name, p.ContainerPort, flag, args)
+		}
+	}
+	// Probes: gRPC health on the client port.
+	for name, pr := range map[string]*corev1.Probe{"startup": c.StartupProbe, "readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+		if pr == nil || pr.GRPC == nil || pr.GRPC.Port != ports["grpc"].ContainerPort {
+			t.Errorf("%s probe is not gRPC health on the grpc port", name)
+		}
+	}
+	if s := c.ReadinessProbe.GRPC.Service; s == nil || *s != "floodgate.v1.RateLimiter" {
+		t.Error("readiness must ask for the RateLimiter service")
+	}
+	if g := pod.Spec.TerminationGracePeriodSeconds; g == nil || *g < 30 {
+		t.Error("terminationGracePeriodSeconds must leave time for the leadership hand-off (≥ 30s)")
+	}
+	if sc := pod.Spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+		t.Error("pods must run as non-root")
+	}
+	// The same arguments for every pod: bootstrap-expect is the replica count.
+	if want := "--bootstrap-expect=" + itoa(*set.Spec.Replicas); !slices.Contains(c.Args, want) {
+		t.Errorf("args lack %s", want)
+	}
+	if !slices.Contains(c.Args, "--join=dns:"+headless.Name+":"+itoa(ports["grpc"].ContainerPort)) {
+		t.Errorf("args do not join through the headless service: %v", c.Args)
+	}
+	if len(set.Spec.VolumeClaimTemplates) != 1 || c.VolumeMounts[0].Name != set.Spec.VolumeClaimTemplates[0].Name {
+		t.Error("the data dir must be the volume claim, kept across rescheduling")
+	}
+	// The PDB keeps a quorum.
+	pdb := o.pdbs[0]
+	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 {
+		t.Error("the PDB must allow at most one pod down")
+	}
+}
+
+// The pods' arguments are ones floodgate accepts: they are parsed by the
+// real binary, with the pod's environment filled in (--version stops it
+// after parsing).
+func TestPodArgumentsParse(t *testing.T) {
+	c := load(t).sets[0].Spec.Template.Spec.Containers[0]
+	env := map[string]string{"POD_NAME": "floodgate-0", "POD_IP": "10.1.2.3"}
+	args := []string{"run", "./cmd/floodgate"}
+	for _, a := range c.Args {
+		args = append(args, regexp.MustCompile(`\$\((\w+)\)`).ReplaceAllStringFunc(a, func(m string) string {
+			return env[m[2:len(m)-1]]
+		}))
+	}
+	args = append(args, "--version")
+	cmd := exec.Command("go", args...)
+	cmd.Dir = "../.."
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil || !strings.HasPrefix(out.String(), "floodgate ") {
+		t.Fatalf("floodgate %v: %v\n%s", args[2:], err, out.String())
+	}
+	bad := exec.Command("go", "run", "./cmd/floodgate", "--no-such-flag", "--version")
+	bad.Dir = "../.."
+	if err := bad.Run(); err == nil {
+		t.Fatal("an unknown flag parsed: the check is vacuous")
+	}
+}
+
+func itoa(n int32) string { return strconv.Itoa(int(n)) }
