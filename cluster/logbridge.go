@@ -28,16 +28,17 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 
 var _ io.Writer = (*slogWriter)(nil)
 
-// levelOf reads a line's level tag. Elections, a new replica catching up
-// and gossip's routine chatter are how the libraries work: debug, not
-// warnings.
+// levelOf reads a line's level tag. Elections, a new replica catching up,
+// a server's address taken from the group's configuration (the meta state
+// that addrBook reads is not loaded yet) and gossip's routine chatter are
+// how the libraries work: debug, not warnings.
 func levelOf(line string) slog.Level {
 	switch {
 	case strings.Contains(line, "[ERROR]"), strings.Contains(line, "[ERR]"):
 		return slog.LevelError
 	case strings.Contains(line, "starting election"), strings.Contains(line, "pre-vote"),
 		strings.Contains(line, "no known peers"), strings.Contains(line, "failed to get previous log"),
-		strings.Contains(line, "sending older logs"), strings.Contains(line, "[DEBUG]"), strings.Contains(line, "[TRACE]"):
+		strings.Contains(line, "sending older logs"), strings.Contains(line, "unable to get address for server"), strings.Contains(line, "[DEBUG]"), strings.Contains(line, "[TRACE]"):
 		return slog.LevelDebug
 	case strings.Contains(line, "[INFO]"):
 		return slog.LevelInfo

@@ -8,7 +8,6 @@ import (
 
 	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/fsm"
-	"github.com/floodgate/floodgate/policy"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 	"github.com/floodgate/floodgate/rpc/validate"
@@ -17,22 +16,13 @@ import (
 // SetPolicies implements pb.AdminServer: every policy is validated before
 // any is stored, and they are stored together.
 func (a *AdminServer) SetPolicies(ctx context.Context, req *pb.SetPoliciesRequest) (*pb.SetPoliciesResponse, error) {
-	if len(req.Policies) == 0 || len(req.Policies) > validate.MaxPolicies {
-		return nil, toStatus(fmt.Errorf("%w: policies: give 1 to %d, got %d", ErrInvalid, validate.MaxPolicies, len(req.Policies)))
+	ps, err := validate.Policies(req.Policies, a.cfg.MaxLogLength)
+	if err != nil {
+		return nil, toStatus(err)
 	}
-	var ps []*policy.Policy
-	names := map[string]int{}
-	for i, pp := range req.Policies {
-		field := fmt.Sprintf("policies[%d].", i)
-		p, err := validate.Policy(pp, field, a.cfg.MaxLogLength)
-		if err != nil {
-			return nil, toStatus(err)
-		}
-		if j, dup := names[p.Name]; dup {
-			return nil, toStatus(fmt.Errorf("%w: %sname: %q is also policies[%d]", ErrInvalid, field, p.Name, j))
-		}
-		names[p.Name] = i
-		ps = append(ps, p)
+	names := map[string]bool{}
+	for _, p := range ps {
+		names[p.Name] = true
 	}
 	if err := a.node.SetPolicies(ctx, ps); err != nil {
 		return nil, toStatus(err)

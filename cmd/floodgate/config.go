@@ -18,6 +18,7 @@ import (
 
 	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/httpapi"
+	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/rpc"
 	"github.com/floodgate/floodgate/tracing"
 	"github.com/floodgate/floodgate/window"
@@ -39,6 +40,7 @@ type options struct {
 	pprof    bool
 	tracing  tracing.Config
 	security securityFlags
+	policies []*policy.Policy // --policies: stored at start when the cluster has none
 }
 
 // parseOptions reads args, then the environment (FLOODGATE_GRPC_ADDR for
@@ -81,6 +83,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		otlpPlain  = fs.Bool("otlp-insecure", false, "send traces without TLS (a collector on loopback or a sidecar)")
 		sample     = fs.Float64("trace-sample", 1, "share of traces started here that are kept, 0..1 (a caller's sampled trace is always followed)")
 		profiles   = fs.Bool("pprof", false, "serve Go profiles at /debug/pprof/ on the HTTP address")
+		policyFile = fs.String("policies", "", "YAML policy file (floodgatectl's format) stored at start when the cluster has no policies yet; later changes: floodgatectl policy apply")
 	)
 	sec := defineSecurity(fs)
 	if err := fs.Parse(args); err != nil {
@@ -112,6 +115,10 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return nil, fmt.Errorf("trace-sample: must be between 0 and 1, got %v", *sample)
 	}
 	if err := sec.check(); err != nil {
+		return nil, err
+	}
+	startPolicies, err := readPolicyFile(*policyFile, *maxLog)
+	if err != nil {
 		return nil, err
 	}
 	var lvl slog.Level
@@ -175,6 +182,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		tracing:  tracing.Config{Endpoint: *otlp, Insecure: *otlpPlain, SampleRatio: *sample, NodeID: id},
 		pprof:    *profiles,
 		security: *sec,
+		policies: startPolicies,
 	}, nil
 }
 

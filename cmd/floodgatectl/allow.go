@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/floodgate/floodgate/policyfile"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 )
 
@@ -125,9 +126,9 @@ func (l *limitFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.Int64Var(&l.limit, "limit", 10, "inline limit: requests (cost) allowed per window")
 	f.DurationVar(&l.window, "window", time.Minute, "inline limit: window length")
-	f.StringVar(&l.algorithm, "algorithm", "sliding_log", "inline limit: "+strings.Join(algorithmNames, ", "))
+	f.StringVar(&l.algorithm, "algorithm", "sliding_log", "inline limit: "+strings.Join(policyfile.AlgorithmNames(), ", "))
 	f.Int32Var(&l.buckets, "buckets", 0, "inline limit: buckets of a sliding counter (default 60)")
-	f.StringVar(&l.cal, "calendar", "", "inline limit: calendar period of a fixed window: "+strings.Join(calendarNames, ", "))
+	f.StringVar(&l.cal, "calendar", "", "inline limit: calendar period of a fixed window: "+strings.Join(policyfile.CalendarNames(), ", "))
 	f.Int64Var(&l.burst, "burst", 0, "inline limit: token bucket size or GCRA burst")
 }
 
@@ -150,13 +151,13 @@ func (l *limitFlags) policyOrLimit(cmd *cobra.Command, policy string) (string, *
 func (l *limitFlags) build(cmd *cobra.Command) (*pb.Limit, error) {
 	alg, ok := pb.Algorithm_value[strings.ToUpper(l.algorithm)]
 	if !ok {
-		return nil, fmt.Errorf("--algorithm: unknown algorithm %q (%s)", l.algorithm, strings.Join(algorithmNames, ", "))
+		return nil, fmt.Errorf("--algorithm: unknown algorithm %q (%s)", l.algorithm, strings.Join(policyfile.AlgorithmNames(), ", "))
 	}
 	unit := pb.CalendarUnit_CALENDAR_UNIT_UNSPECIFIED
 	if l.cal != "" {
 		v, ok := pb.CalendarUnit_value["CALENDAR_UNIT_"+strings.ToUpper(l.cal)]
 		if !ok {
-			return nil, fmt.Errorf("--calendar: unknown unit %q (%s)", l.cal, strings.Join(calendarNames, ", "))
+			return nil, fmt.Errorf("--calendar: unknown unit %q (%s)", l.cal, strings.Join(policyfile.CalendarNames(), ", "))
 		}
 		unit = pb.CalendarUnit(v)
 	}

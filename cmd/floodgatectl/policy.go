@@ -5,10 +5,10 @@ import (
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/floodgate/floodgate/policyfile"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 )
 
@@ -17,9 +17,9 @@ import (
 func policyCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "policy",
-		Short: "Manage named policies: set from a YAML file, get, list, delete",
+		Short: "Manage named policies: set, apply or validate a YAML file; get, list, delete",
 	}
-	cmd.AddCommand(policySetCmd(g), policyGetCmd(g), policyListCmd(g), policyDeleteCmd(g))
+	cmd.AddCommand(policySetCmd(g), policyApplyCmd(g), policyValidateCmd(g), policyGetCmd(g), policyListCmd(g), policyDeleteCmd(g))
 	return cmd
 }
 
@@ -35,19 +35,9 @@ func policySetCmd(g *globals) *cobra.Command {
 			"  floodgatectl policy list -o yaml | floodgatectl policy set -f -",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var r io.Reader = cmd.InOrStdin()
-			name := "stdin"
-			if file != "-" {
-				f, err := os.Open(file)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				r, name = f, file
-			}
-			policies, err := parsePolicies(r)
+			policies, err := readPolicies(cmd, file)
 			if err != nil {
-				return fmt.Errorf("%s: %w", name, err)
+				return err
 			}
 			conn, err := g.dial()
 			if err != nil {
@@ -98,7 +88,7 @@ func policyGetCmd(g *globals) *cobra.Command {
 			if g.json {
 				return g.printJSON(p)
 			}
-			return writePolicies(g.out, []*pb.Policy{p})
+			return policyfile.Write(g.out, []*pb.Policy{p})
 		},
 	}
 }
@@ -129,9 +119,9 @@ func policyListCmd(g *globals) *cobra.Command {
 			case g.json || output == "json":
 				return g.printJSON(resp)
 			case output == "yaml":
-				return writePolicies(g.out, resp.Policies)
+				return policyfile.Write(g.out, resp.Policies)
 			}
-			return printPolicies(g.out, resp.Policies)
+			return policyfile.Table(g.out, resp.Policies)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, yaml or json")
@@ -165,46 +155,22 @@ func policyDeleteCmd(g *globals) *cobra.Command {
 	}
 }
 
-// printPolicies prints policies as a table.
-func printPolicies(w io.Writer, policies []*pb.Policy) error {
-	if len(policies) == 0 {
-		_, err := fmt.Fprintln(w, "no policies")
-		return err
+// readPolicies parses the policy file named by -f ("-": stdin); errors
+// name the file and the field.
+func readPolicies(cmd *cobra.Command, file string) ([]*pb.Policy, error) {
+	var r io.Reader = cmd.InOrStdin()
+	name := "stdin"
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r, name = f, file
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tMODE\tCONSISTENCY\tLIMITS\tREDUCED\tKEY_BY")
-	for _, p := range policies {
-		mode := enumName(int32(p.Mode), modeNames, 0)
-		switch p.Mode {
-		case pb.Mode_MODE_SOFT:
-			mode += fmt.Sprintf(" +%d%%", p.SoftPercent)
-		case pb.Mode_MODE_ELASTIC:
-			mode += fmt.Sprintf(" %d%% under %d/s", p.GetElastic().GetCeilingPercent(), p.GetElastic().GetCapacity())
-		}
-		if p.CountDenied {
-			mode += ", count denied"
-		}
-		limits := make([]string, len(p.Limits))
-		for i, l := range p.Limits {
-			limits[i] = limitSummary(l)
-		}
-		reduced := "-"
-		if p.Reduced != nil {
-			reduced = limitSummary(p.Reduced)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, mode, enumName(int32(p.Consistency), consistencyNames, 0),
-			orNone(strings.Join(limits, ", ")), reduced, orNone(strings.Join(p.KeyBy, ",")))
+	policies, err := policyfile.Parse(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return tw.Flush()
-}
-
-// limitSummary spells a limit briefly: "10/1m sliding_log",
-// "20000/month fixed_window".
-func limitSummary(pl *pb.PolicyLimit) string {
-	y := limitToYAML(pl)
-	per := y.Window
-	if y.Calendar != "" {
-		per = y.Calendar
-	}
-	return fmt.Sprintf("%d/%s %s", y.Limit, per, y.Algorithm)
+	return policies, nil
 }

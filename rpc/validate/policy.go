@@ -58,6 +58,30 @@ func Policy(pp *pb.Policy, field string, maxLog int64) (*policy.Policy, error) {
 	return p, nil
 }
 
+// Policies validates a set of policies stored together (SetPolicies, a
+// policy file): 1 to MaxPolicies of them, each valid, no name twice.
+// Errors name the field: "policies[2].name: ...".
+func Policies(pps []*pb.Policy, maxLog int64) ([]*policy.Policy, error) {
+	if len(pps) == 0 || len(pps) > MaxPolicies {
+		return nil, fmt.Errorf("%w: policies: give 1 to %d, got %d", ErrInvalid, MaxPolicies, len(pps))
+	}
+	var ps []*policy.Policy
+	names := map[string]int{}
+	for i, pp := range pps {
+		field := fmt.Sprintf("policies[%d].", i)
+		p, err := Policy(pp, field, maxLog)
+		if err != nil {
+			return nil, err
+		}
+		if j, dup := names[p.Name]; dup {
+			return nil, fmt.Errorf("%w: %sname: %q is also policies[%d]", ErrInvalid, field, p.Name, j)
+		}
+		names[p.Name] = i
+		ps = append(ps, p)
+	}
+	return ps, nil
+}
+
 // PolicyName checks the name of a policy to look up, as field. A name
 // too long to be one is not echoed back.
 func PolicyName(field, name string) error {

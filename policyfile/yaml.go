@@ -1,4 +1,4 @@
-package main
+package policyfile
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,9 +85,9 @@ var (
 	calendarNames    = []string{"minute", "hour", "day", "week", "month", "year"}
 )
 
-// parsePolicies reads a policy document and converts it to protos. Errors
+// Parse reads a policy document and converts it to protos. Errors
 // name the field at fault: "policies[0].limits[1].window: ...".
-func parsePolicies(r io.Reader) ([]*pb.Policy, error) {
+func Parse(r io.Reader) ([]*pb.Policy, error) {
 	dec := yaml.NewDecoder(r)
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -273,9 +274,9 @@ func enumName(v int32, names []string, first int32) string {
 	return fmt.Sprint(v)
 }
 
-// writePolicies prints policies as one document that `policy set -f`
+// Write prints policies as one document that `policy set -f`
 // reads back.
-func writePolicies(w io.Writer, policies []*pb.Policy) error {
+func Write(w io.Writer, policies []*pb.Policy) error {
 	f := policyFile{Policies: make([]yamlPolicy, len(policies))}
 	for i, p := range policies {
 		f.Policies[i] = policyToYAML(p)
@@ -292,3 +293,12 @@ func writePolicies(w io.Writer, policies []*pb.Policy) error {
 	_, err := w.Write(b.Bytes())
 	return err
 }
+
+// AlgorithmNames are the file's names of the algorithms, in proto order.
+func AlgorithmNames() []string { return slices.Clone(algorithmNames) }
+
+// CalendarNames are the file's names of the calendar units.
+func CalendarNames() []string { return slices.Clone(calendarNames) }
+
+// ModeName is the file's name of a policy mode.
+func ModeName(m pb.Mode) string { return enumName(int32(m), modeNames, 0) }

@@ -1,4 +1,4 @@
-package main
+package policyfile
 
 import (
 	"bytes"
@@ -36,24 +36,24 @@ func yamlSeeds() []fuzzseed.Seed {
 	return append(seeds, fuzzseed.Truncations("full", []byte(full), 37)...)
 }
 
-// FuzzParsePolicies parses any document. It must not panic, and a
+// FuzzParse parses any document. It must not panic, and a
 // document it accepts must print (`policy get` format) as one it reads
 // back to the same policies, printing the same again.
-func FuzzParsePolicies(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	fuzzseed.Add(f, yamlSeeds())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 16<<10 {
 			return // aliases make work grow with the square of the size
 		}
-		got, err := parsePolicies(bytes.NewReader(data))
+		got, err := Parse(bytes.NewReader(data))
 		if err != nil {
 			return
 		}
 		var printed bytes.Buffer
-		if err := writePolicies(&printed, got); err != nil {
+		if err := Write(&printed, got); err != nil {
 			t.Fatalf("printing parsed policies: %v", err)
 		}
-		again, err := parsePolicies(bytes.NewReader(printed.Bytes()))
+		again, err := Parse(bytes.NewReader(printed.Bytes()))
 		if err != nil {
 			t.Fatalf("printed policies do not parse: %v\n%s", err, printed.Bytes())
 		}
@@ -66,7 +66,7 @@ func FuzzParsePolicies(f *testing.F) {
 			}
 		}
 		var twice bytes.Buffer
-		if err := writePolicies(&twice, again); err != nil || !bytes.Equal(twice.Bytes(), printed.Bytes()) {
+		if err := Write(&twice, again); err != nil || !bytes.Equal(twice.Bytes(), printed.Bytes()) {
 			t.Fatalf("printing is not stable (%v):\n%s\n%s", err, printed.Bytes(), twice.Bytes())
 		}
 	})

@@ -1,4 +1,4 @@
-package main
+package policyfile
 
 import (
 	"bytes"
@@ -83,7 +83,7 @@ func TestParsePolicies(t *testing.T) {
 		}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parsePolicies(strings.NewReader(tc.in))
+			got, err := Parse(strings.NewReader(tc.in))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -133,7 +133,7 @@ func TestParsePoliciesErrors(t *testing.T) {
 		{"syntax", "policies: [\n", []string{"yaml:"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := parsePolicies(strings.NewReader(tc.in))
+			_, err := Parse(strings.NewReader(tc.in))
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -149,7 +149,7 @@ func TestParsePoliciesErrors(t *testing.T) {
 // A policy printed as YAML reads back to the same proto, and the printed
 // document of the full example reads back to what the example reads to.
 func TestPolicyYAMLRoundTrip(t *testing.T) {
-	parsed, err := parsePolicies(strings.NewReader(full))
+	parsed, err := Parse(strings.NewReader(full))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,10 +163,10 @@ func TestPolicyYAMLRoundTrip(t *testing.T) {
 		&pb.Policy{Name: "empty-elastic", Elastic: &pb.Elastic{}, KeyBy: []string{"tenant"}},
 	)
 	var b bytes.Buffer
-	if err := writePolicies(&b, policies); err != nil {
+	if err := Write(&b, policies); err != nil {
 		t.Fatal(err)
 	}
-	back, err := parsePolicies(&b)
+	back, err := Parse(&b)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, b.String())
 	}
@@ -182,7 +182,7 @@ func TestPolicyYAMLRoundTrip(t *testing.T) {
 
 func TestWritePoliciesFormat(t *testing.T) {
 	var b bytes.Buffer
-	err := writePolicies(&b, []*pb.Policy{{
+	err := Write(&b, []*pb.Policy{{
 		Name: "api", KeyBy: []string{"user", "ip"},
 		Limits: []*pb.PolicyLimit{
 			limit("per-minute", &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 10, WindowMs: 60_000}),
@@ -221,7 +221,7 @@ func TestFormatWindow(t *testing.T) {
 
 func TestPrintPolicies(t *testing.T) {
 	var b bytes.Buffer
-	err := printPolicies(&b, []*pb.Policy{{
+	err := Table(&b, []*pb.Policy{{
 		Name: "api", Mode: pb.Mode_MODE_SOFT, SoftPercent: 10, KeyBy: []string{"user", "ip"},
 		Limits: []*pb.PolicyLimit{
 			limit("", &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 10, WindowMs: 60_000}),

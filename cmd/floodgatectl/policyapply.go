@@ -1,0 +1,114 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/floodgate/floodgate/policyfile"
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+)
+
+// policyApplyCmd makes the cluster's policies those of a file, printing
+// what changes: the GitOps form of policy set.
+func policyApplyCmd(g *globals) *cobra.Command {
+	var file string
+	var prune, dryRun bool
+	cmd := &cobra.Command{
+		Use:   "apply -f FILE",
+		Short: "Make the cluster's policies those of a YAML file, showing the changes",
+		Long: "Compare the file's policies with the cluster's and print the plan, one line\n" +
+			"each: + created, ~ replaced, - deleted (only with --prune), = unchanged.\n" +
+			"Then store the created and replaced ones together (all or none) and delete\n" +
+			"the pruned ones, unless --dry-run. A file from git or a ConfigMap, applied\n" +
+			"again, changes nothing.",
+		Example: "  floodgatectl policy apply -f policies.yaml --dry-run\n" +
+			"  floodgatectl policy apply -f policies.yaml --prune",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			policies, err := readValidPolicies(cmd, file)
+			if err != nil {
+				return err
+			}
+			conn, err := g.dial()
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			ctx, cancel := g.ctx()
+			defer cancel()
+			current, err := admin(conn).ListPolicies(ctx, &pb.ListPoliciesRequest{})
+			if err != nil {
+				return err
+			}
+			plan := policyfile.Diff(current.Policies, policies, prune)
+			if err := plan.Print(g.out); err != nil {
+				return err
+			}
+			switch {
+			case plan.Empty():
+				_, err := fmt.Fprintln(g.out, "no changes")
+				return err
+			case dryRun:
+				_, err := fmt.Fprintln(g.out, "dry run: nothing changed")
+				return err
+			}
+			if len(plan.Set) > 0 {
+				if _, err := admin(conn).SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: plan.Set}); err != nil {
+					return err
+				}
+			}
+			var errs []error
+			for _, name := range plan.Delete {
+				if _, err := admin(conn).DeletePolicy(ctx, &pb.DeletePolicyRequest{Name: name}); err != nil {
+					errs = append(errs, fmt.Errorf("delete %s: %w", name, err))
+				}
+			}
+			if err := errors.Join(errs...); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(g.out, "applied: %d created, %d replaced, %d deleted\n", len(plan.Create), len(plan.Update), len(plan.Delete))
+			return err
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "YAML file of policies; - reads stdin")
+	cmd.Flags().BoolVar(&prune, "prune", false, "also delete the cluster's policies that the file does not list")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
+	_ = cmd.MarkFlagRequired("file")
+	return cmd
+}
+
+// policyValidateCmd checks a policy file offline, with the server's rules.
+func policyValidateCmd(g *globals) *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:     "validate -f FILE",
+		Short:   "Check a policy file without a cluster: exit 1 and name the field when it is wrong",
+		Example: "  floodgatectl policy validate -f policies.yaml",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			policies, err := readValidPolicies(cmd, file)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(g.out, "%s: %d %s, valid\n", file, len(policies), plural(len(policies), "policy", "policies"))
+			return err
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "YAML file of policies; - reads stdin")
+	_ = cmd.MarkFlagRequired("file")
+	return cmd
+}
+
+// readValidPolicies is readPolicies, then the server's checks.
+func readValidPolicies(cmd *cobra.Command, file string) ([]*pb.Policy, error) {
+	policies, err := readPolicies(cmd, file)
+	if err != nil {
+		return nil, err
+	}
+	if err := policyfile.Check(policies); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return policies, nil
+}
