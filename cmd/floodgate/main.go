@@ -147,7 +147,7 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 	rpc.MarkServing(health)
 	go seedPolicies(ctx, node, opts.policies, log)
 	c := node.Config()
-	log.Info("floodgate ready", "node", node.ID(), "cluster", node.View().ClusterID, "grpc", c.GRPCAddr,
+	log.Info("floodgate ready", "version", version.Get().Version, "node", node.ID(), "cluster", node.View().ClusterID, "grpc", c.GRPCAddr,
 		"http", opts.httpAddr, "raft", c.RaftAddr, "gossip", c.GossipAddr, "data", c.DataDir)
 	select {
 	case <-ctx.Done():

@@ -29,14 +29,22 @@ type Binaries struct {
 }
 
 // Build compiles floodgate and floodgatectl into dir.
-func Build(dir string) (Binaries, error) {
+func Build(dir string) (Binaries, error) { return BuildVersion(dir, "") }
+
+// BuildVersion is Build with the binaries stamped as version (as make
+// release does), for an upgrade from one build to another.
+func BuildVersion(dir, version string) (Binaries, error) {
 	root, err := ModuleRoot()
 	if err != nil {
 		return Binaries{}, err
 	}
 	b := Binaries{Floodgate: filepath.Join(dir, "floodgate"), Ctl: filepath.Join(dir, "floodgatectl")}
 	for out, pkg := range map[string]string{b.Floodgate: "./cmd/floodgate", b.Ctl: "./cmd/floodgatectl"} {
-		cmd := exec.Command("go", "build", "-o", out, pkg)
+		args := []string{"build", "-o", out}
+		if version != "" {
+			args = append(args, "-ldflags", "-X github.com/floodgate/floodgate/version.Override="+version)
+		}
+		cmd := exec.Command("go", append(args, pkg)...)
 		cmd.Dir = root
 		if msg, err := cmd.CombinedOutput(); err != nil {
 			return Binaries{}, fmt.Errorf("go build %s: %v\n%s", pkg, err, msg)
@@ -145,6 +153,13 @@ func (n *Node) Start(join ...string) error {
 
 // Kill sends SIGKILL and waits for the process to die: a crash.
 func (n *Node) Kill() { n.signal(syscall.SIGKILL, 10*time.Second) }
+
+// Use makes the node's next Start run bin: an upgrade.
+func (n *Node) Use(bin Binaries) {
+	n.mu.Lock()
+	n.bin = bin.Floodgate
+	n.mu.Unlock()
+}
 
 // Hup sends SIGHUP: the node reloads its certificates and tokens.
 func (n *Node) Hup() error {

@@ -25,6 +25,9 @@ func scenarios() []scenario {
 		{name: "fast-rolling-restart", fast: true, exact: true, hotKeys: 6, args: []string{"--fast-max-pending", "1000"},
 			load: 30 * time.Second, nemesis: rollingRestart(2)},
 		{name: "join-leave", load: 30 * time.Second, exact: true, nemesis: joinLeave},
+		// Every node in turn replaced by the next release under strict
+		// load: old and new run side by side mid-roll, and no count is lost.
+		{name: "rolling-upgrade", load: 30 * time.Second, exact: true, nemesis: rollingUpgrade},
 		{name: "kill-mid-move", load: 40 * time.Second, exact: true, nemesis: killMidMove},
 		{name: "disk-full", disks: true, load: 25 * time.Second, exact: true, nemesis: diskFull},
 		{name: "readonly-start", disks: true, load: 20 * time.Second, exact: true, nemesis: readOnlyStart},
@@ -186,6 +189,39 @@ func rollingRestart(rounds int) func(context.Context, *env) error {
 		}
 		return nil
 	}
+}
+
+// nextVersion stamps the build a rolling upgrade moves to.
+const nextVersion = "v0.0.0-next"
+
+// rollingUpgrade stops each node with SIGTERM, as a deploy does, and
+// starts the next release on its data; then every node must say it runs
+// that release.
+func rollingUpgrade(ctx context.Context, e *env) error {
+	for _, n := range e.c.Nodes {
+		if err := pause(ctx, warmup); err != nil {
+			return err
+		}
+		f := e.h.Inject("upgrade to "+nextVersion, n.ID, false)
+		n.Stop()
+		n.Use(next)
+		if err := n.Start(); err != nil {
+			return err
+		}
+		e.h.Heal(f)
+		if err := n.WaitServing(ctx); err != nil {
+			return err
+		}
+		if err := e.n.Settle(ctx, 30*time.Second); err != nil {
+			return err
+		}
+	}
+	for _, n := range e.c.Nodes {
+		if !strings.Contains(n.Log(), "version="+nextVersion) {
+			return fmt.Errorf("%s does not run %s after the upgrade", n.ID, nextVersion)
+		}
+	}
+	return nil
 }
 
 func restartClean(ctx context.Context, e *env, n *e2e.Node) error {

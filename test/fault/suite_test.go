@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,7 +29,9 @@ const (
 	fastPolicy  = "fast"
 )
 
-var bin e2e.Binaries
+// bin is the build under test; next is the same code stamped as a newer
+// release, for the rolling upgrade.
+var bin, next e2e.Binaries
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -41,7 +44,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if bin, err = e2e.Build(dir); err != nil {
+	if bin, err = e2e.Build(dir); err == nil {
+		next, err = e2e.BuildVersion(filepath.Join(dir, "next"), nextVersion)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
