@@ -47,6 +47,7 @@ func entrySeeds() []fuzzseed.Seed {
 		{Name: "reset", Data: reset},
 		{Name: "reset-inline", Data: EncodeReset(fuzzT0, "k", pols[0])},
 		{Name: "tick", Data: EncodeTick(fuzzT0 + 10*sec)},
+		{Name: "restore", Data: EncodeRestore(exportOf(allow))},
 		{Name: "tick-far-future", Data: EncodeTick(1<<63 - 1)},
 		{Name: "tick-negative", Data: EncodeTick(-1)},
 		{Name: "allow-version-next", Data: withVersion(allow, allowVersion+1)},
@@ -82,6 +83,15 @@ func withVersion(entry []byte, v byte) []byte {
 	return b
 }
 
+// exportOf returns the states one entry leaves in an empty shard, as
+// ExportAll writes them: a restore's body.
+func exportOf(entry []byte) []byte {
+	s := NewShard()
+	s.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: entry})
+	b, _ := s.ExportAll()
+	return b
+}
+
 // seededShard returns a shard holding states of every sample policy, as
 // the same fixed entries leave it on every replica.
 func seededShard(t testing.TB) *Shard {
@@ -114,7 +124,7 @@ func applyFuzzed(t *testing.T, s *Shard, data []byte) (resp any, stopped bool) {
 // stopsNode reports whether a shard entry is one a node stops on: an
 // unknown type, or a versioned type with a newer body version.
 func stopsNode(data []byte) bool {
-	newest := map[byte]byte{cmdAllow: allowVersion, cmdHits: hitsVersion, cmdReset: allowVersion, cmdTick: 0xff}
+	newest := map[byte]byte{cmdAllow: allowVersion, cmdHits: hitsVersion, cmdReset: allowVersion, cmdTick: 0xff, cmdRestore: restoreVersion}
 	v, known := newest[data[0]]
 	return !known || len(data) > 1 && data[1] > v
 }
@@ -157,6 +167,11 @@ func decodeEntry(data []byte) (answers int, err error) {
 		_, _, _, err = decodeReset(body)
 	case cmdTick:
 		_, err = decodeTick(body)
+	case cmdRestore:
+		err = ErrCorrupt
+		if len(body) > 0 && body[0] == restoreVersion {
+			_, _, _, err = decodeShardSnapshot(body[1:])
+		}
 	default:
 		err = ErrCorrupt
 	}

@@ -125,6 +125,12 @@ func (s *Shard) apply(l *raft.Log) interface{} {
 			return fmt.Errorf("entry %d: %w", l.Index, err)
 		}
 		return nil
+	case cmdRestore:
+		knownVersion(l.Index, typ, body, restoreVersion)
+		if err := s.applyRestore(body); err != nil {
+			return fmt.Errorf("entry %d: %w", l.Index, err)
+		}
+		return nil
 	case cmdTick:
 		ts, err := decodeTick(body)
 		if err != nil {

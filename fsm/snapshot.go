@@ -80,18 +80,28 @@ func (s *Shard) collect(keep func(id string) bool) (*shardSnapshot, error) {
 		// that replay fast hits only record. It never changes an answer,
 		// and without it their snapshots would differ in dead bytes.
 		l.Check(&r.st, s.now, 0)
-		off := len(snap.buf)
-		snap.buf = binary.AppendUvarint(snap.buf, uint64(len(r.id)))
-		snap.buf = append(snap.buf, r.id...)
-		st := l.AppendState(nil, &r.st)
-		snap.buf = binary.AppendUvarint(snap.buf, uint64(len(st)))
-		snap.buf = append(snap.buf, st...)
-		snap.entries = append(snap.entries, snapEntry{id: r.id, off: off, end: len(snap.buf)})
+		err = snap.add(r)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return snap, nil
+}
+
+// add appends r's identity and state.
+func (p *shardSnapshot) add(r *record) error {
+	l, ok := shapeOf(r.id)
+	if !ok {
+		return fmt.Errorf("%w: state identity", ErrCorrupt)
+	}
+	off := len(p.buf)
+	p.buf = binary.AppendUvarint(p.buf, uint64(len(r.id)))
+	p.buf = append(p.buf, r.id...)
+	st := l.AppendState(nil, &r.st)
+	p.buf = binary.AppendUvarint(p.buf, uint64(len(st)))
+	p.buf = append(p.buf, st...)
+	p.entries = append(p.entries, snapEntry{id: r.id, off: off, end: len(p.buf)})
+	return nil
 }
 
 // Persist implements raft.FSMSnapshot.

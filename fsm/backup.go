@@ -1,0 +1,134 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+)
+
+// cmdRestore puts states from a backup (floodgatectl snapshot restore)
+// into the group: each key's states replace what the group holds for that
+// key. Stored in Raft logs: never renumber. Its body is restoreVersion,
+// then states in the shard snapshot format.
+const (
+	cmdRestore     byte = 9
+	restoreVersion      = 1
+)
+
+// ExportAll returns every live state of the group, with the log time, in
+// the shard snapshot format: a backup of its counters. It reads only.
+func (s *Shard) ExportAll() ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap, err := s.collect(nil)
+	if err != nil {
+		return nil, err
+	}
+	snap.own = nil // a backup carries states only
+	var w sliceWriter
+	if err := snap.writeTo(&w); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// SplitExport splits states (ExportAll's or a backup's) by the group
+// groupOf names for each key, each part in the same format, for
+// EncodeRestore. A key groupOf answers -1 for is left out and counted.
+func SplitExport(states []byte, groupOf func(key string) int) (parts map[int][]byte, keys int, skipped int, err error) {
+	tab, now, _, err := decodeShardSnapshot(states)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	split := map[int]*shardSnapshot{}
+	seen := map[string]bool{}
+	tab.each(func(r *record) {
+		if err != nil {
+			return
+		}
+		key := keyOf(r.id)
+		g := groupOf(key)
+		if !seen[key] {
+			seen[key] = true
+			if g < 0 {
+				skipped++
+			} else {
+				keys++
+			}
+		}
+		if g < 0 {
+			return
+		}
+		snap := split[g]
+		if snap == nil {
+			snap = &shardSnapshot{now: now}
+			split[g] = snap
+		}
+		err = snap.add(r)
+	})
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	parts = map[int][]byte{}
+	for g, snap := range split {
+		var w sliceWriter
+		if err := snap.writeTo(&w); err != nil {
+			return nil, 0, 0, err
+		}
+		parts[g] = w
+	}
+	return parts, keys, skipped, nil
+}
+
+// EncodeRestore returns a cmdRestore entry putting states (shard snapshot
+// format) into the group.
+func EncodeRestore(states []byte) []byte {
+	return append([]byte{cmdRestore, restoreVersion}, states...)
+}
+
+// applyRestore applies a cmdRestore entry: all or nothing. Every key must
+// be in a slot the group owns (the sender split the backup by the slot
+// table it saw; a slot that moved since refuses the entry, ErrNotOwned).
+func (s *Shard) applyRestore(body []byte) error {
+	if len(body) < 1 || body[0] != restoreVersion {
+		return fmt.Errorf("%w: restore body version", ErrCorrupt)
+	}
+	tab, now, _, err := decodeShardSnapshot(body[1:])
+	if err != nil {
+		if !errors.Is(err, ErrCorrupt) {
+			// A states format this binary does not know, inside a body
+			// it does: refused like any bad body, by every replica alike.
+			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		return fmt.Errorf("restore: %w", err)
+	}
+	var bad error
+	keys := map[string]bool{}
+	tab.each(func(r *record) {
+		key := keyOf(r.id)
+		if bad == nil && !s.owns([]byte(key)) {
+			bad = fmt.Errorf("restore of key %q: %w", key, ErrNotOwned)
+		}
+		keys[key] = true
+	})
+	if bad != nil {
+		return bad
+	}
+	// A key's states are replaced whole: a limit the backup does not hold
+	// for the key is not kept beside those it does.
+	var drop []string
+	s.tab.each(func(r *record) {
+		if keys[keyOf(r.id)] {
+			drop = append(drop, r.id)
+		}
+	})
+	for _, id := range drop {
+		if n, ok := s.tab.lookup([]byte(id)); ok {
+			s.tab.remove(n)
+		}
+	}
+	tab.each(func(r *record) {
+		s.tab.rec(s.tab.insert([]byte(r.id))).st = r.st
+	})
+	s.advance(now)
+	return nil
+}
