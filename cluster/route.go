@@ -56,6 +56,20 @@ func (n *Node) Ready() bool {
 // the last word on ownership (ErrMoved, at the leader and at apply): a
 // slot table here may be behind the sender's.
 func (n *Node) CheckOwner(shard int, key string) error {
+	if err := n.CheckGroup(shard); err != nil {
+		return err
+	}
+	if v := n.View(); !v.Slotted() {
+		if own := hashing.ShardOf(key, v.Shards); own != shard {
+			return fmt.Errorf("%w: the key belongs to shard %d, not %d", ErrWrongShard, own, shard)
+		}
+	}
+	return nil
+}
+
+// CheckGroup reports why group (a shard in a legacy cluster) is not one
+// of the cluster's, by this node's meta state.
+func (n *Node) CheckGroup(shard int) error {
 	v := n.View()
 	shards := v.Shards
 	switch {
@@ -71,9 +85,6 @@ func (n *Node) CheckOwner(shard int, key string) error {
 		return nil
 	case shard < 0 || shard >= shards:
 		return fmt.Errorf("%w: shard %d does not exist (the cluster has %d)", ErrWrongShard, shard, shards)
-	}
-	if own := hashing.ShardOf(key, shards); own != shard {
-		return fmt.Errorf("%w: the key belongs to shard %d, not %d", ErrWrongShard, own, shard)
 	}
 	return nil
 }

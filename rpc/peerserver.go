@@ -221,6 +221,31 @@ func (p *PeerServer) ExportSlots(ctx context.Context, req *peerv1.ExportSlotsReq
 	return &peerv1.ExportSlotsResponse{Export: b}, nil
 }
 
+// ExportGroup implements peerv1.PeerServer: the receiver must lead the
+// group.
+func (p *PeerServer) ExportGroup(ctx context.Context, req *peerv1.ExportGroupRequest) (*peerv1.ExportGroupResponse, error) {
+	if err := p.node.CheckGroup(int(req.Group)); err != nil {
+		return nil, toStatus(fmt.Errorf("group: %w", err))
+	}
+	b, err := p.node.ExportGroup(ctx, int(req.Group))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &peerv1.ExportGroupResponse{States: b}, nil
+}
+
+// RestoreGroup implements peerv1.PeerServer: the receiver must lead the
+// group, and checks the states' keys against its own slot table.
+func (p *PeerServer) RestoreGroup(ctx context.Context, req *peerv1.RestoreGroupRequest) (*peerv1.RestoreGroupResponse, error) {
+	if err := p.node.CheckGroup(int(req.Group)); err != nil {
+		return nil, toStatus(fmt.Errorf("group: %w", err))
+	}
+	if _, err := p.node.RestoreGroup(ctx, int(req.Group), req.States); err != nil {
+		return nil, toStatus(err)
+	}
+	return &peerv1.RestoreGroupResponse{}, nil
+}
+
 // ResetKey implements peerv1.PeerServer: the receiver must lead the shard.
 func (p *PeerServer) ResetKey(ctx context.Context, req *peerv1.PeerResetRequest) (*peerv1.PeerResetResponse, error) {
 	d := p.decodePolicy(req.Policy)

@@ -130,6 +130,18 @@ func peerCases(t *testing.T, f *badFixture) []grpcCase {
 		{"ResetKey empty key", reset(&peerv1.PeerResetRequest{Shard: uint32(shard), Policy: encodedPolicy(10)}), inv, "key:"},
 		{"ResetKey bad policy", reset(&peerv1.PeerResetRequest{Shard: uint32(shard), Key: "bi-watch", Policy: []byte{0xff}}), inv, "policy"},
 		{"ResetKey wrong shard", reset(&peerv1.PeerResetRequest{Shard: uint32((shard + 1) % f.shards), Key: "bi-watch", Policy: encodedPolicy(10)}), inv, "shard:"},
+		{"ExportGroup unknown group", func(ctx context.Context) error {
+			_, err := resetAt.ExportGroup(ctx, &peerv1.ExportGroupRequest{Group: 999})
+			return err
+		}, inv, "group:"},
+		{"RestoreGroup unknown group", func(ctx context.Context) error {
+			_, err := resetAt.RestoreGroup(ctx, &peerv1.RestoreGroupRequest{Group: 999, States: []byte("FGSS")})
+			return err
+		}, inv, "group:"},
+		{"RestoreGroup garbage states", func(ctx context.Context) error {
+			_, err := resetAt.RestoreGroup(ctx, &peerv1.RestoreGroupRequest{Group: uint32(shard), States: []byte("garbage")})
+			return err
+		}, inv, "states:"},
 		{"Forward 4097 checks", func(ctx context.Context) error {
 			_, err := resetAt.Forward(ctx, &peerv1.ForwardRequest{Checks: tooMany})
 			return err

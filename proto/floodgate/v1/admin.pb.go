@@ -1138,6 +1138,141 @@ func (x *ResetKeyResponse) GetStates() int32 {
 	return 0
 }
 
+type SaveSnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SaveSnapshotRequest) Reset() {
+	*x = SaveSnapshotRequest{}
+	mi := &file_floodgate_v1_admin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SaveSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SaveSnapshotRequest) ProtoMessage() {}
+
+func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_v1_admin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SaveSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*SaveSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{19}
+}
+
+// SnapshotChunk is a piece of a backup file, in order.
+type SnapshotChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotChunk) Reset() {
+	*x = SnapshotChunk{}
+	mi := &file_floodgate_v1_admin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotChunk) ProtoMessage() {}
+
+func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_v1_admin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
+func (*SnapshotChunk) Descriptor() ([]byte, []int) {
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SnapshotChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type RestoreSnapshotResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Policies stored.
+	Policies int32 `protobuf:"varint,1,opt,name=policies,proto3" json:"policies,omitempty"`
+	// Keys whose counters were restored.
+	Keys          int64 `protobuf:"varint,2,opt,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreSnapshotResponse) Reset() {
+	*x = RestoreSnapshotResponse{}
+	mi := &file_floodgate_v1_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreSnapshotResponse) ProtoMessage() {}
+
+func (x *RestoreSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_v1_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*RestoreSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RestoreSnapshotResponse) GetPolicies() int32 {
+	if x != nil {
+		return x.Policies
+	}
+	return 0
+}
+
+func (x *RestoreSnapshotResponse) GetKeys() int64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
 var File_floodgate_v1_admin_proto protoreflect.FileDescriptor
 
 const file_floodgate_v1_admin_proto_rawDesc = "" +
@@ -1224,7 +1359,13 @@ const file_floodgate_v1_admin_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"<\n" +
 	"\x10ResetKeyResponse\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
-	"\x06states\x18\x02 \x01(\x05R\x06states2\xdd\x04\n" +
+	"\x06states\x18\x02 \x01(\x05R\x06states\"\x15\n" +
+	"\x13SaveSnapshotRequest\"#\n" +
+	"\rSnapshotChunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"I\n" +
+	"\x17RestoreSnapshotResponse\x12\x1a\n" +
+	"\bpolicies\x18\x01 \x01(\x05R\bpolicies\x12\x12\n" +
+	"\x04keys\x18\x02 \x01(\x03R\x04keys2\x88\x06\n" +
 	"\x05Admin\x12C\n" +
 	"\x06Status\x12\x1b.floodgate.v1.StatusRequest\x1a\x1c.floodgate.v1.StatusResponse\x12=\n" +
 	"\x04Join\x12\x19.floodgate.v1.JoinRequest\x1a\x1a.floodgate.v1.JoinResponse\x12@\n" +
@@ -1233,7 +1374,9 @@ const file_floodgate_v1_admin_proto_rawDesc = "" +
 	"\tGetPolicy\x12\x1e.floodgate.v1.GetPolicyRequest\x1a\x14.floodgate.v1.Policy\x12U\n" +
 	"\fListPolicies\x12!.floodgate.v1.ListPoliciesRequest\x1a\".floodgate.v1.ListPoliciesResponse\x12U\n" +
 	"\fDeletePolicy\x12!.floodgate.v1.DeletePolicyRequest\x1a\".floodgate.v1.DeletePolicyResponse\x12I\n" +
-	"\bResetKey\x12\x1d.floodgate.v1.ResetKeyRequest\x1a\x1e.floodgate.v1.ResetKeyResponseB?Z=github.com/floodgate/floodgate/proto/floodgate/v1;floodgatev1b\x06proto3"
+	"\bResetKey\x12\x1d.floodgate.v1.ResetKeyRequest\x1a\x1e.floodgate.v1.ResetKeyResponse\x12P\n" +
+	"\fSaveSnapshot\x12!.floodgate.v1.SaveSnapshotRequest\x1a\x1b.floodgate.v1.SnapshotChunk0\x01\x12W\n" +
+	"\x0fRestoreSnapshot\x12\x1b.floodgate.v1.SnapshotChunk\x1a%.floodgate.v1.RestoreSnapshotResponse(\x01B?Z=github.com/floodgate/floodgate/proto/floodgate/v1;floodgatev1b\x06proto3"
 
 var (
 	file_floodgate_v1_admin_proto_rawDescOnce sync.Once
@@ -1247,40 +1390,43 @@ func file_floodgate_v1_admin_proto_rawDescGZIP() []byte {
 	return file_floodgate_v1_admin_proto_rawDescData
 }
 
-var file_floodgate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_floodgate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_floodgate_v1_admin_proto_goTypes = []any{
-	(*StatusRequest)(nil),        // 0: floodgate.v1.StatusRequest
-	(*StatusResponse)(nil),       // 1: floodgate.v1.StatusResponse
-	(*SlotRun)(nil),              // 2: floodgate.v1.SlotRun
-	(*NodeStatus)(nil),           // 3: floodgate.v1.NodeStatus
-	(*ShardStatus)(nil),          // 4: floodgate.v1.ShardStatus
-	(*Replica)(nil),              // 5: floodgate.v1.Replica
-	(*JoinRequest)(nil),          // 6: floodgate.v1.JoinRequest
-	(*JoinResponse)(nil),         // 7: floodgate.v1.JoinResponse
-	(*LeaveRequest)(nil),         // 8: floodgate.v1.LeaveRequest
-	(*LeaveResponse)(nil),        // 9: floodgate.v1.LeaveResponse
-	(*SetPoliciesRequest)(nil),   // 10: floodgate.v1.SetPoliciesRequest
-	(*SetPoliciesResponse)(nil),  // 11: floodgate.v1.SetPoliciesResponse
-	(*GetPolicyRequest)(nil),     // 12: floodgate.v1.GetPolicyRequest
-	(*ListPoliciesRequest)(nil),  // 13: floodgate.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil), // 14: floodgate.v1.ListPoliciesResponse
-	(*DeletePolicyRequest)(nil),  // 15: floodgate.v1.DeletePolicyRequest
-	(*DeletePolicyResponse)(nil), // 16: floodgate.v1.DeletePolicyResponse
-	(*ResetKeyRequest)(nil),      // 17: floodgate.v1.ResetKeyRequest
-	(*ResetKeyResponse)(nil),     // 18: floodgate.v1.ResetKeyResponse
-	nil,                          // 19: floodgate.v1.ResetKeyRequest.DescriptorsEntry
-	(*Policy)(nil),               // 20: floodgate.v1.Policy
-	(*Limit)(nil),                // 21: floodgate.v1.Limit
+	(*StatusRequest)(nil),           // 0: floodgate.v1.StatusRequest
+	(*StatusResponse)(nil),          // 1: floodgate.v1.StatusResponse
+	(*SlotRun)(nil),                 // 2: floodgate.v1.SlotRun
+	(*NodeStatus)(nil),              // 3: floodgate.v1.NodeStatus
+	(*ShardStatus)(nil),             // 4: floodgate.v1.ShardStatus
+	(*Replica)(nil),                 // 5: floodgate.v1.Replica
+	(*JoinRequest)(nil),             // 6: floodgate.v1.JoinRequest
+	(*JoinResponse)(nil),            // 7: floodgate.v1.JoinResponse
+	(*LeaveRequest)(nil),            // 8: floodgate.v1.LeaveRequest
+	(*LeaveResponse)(nil),           // 9: floodgate.v1.LeaveResponse
+	(*SetPoliciesRequest)(nil),      // 10: floodgate.v1.SetPoliciesRequest
+	(*SetPoliciesResponse)(nil),     // 11: floodgate.v1.SetPoliciesResponse
+	(*GetPolicyRequest)(nil),        // 12: floodgate.v1.GetPolicyRequest
+	(*ListPoliciesRequest)(nil),     // 13: floodgate.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),    // 14: floodgate.v1.ListPoliciesResponse
+	(*DeletePolicyRequest)(nil),     // 15: floodgate.v1.DeletePolicyRequest
+	(*DeletePolicyResponse)(nil),    // 16: floodgate.v1.DeletePolicyResponse
+	(*ResetKeyRequest)(nil),         // 17: floodgate.v1.ResetKeyRequest
+	(*ResetKeyResponse)(nil),        // 18: floodgate.v1.ResetKeyResponse
+	(*SaveSnapshotRequest)(nil),     // 19: floodgate.v1.SaveSnapshotRequest
+	(*SnapshotChunk)(nil),           // 20: floodgate.v1.SnapshotChunk
+	(*RestoreSnapshotResponse)(nil), // 21: floodgate.v1.RestoreSnapshotResponse
+	nil,                             // 22: floodgate.v1.ResetKeyRequest.DescriptorsEntry
+	(*Policy)(nil),                  // 23: floodgate.v1.Policy
+	(*Limit)(nil),                   // 24: floodgate.v1.Limit
 }
 var file_floodgate_v1_admin_proto_depIdxs = []int32{
 	3,  // 0: floodgate.v1.StatusResponse.nodes:type_name -> floodgate.v1.NodeStatus
 	4,  // 1: floodgate.v1.StatusResponse.shard_status:type_name -> floodgate.v1.ShardStatus
 	2,  // 2: floodgate.v1.StatusResponse.slot_table:type_name -> floodgate.v1.SlotRun
 	5,  // 3: floodgate.v1.ShardStatus.replicas:type_name -> floodgate.v1.Replica
-	20, // 4: floodgate.v1.SetPoliciesRequest.policies:type_name -> floodgate.v1.Policy
-	20, // 5: floodgate.v1.ListPoliciesResponse.policies:type_name -> floodgate.v1.Policy
-	21, // 6: floodgate.v1.ResetKeyRequest.limit:type_name -> floodgate.v1.Limit
-	19, // 7: floodgate.v1.ResetKeyRequest.descriptors:type_name -> floodgate.v1.ResetKeyRequest.DescriptorsEntry
+	23, // 4: floodgate.v1.SetPoliciesRequest.policies:type_name -> floodgate.v1.Policy
+	23, // 5: floodgate.v1.ListPoliciesResponse.policies:type_name -> floodgate.v1.Policy
+	24, // 6: floodgate.v1.ResetKeyRequest.limit:type_name -> floodgate.v1.Limit
+	22, // 7: floodgate.v1.ResetKeyRequest.descriptors:type_name -> floodgate.v1.ResetKeyRequest.DescriptorsEntry
 	0,  // 8: floodgate.v1.Admin.Status:input_type -> floodgate.v1.StatusRequest
 	6,  // 9: floodgate.v1.Admin.Join:input_type -> floodgate.v1.JoinRequest
 	8,  // 10: floodgate.v1.Admin.Leave:input_type -> floodgate.v1.LeaveRequest
@@ -1289,16 +1435,20 @@ var file_floodgate_v1_admin_proto_depIdxs = []int32{
 	13, // 13: floodgate.v1.Admin.ListPolicies:input_type -> floodgate.v1.ListPoliciesRequest
 	15, // 14: floodgate.v1.Admin.DeletePolicy:input_type -> floodgate.v1.DeletePolicyRequest
 	17, // 15: floodgate.v1.Admin.ResetKey:input_type -> floodgate.v1.ResetKeyRequest
-	1,  // 16: floodgate.v1.Admin.Status:output_type -> floodgate.v1.StatusResponse
-	7,  // 17: floodgate.v1.Admin.Join:output_type -> floodgate.v1.JoinResponse
-	9,  // 18: floodgate.v1.Admin.Leave:output_type -> floodgate.v1.LeaveResponse
-	11, // 19: floodgate.v1.Admin.SetPolicies:output_type -> floodgate.v1.SetPoliciesResponse
-	20, // 20: floodgate.v1.Admin.GetPolicy:output_type -> floodgate.v1.Policy
-	14, // 21: floodgate.v1.Admin.ListPolicies:output_type -> floodgate.v1.ListPoliciesResponse
-	16, // 22: floodgate.v1.Admin.DeletePolicy:output_type -> floodgate.v1.DeletePolicyResponse
-	18, // 23: floodgate.v1.Admin.ResetKey:output_type -> floodgate.v1.ResetKeyResponse
-	16, // [16:24] is the sub-list for method output_type
-	8,  // [8:16] is the sub-list for method input_type
+	19, // 16: floodgate.v1.Admin.SaveSnapshot:input_type -> floodgate.v1.SaveSnapshotRequest
+	20, // 17: floodgate.v1.Admin.RestoreSnapshot:input_type -> floodgate.v1.SnapshotChunk
+	1,  // 18: floodgate.v1.Admin.Status:output_type -> floodgate.v1.StatusResponse
+	7,  // 19: floodgate.v1.Admin.Join:output_type -> floodgate.v1.JoinResponse
+	9,  // 20: floodgate.v1.Admin.Leave:output_type -> floodgate.v1.LeaveResponse
+	11, // 21: floodgate.v1.Admin.SetPolicies:output_type -> floodgate.v1.SetPoliciesResponse
+	23, // 22: floodgate.v1.Admin.GetPolicy:output_type -> floodgate.v1.Policy
+	14, // 23: floodgate.v1.Admin.ListPolicies:output_type -> floodgate.v1.ListPoliciesResponse
+	16, // 24: floodgate.v1.Admin.DeletePolicy:output_type -> floodgate.v1.DeletePolicyResponse
+	18, // 25: floodgate.v1.Admin.ResetKey:output_type -> floodgate.v1.ResetKeyResponse
+	20, // 26: floodgate.v1.Admin.SaveSnapshot:output_type -> floodgate.v1.SnapshotChunk
+	21, // 27: floodgate.v1.Admin.RestoreSnapshot:output_type -> floodgate.v1.RestoreSnapshotResponse
+	18, // [18:28] is the sub-list for method output_type
+	8,  // [8:18] is the sub-list for method input_type
 	8,  // [8:8] is the sub-list for extension type_name
 	8,  // [8:8] is the sub-list for extension extendee
 	0,  // [0:8] is the sub-list for field type_name
@@ -1317,7 +1467,7 @@ func file_floodgate_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_floodgate_v1_admin_proto_rawDesc), len(file_floodgate_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,14 +19,16 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_Status_FullMethodName       = "/floodgate.v1.Admin/Status"
-	Admin_Join_FullMethodName         = "/floodgate.v1.Admin/Join"
-	Admin_Leave_FullMethodName        = "/floodgate.v1.Admin/Leave"
-	Admin_SetPolicies_FullMethodName  = "/floodgate.v1.Admin/SetPolicies"
-	Admin_GetPolicy_FullMethodName    = "/floodgate.v1.Admin/GetPolicy"
-	Admin_ListPolicies_FullMethodName = "/floodgate.v1.Admin/ListPolicies"
-	Admin_DeletePolicy_FullMethodName = "/floodgate.v1.Admin/DeletePolicy"
-	Admin_ResetKey_FullMethodName     = "/floodgate.v1.Admin/ResetKey"
+	Admin_Status_FullMethodName          = "/floodgate.v1.Admin/Status"
+	Admin_Join_FullMethodName            = "/floodgate.v1.Admin/Join"
+	Admin_Leave_FullMethodName           = "/floodgate.v1.Admin/Leave"
+	Admin_SetPolicies_FullMethodName     = "/floodgate.v1.Admin/SetPolicies"
+	Admin_GetPolicy_FullMethodName       = "/floodgate.v1.Admin/GetPolicy"
+	Admin_ListPolicies_FullMethodName    = "/floodgate.v1.Admin/ListPolicies"
+	Admin_DeletePolicy_FullMethodName    = "/floodgate.v1.Admin/DeletePolicy"
+	Admin_ResetKey_FullMethodName        = "/floodgate.v1.Admin/ResetKey"
+	Admin_SaveSnapshot_FullMethodName    = "/floodgate.v1.Admin/SaveSnapshot"
+	Admin_RestoreSnapshot_FullMethodName = "/floodgate.v1.Admin/RestoreSnapshot"
 )
 
 // AdminClient is the client API for Admin service.
@@ -58,6 +60,13 @@ type AdminClient interface {
 	// ResetKey forgets every count of a key under a policy (or an inline
 	// limit), through Raft.
 	ResetKey(ctx context.Context, in *ResetKeyRequest, opts ...grpc.CallOption) (*ResetKeyResponse, error)
+	// SaveSnapshot streams a backup of the cluster: its policies and every
+	// group's counters, in the backup file format (package backup).
+	SaveSnapshot(ctx context.Context, in *SaveSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error)
+	// RestoreSnapshot puts a backup's policies and counters into this
+	// cluster: policies are stored (replacing those of the same name), and
+	// each key's counters replace what the cluster holds for that key.
+	RestoreSnapshot(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SnapshotChunk, RestoreSnapshotResponse], error)
 }
 
 type adminClient struct {
@@ -148,6 +157,38 @@ func (c *adminClient) ResetKey(ctx context.Context, in *ResetKeyRequest, opts ..
 	return out, nil
 }
 
+func (c *adminClient) SaveSnapshot(ctx context.Context, in *SaveSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Admin_ServiceDesc.Streams[0], Admin_SaveSnapshot_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SaveSnapshotRequest, SnapshotChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_SaveSnapshotClient = grpc.ServerStreamingClient[SnapshotChunk]
+
+func (c *adminClient) RestoreSnapshot(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SnapshotChunk, RestoreSnapshotResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Admin_ServiceDesc.Streams[1], Admin_RestoreSnapshot_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SnapshotChunk, RestoreSnapshotResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_RestoreSnapshotClient = grpc.ClientStreamingClient[SnapshotChunk, RestoreSnapshotResponse]
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -177,6 +218,13 @@ type AdminServer interface {
 	// ResetKey forgets every count of a key under a policy (or an inline
 	// limit), through Raft.
 	ResetKey(context.Context, *ResetKeyRequest) (*ResetKeyResponse, error)
+	// SaveSnapshot streams a backup of the cluster: its policies and every
+	// group's counters, in the backup file format (package backup).
+	SaveSnapshot(*SaveSnapshotRequest, grpc.ServerStreamingServer[SnapshotChunk]) error
+	// RestoreSnapshot puts a backup's policies and counters into this
+	// cluster: policies are stored (replacing those of the same name), and
+	// each key's counters replace what the cluster holds for that key.
+	RestoreSnapshot(grpc.ClientStreamingServer[SnapshotChunk, RestoreSnapshotResponse]) error
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -210,6 +258,12 @@ func (UnimplementedAdminServer) DeletePolicy(context.Context, *DeletePolicyReque
 }
 func (UnimplementedAdminServer) ResetKey(context.Context, *ResetKeyRequest) (*ResetKeyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResetKey not implemented")
+}
+func (UnimplementedAdminServer) SaveSnapshot(*SaveSnapshotRequest, grpc.ServerStreamingServer[SnapshotChunk]) error {
+	return status.Error(codes.Unimplemented, "method SaveSnapshot not implemented")
+}
+func (UnimplementedAdminServer) RestoreSnapshot(grpc.ClientStreamingServer[SnapshotChunk, RestoreSnapshotResponse]) error {
+	return status.Error(codes.Unimplemented, "method RestoreSnapshot not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -376,6 +430,24 @@ func _Admin_ResetKey_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_SaveSnapshot_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SaveSnapshotRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdminServer).SaveSnapshot(m, &grpc.GenericServerStream[SaveSnapshotRequest, SnapshotChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_SaveSnapshotServer = grpc.ServerStreamingServer[SnapshotChunk]
+
+func _Admin_RestoreSnapshot_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(AdminServer).RestoreSnapshot(&grpc.GenericServerStream[SnapshotChunk, RestoreSnapshotResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_RestoreSnapshotServer = grpc.ClientStreamingServer[SnapshotChunk, RestoreSnapshotResponse]
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -416,6 +488,17 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Admin_ResetKey_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "SaveSnapshot",
+			Handler:       _Admin_SaveSnapshot_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "RestoreSnapshot",
+			Handler:       _Admin_RestoreSnapshot_Handler,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "floodgate/v1/admin.proto",
 }

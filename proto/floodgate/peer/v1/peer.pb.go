@@ -1167,6 +1167,184 @@ func (x *AddNodeResponse) GetGossipAddrs() []string {
 	return nil
 }
 
+type ExportGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         uint32                 `protobuf:"varint,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportGroupRequest) Reset() {
+	*x = ExportGroupRequest{}
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportGroupRequest) ProtoMessage() {}
+
+func (x *ExportGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportGroupRequest.ProtoReflect.Descriptor instead.
+func (*ExportGroupRequest) Descriptor() ([]byte, []int) {
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ExportGroupRequest) GetGroup() uint32 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+type ExportGroupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The states, in the shard snapshot format.
+	States        []byte `protobuf:"bytes,1,opt,name=states,proto3" json:"states,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportGroupResponse) Reset() {
+	*x = ExportGroupResponse{}
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportGroupResponse) ProtoMessage() {}
+
+func (x *ExportGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportGroupResponse.ProtoReflect.Descriptor instead.
+func (*ExportGroupResponse) Descriptor() ([]byte, []int) {
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ExportGroupResponse) GetStates() []byte {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+type RestoreGroupRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group uint32                 `protobuf:"varint,1,opt,name=group,proto3" json:"group,omitempty"`
+	// The states, in the shard snapshot format.
+	States        []byte `protobuf:"bytes,2,opt,name=states,proto3" json:"states,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreGroupRequest) Reset() {
+	*x = RestoreGroupRequest{}
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreGroupRequest) ProtoMessage() {}
+
+func (x *RestoreGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreGroupRequest.ProtoReflect.Descriptor instead.
+func (*RestoreGroupRequest) Descriptor() ([]byte, []int) {
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RestoreGroupRequest) GetGroup() uint32 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *RestoreGroupRequest) GetStates() []byte {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+type RestoreGroupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreGroupResponse) Reset() {
+	*x = RestoreGroupResponse{}
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreGroupResponse) ProtoMessage() {}
+
+func (x *RestoreGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreGroupResponse.ProtoReflect.Descriptor instead.
+func (*RestoreGroupResponse) Descriptor() ([]byte, []int) {
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{22}
+}
+
 var File_floodgate_peer_v1_peer_proto protoreflect.FileDescriptor
 
 const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
@@ -1251,7 +1429,15 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"\x0fAddNodeResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12!\n" +
-	"\fgossip_addrs\x18\x02 \x03(\tR\vgossipAddrs2\xc5\x05\n" +
+	"\fgossip_addrs\x18\x02 \x03(\tR\vgossipAddrs\"*\n" +
+	"\x12ExportGroupRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\rR\x05group\"-\n" +
+	"\x13ExportGroupResponse\x12\x16\n" +
+	"\x06states\x18\x01 \x01(\fR\x06states\"C\n" +
+	"\x13RestoreGroupRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\rR\x05group\x12\x16\n" +
+	"\x06states\x18\x02 \x01(\fR\x06states\"\x16\n" +
+	"\x14RestoreGroupResponse2\x84\a\n" +
 	"\x04Peer\x12P\n" +
 	"\aForward\x12!.floodgate.peer.v1.ForwardRequest\x1a\".floodgate.peer.v1.ForwardResponse\x12V\n" +
 	"\tApplyMeta\x12#.floodgate.peer.v1.ApplyMetaRequest\x1a$.floodgate.peer.v1.ApplyMetaResponse\x12b\n" +
@@ -1260,7 +1446,9 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"\vJoinCluster\x12%.floodgate.peer.v1.JoinClusterRequest\x1a&.floodgate.peer.v1.JoinClusterResponse\x12P\n" +
 	"\aAddNode\x12!.floodgate.peer.v1.AddNodeRequest\x1a\".floodgate.peer.v1.AddNodeResponse\x12U\n" +
 	"\bResetKey\x12#.floodgate.peer.v1.PeerResetRequest\x1a$.floodgate.peer.v1.PeerResetResponse\x12\\\n" +
-	"\vExportSlots\x12%.floodgate.peer.v1.ExportSlotsRequest\x1a&.floodgate.peer.v1.ExportSlotsResponseB?Z=github.com/floodgate/floodgate/proto/floodgate/peer/v1;peerv1b\x06proto3"
+	"\vExportSlots\x12%.floodgate.peer.v1.ExportSlotsRequest\x1a&.floodgate.peer.v1.ExportSlotsResponse\x12\\\n" +
+	"\vExportGroup\x12%.floodgate.peer.v1.ExportGroupRequest\x1a&.floodgate.peer.v1.ExportGroupResponse\x12_\n" +
+	"\fRestoreGroup\x12&.floodgate.peer.v1.RestoreGroupRequest\x1a'.floodgate.peer.v1.RestoreGroupResponseB?Z=github.com/floodgate/floodgate/proto/floodgate/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_floodgate_peer_v1_peer_proto_rawDescOnce sync.Once
@@ -1275,7 +1463,7 @@ func file_floodgate_peer_v1_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_floodgate_peer_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_floodgate_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_floodgate_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_floodgate_peer_v1_peer_proto_goTypes = []any{
 	(ForwardResult_Code)(0),       // 0: floodgate.peer.v1.ForwardResult.Code
 	(*ExportSlotsRequest)(nil),    // 1: floodgate.peer.v1.ExportSlotsRequest
@@ -1297,15 +1485,19 @@ var file_floodgate_peer_v1_peer_proto_goTypes = []any{
 	(*JoinClusterResponse)(nil),   // 17: floodgate.peer.v1.JoinClusterResponse
 	(*AddNodeRequest)(nil),        // 18: floodgate.peer.v1.AddNodeRequest
 	(*AddNodeResponse)(nil),       // 19: floodgate.peer.v1.AddNodeResponse
-	(*v1.Node)(nil),               // 20: floodgate.meta.v1.Node
+	(*ExportGroupRequest)(nil),    // 20: floodgate.peer.v1.ExportGroupRequest
+	(*ExportGroupResponse)(nil),   // 21: floodgate.peer.v1.ExportGroupResponse
+	(*RestoreGroupRequest)(nil),   // 22: floodgate.peer.v1.RestoreGroupRequest
+	(*RestoreGroupResponse)(nil),  // 23: floodgate.peer.v1.RestoreGroupResponse
+	(*v1.Node)(nil),               // 24: floodgate.meta.v1.Node
 }
 var file_floodgate_peer_v1_peer_proto_depIdxs = []int32{
 	5,  // 0: floodgate.peer.v1.ForwardRequest.checks:type_name -> floodgate.peer.v1.ForwardCheck
 	0,  // 1: floodgate.peer.v1.ForwardResult.code:type_name -> floodgate.peer.v1.ForwardResult.Code
 	8,  // 2: floodgate.peer.v1.ForwardResult.decision:type_name -> floodgate.peer.v1.Decision
 	7,  // 3: floodgate.peer.v1.ForwardResponse.results:type_name -> floodgate.peer.v1.ForwardResult
-	20, // 4: floodgate.peer.v1.HelloResponse.node:type_name -> floodgate.meta.v1.Node
-	20, // 5: floodgate.peer.v1.AddNodeRequest.node:type_name -> floodgate.meta.v1.Node
+	24, // 4: floodgate.peer.v1.HelloResponse.node:type_name -> floodgate.meta.v1.Node
+	24, // 5: floodgate.peer.v1.AddNodeRequest.node:type_name -> floodgate.meta.v1.Node
 	6,  // 6: floodgate.peer.v1.Peer.Forward:input_type -> floodgate.peer.v1.ForwardRequest
 	10, // 7: floodgate.peer.v1.Peer.ApplyMeta:input_type -> floodgate.peer.v1.ApplyMetaRequest
 	12, // 8: floodgate.peer.v1.Peer.ShardProgress:input_type -> floodgate.peer.v1.ShardProgressRequest
@@ -1314,16 +1506,20 @@ var file_floodgate_peer_v1_peer_proto_depIdxs = []int32{
 	18, // 11: floodgate.peer.v1.Peer.AddNode:input_type -> floodgate.peer.v1.AddNodeRequest
 	3,  // 12: floodgate.peer.v1.Peer.ResetKey:input_type -> floodgate.peer.v1.PeerResetRequest
 	1,  // 13: floodgate.peer.v1.Peer.ExportSlots:input_type -> floodgate.peer.v1.ExportSlotsRequest
-	9,  // 14: floodgate.peer.v1.Peer.Forward:output_type -> floodgate.peer.v1.ForwardResponse
-	11, // 15: floodgate.peer.v1.Peer.ApplyMeta:output_type -> floodgate.peer.v1.ApplyMetaResponse
-	13, // 16: floodgate.peer.v1.Peer.ShardProgress:output_type -> floodgate.peer.v1.ShardProgressResponse
-	15, // 17: floodgate.peer.v1.Peer.Hello:output_type -> floodgate.peer.v1.HelloResponse
-	17, // 18: floodgate.peer.v1.Peer.JoinCluster:output_type -> floodgate.peer.v1.JoinClusterResponse
-	19, // 19: floodgate.peer.v1.Peer.AddNode:output_type -> floodgate.peer.v1.AddNodeResponse
-	4,  // 20: floodgate.peer.v1.Peer.ResetKey:output_type -> floodgate.peer.v1.PeerResetResponse
-	2,  // 21: floodgate.peer.v1.Peer.ExportSlots:output_type -> floodgate.peer.v1.ExportSlotsResponse
-	14, // [14:22] is the sub-list for method output_type
-	6,  // [6:14] is the sub-list for method input_type
+	20, // 14: floodgate.peer.v1.Peer.ExportGroup:input_type -> floodgate.peer.v1.ExportGroupRequest
+	22, // 15: floodgate.peer.v1.Peer.RestoreGroup:input_type -> floodgate.peer.v1.RestoreGroupRequest
+	9,  // 16: floodgate.peer.v1.Peer.Forward:output_type -> floodgate.peer.v1.ForwardResponse
+	11, // 17: floodgate.peer.v1.Peer.ApplyMeta:output_type -> floodgate.peer.v1.ApplyMetaResponse
+	13, // 18: floodgate.peer.v1.Peer.ShardProgress:output_type -> floodgate.peer.v1.ShardProgressResponse
+	15, // 19: floodgate.peer.v1.Peer.Hello:output_type -> floodgate.peer.v1.HelloResponse
+	17, // 20: floodgate.peer.v1.Peer.JoinCluster:output_type -> floodgate.peer.v1.JoinClusterResponse
+	19, // 21: floodgate.peer.v1.Peer.AddNode:output_type -> floodgate.peer.v1.AddNodeResponse
+	4,  // 22: floodgate.peer.v1.Peer.ResetKey:output_type -> floodgate.peer.v1.PeerResetResponse
+	2,  // 23: floodgate.peer.v1.Peer.ExportSlots:output_type -> floodgate.peer.v1.ExportSlotsResponse
+	21, // 24: floodgate.peer.v1.Peer.ExportGroup:output_type -> floodgate.peer.v1.ExportGroupResponse
+	23, // 25: floodgate.peer.v1.Peer.RestoreGroup:output_type -> floodgate.peer.v1.RestoreGroupResponse
+	16, // [16:26] is the sub-list for method output_type
+	6,  // [6:16] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -1340,7 +1536,7 @@ func file_floodgate_peer_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_floodgate_peer_v1_peer_proto_rawDesc), len(file_floodgate_peer_v1_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,8 @@ const (
 	Peer_AddNode_FullMethodName       = "/floodgate.peer.v1.Peer/AddNode"
 	Peer_ResetKey_FullMethodName      = "/floodgate.peer.v1.Peer/ResetKey"
 	Peer_ExportSlots_FullMethodName   = "/floodgate.peer.v1.Peer/ExportSlots"
+	Peer_ExportGroup_FullMethodName   = "/floodgate.peer.v1.Peer/ExportGroup"
+	Peer_RestoreGroup_FullMethodName  = "/floodgate.peer.v1.Peer/RestoreGroup"
 )
 
 // PeerClient is the client API for Peer service.
@@ -58,6 +60,12 @@ type PeerClient interface {
 	// the move's target group to import. Read-only and repeatable; served by
 	// any replica of the source group that applied the freeze.
 	ExportSlots(ctx context.Context, in *ExportSlotsRequest, opts ...grpc.CallOption) (*ExportSlotsResponse, error)
+	// ExportGroup returns every live state of a group this node leads, for
+	// a backup (Admin.SaveSnapshot on any node).
+	ExportGroup(ctx context.Context, in *ExportGroupRequest, opts ...grpc.CallOption) (*ExportGroupResponse, error)
+	// RestoreGroup writes states from a backup into a group this node leads;
+	// every key must be in a slot the group owns.
+	RestoreGroup(ctx context.Context, in *RestoreGroupRequest, opts ...grpc.CallOption) (*RestoreGroupResponse, error)
 }
 
 type peerClient struct {
@@ -148,6 +156,26 @@ func (c *peerClient) ExportSlots(ctx context.Context, in *ExportSlotsRequest, op
 	return out, nil
 }
 
+func (c *peerClient) ExportGroup(ctx context.Context, in *ExportGroupRequest, opts ...grpc.CallOption) (*ExportGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ExportGroupResponse)
+	err := c.cc.Invoke(ctx, Peer_ExportGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *peerClient) RestoreGroup(ctx context.Context, in *RestoreGroupRequest, opts ...grpc.CallOption) (*RestoreGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RestoreGroupResponse)
+	err := c.cc.Invoke(ctx, Peer_RestoreGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -173,6 +201,12 @@ type PeerServer interface {
 	// the move's target group to import. Read-only and repeatable; served by
 	// any replica of the source group that applied the freeze.
 	ExportSlots(context.Context, *ExportSlotsRequest) (*ExportSlotsResponse, error)
+	// ExportGroup returns every live state of a group this node leads, for
+	// a backup (Admin.SaveSnapshot on any node).
+	ExportGroup(context.Context, *ExportGroupRequest) (*ExportGroupResponse, error)
+	// RestoreGroup writes states from a backup into a group this node leads;
+	// every key must be in a slot the group owns.
+	RestoreGroup(context.Context, *RestoreGroupRequest) (*RestoreGroupResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -206,6 +240,12 @@ func (UnimplementedPeerServer) ResetKey(context.Context, *PeerResetRequest) (*Pe
 }
 func (UnimplementedPeerServer) ExportSlots(context.Context, *ExportSlotsRequest) (*ExportSlotsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ExportSlots not implemented")
+}
+func (UnimplementedPeerServer) ExportGroup(context.Context, *ExportGroupRequest) (*ExportGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ExportGroup not implemented")
+}
+func (UnimplementedPeerServer) RestoreGroup(context.Context, *RestoreGroupRequest) (*RestoreGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RestoreGroup not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -372,6 +412,42 @@ func _Peer_ExportSlots_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_ExportGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExportGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).ExportGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_ExportGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).ExportGroup(ctx, req.(*ExportGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Peer_RestoreGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RestoreGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).RestoreGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_RestoreGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).RestoreGroup(ctx, req.(*RestoreGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -410,6 +486,14 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ExportSlots",
 			Handler:    _Peer_ExportSlots_Handler,
+		},
+		{
+			MethodName: "ExportGroup",
+			Handler:    _Peer_ExportGroup_Handler,
+		},
+		{
+			MethodName: "RestoreGroup",
+			Handler:    _Peer_RestoreGroup_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,75 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/floodgate/floodgate/fsm"
+)
+
+// leading returns this node's replica of group when it leads it, else
+// where the leader is (a NotLeaderError).
+func (n *Node) leading(group int) (*replica, error) {
+	r := n.replica(group)
+	if r == nil || !r.group.isLeader() {
+		rt, _ := n.Route(group)
+		return nil, &NotLeaderError{Group: shardName(group), LeaderID: rt.NodeID, LeaderAddr: rt.Addr}
+	}
+	return r, nil
+}
+
+// ExportGroup returns every live state of group, which this node must
+// lead, for a backup: fast decisions answered so far are replicated first,
+// and a barrier makes the state machine hold everything committed.
+func (n *Node) ExportGroup(ctx context.Context, group int) ([]byte, error) {
+	r, err := n.leading(group)
+	if err != nil {
+		return nil, err
+	}
+	r.fast.drain()
+	if err := awaitFuture(ctx, r.group.raft.Barrier(n.cfg.CommitTimeout)); err != nil {
+		return nil, fmt.Errorf("%s: %w", shardName(group), err)
+	}
+	return r.fsm.ExportAll()
+}
+
+// GroupOfKey returns the group that owns key now, or -1 when the node
+// cannot say (not a member yet).
+func (n *Node) GroupOfKey(key string) int {
+	g, err := n.ShardOf(key)
+	if err != nil {
+		return -1
+	}
+	return g
+}
+
+// RestoreGroup writes states (a backup's, split by GroupOfKey) into
+// group, which this node must lead. Every key must belong to group by
+// this node's slot table, and to a slot the group's state machine owns
+// (else ErrMoved: split again and resend). It returns the number of keys.
+func (n *Node) RestoreGroup(ctx context.Context, group int, states []byte) (int, error) {
+	r, err := n.leading(group)
+	if err != nil {
+		return 0, err
+	}
+	parts, keys, skipped, err := fsm.SplitExport(states, n.GroupOfKey)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%w: states: %w", ErrConfig, err)
+	case skipped > 0:
+		return 0, fmt.Errorf("%w: the slot table is not known here yet", ErrNotReady)
+	case len(parts) > 1 || len(parts) == 1 && parts[group] == nil:
+		return 0, fmt.Errorf("%s: %w: the states hold keys of other groups", shardName(group), ErrMoved)
+	case keys == 0:
+		return 0, nil
+	}
+	r.fast.drain()
+	if err := n.applyShard(ctx, r, fsm.EncodeRestore(states)); err != nil {
+		if errors.Is(err, fsm.ErrNotOwned) {
+			return 0, fmt.Errorf("%s: %w: %w", shardName(group), ErrMoved, err)
+		}
+		return 0, err
+	}
+	return keys, nil
+}
