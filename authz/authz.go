@@ -85,17 +85,24 @@ type Rules struct {
 	AdminNames []string
 }
 
-// Enforced reports whether calls are checked at all: once any credential
-// is configured, every call must prove its role.
-func (r *Rules) Enforced() bool {
-	return r != nil && (r.AdminToken != nil || r.PeerToken != nil || r.PeerCAs != nil || len(r.AdminNames) > 0)
+// Enforced reports whether any call is checked.
+func (r *Rules) Enforced() bool { return r.AdminEnforced() || r.PeerEnforced() }
+
+// AdminEnforced reports whether Admin calls that change the cluster need
+// an operator's credential: once one is configured.
+func (r *Rules) AdminEnforced() bool {
+	return r != nil && (r.AdminToken != nil || len(r.AdminNames) > 0)
 }
+
+// PeerEnforced reports whether Peer calls need a node's credential: once
+// one is configured.
+func (r *Rules) PeerEnforced() bool { return r != nil && (r.PeerToken != nil || r.PeerCAs != nil) }
 
 // Check returns the role's refusal for a caller with bearer token token
 // (empty when none) and TLS state tlsState (nil on a plaintext
 // connection), or nil when it may make the call.
 func (r *Rules) Check(role Role, token string, tlsState *tls.ConnectionState) error {
-	if role == Check || !r.Enforced() {
+	if role == Check || role == Admin && !r.AdminEnforced() || role == Peer && !r.PeerEnforced() {
 		return nil
 	}
 	switch role {

@@ -211,8 +211,10 @@ func (s *security) warnIfOpen(grpcBind, raftBind string, log *slog.Logger) {
 			continue
 		}
 		switch {
-		case flag == "grpc-addr" && !s.rules.Enforced():
-			log.Warn("the client port is open beyond loopback with no credentials: anyone who reaches it may change the cluster (see the README's Security section)", "addr", addr)
+		case flag == "grpc-addr" && !s.rules.AdminEnforced():
+			log.Warn("Admin calls are open beyond loopback: anyone who reaches the client port may change the cluster; set --admin-token-file or --admin-cert-names (see the README's Security section)", "addr", addr)
+		case flag == "grpc-addr" && !s.rules.PeerEnforced():
+			log.Warn("Peer calls are open beyond loopback: set --peer-tls-* or --peer-token-file (see the README's Security section)", "addr", addr)
 		case flag == "raft-addr" && s.peer == nil:
 			log.Warn("the Raft port is plaintext beyond loopback: set --peer-tls-*", "addr", addr)
 		}
