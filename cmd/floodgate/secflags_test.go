@@ -75,6 +75,14 @@ func TestSecurityFlagsNameTheSetting(t *testing.T) {
 	if _, err := newSecurity(o.security); err == nil || !strings.Contains(err.Error(), "tls-cert: other nodes could not verify it") {
 		t.Fatalf("a foreign client-port certificate: %v", err)
 	}
+	// Without a peer CA, a private certificate would fail every Peer call.
+	o, err = parseOptions([]string{"--tls-cert", cert, "--tls-key", key}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newSecurity(o.security); err == nil || !strings.Contains(err.Error(), "tls-cert: other nodes verify it with the system's roots") {
+		t.Fatalf("a private client-port certificate without a peer CA: %v", err)
+	}
 	o, err = parseOptions(append([]string{"--tls-cert", cert, "--tls-key", key, "--gossip-key", "RD/MfEpCdLGl7JZSd7VYXSVeS5CSpLnrU4Zox8XKsX8="}, peer...), func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)

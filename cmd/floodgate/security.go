@@ -57,6 +57,14 @@ func newSecurity(f securityFlags) (*security, error) {
 			return nil, fmt.Errorf("tls-cert: other nodes could not verify it with --peer-tls-ca: %w", err)
 		}
 	}
+	if s.client != nil && s.peer == nil {
+		// Without a peer CA, nodes verify each other's client port with
+		// the system's roots (a public certificate): refuse a certificate
+		// they would refuse, rather than fail every Peer call later.
+		if _, err := s.client.Leaf().Verify(x509.VerifyOptions{}); err != nil {
+			return nil, fmt.Errorf("tls-cert: other nodes verify it with the system's roots when there is no --peer-tls-ca, and cannot (%v): set --peer-tls-cert, --peer-tls-key and --peer-tls-ca", err)
+		}
+	}
 	if f.adminToken != "" {
 		if s.adminToken, err = authz.LoadToken("admin-token-file", f.adminToken); err != nil {
 			return nil, err
