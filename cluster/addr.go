@@ -105,6 +105,9 @@ func checkNode(node *metav1.Node) error {
 	if len(node.Region) > maxNodeIDLen {
 		return fmt.Errorf("%w: node.region: %d bytes is longer than %d", ErrConfig, len(node.Region), maxNodeIDLen)
 	}
+	if len(node.Version) > maxNodeIDLen {
+		return fmt.Errorf("%w: node.version: %d bytes is longer than %d", ErrConfig, len(node.Version), maxNodeIDLen)
+	}
 	return nil
 }
 

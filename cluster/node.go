@@ -15,6 +15,7 @@ import (
 	"github.com/floodgate/floodgate/fsm"
 	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
 	"github.com/floodgate/floodgate/raftlog"
+	"github.com/floodgate/floodgate/version"
 )
 
 // Peers is how a node talks to other nodes. The rpc package implements it
@@ -296,6 +297,7 @@ func (n *Node) self() *metav1.Node {
 	return &metav1.Node{
 		Id: n.cfg.NodeID, GrpcAddr: n.cfg.GRPCAddr, HttpAddr: n.cfg.HTTPAddr,
 		RaftAddr: n.cfg.RaftAddr, GossipAddr: n.cfg.GossipAddr, Region: n.cfg.Region,
+		Version: version.Get().Version,
 	}
 }
 

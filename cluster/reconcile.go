@@ -103,12 +103,13 @@ func (n *Node) reconcileOnce() {
 	}
 }
 
-// selfUpdate is the busy key of this node's address update.
+// selfUpdate is the busy key of this node's update of its own record
+// (addresses, region, release).
 const selfUpdate = -2
 
 func addrsDiffer(a, b *metav1.Node) bool {
 	return a.GrpcAddr != b.GrpcAddr || a.HttpAddr != b.HttpAddr || a.RaftAddr != b.RaftAddr ||
-		a.GossipAddr != b.GossipAddr || a.Region != b.Region
+		a.GossipAddr != b.GossipAddr || a.Region != b.Region || a.Version != b.Version
 }
 
 // untilStop returns a context of parent that also ends when the node

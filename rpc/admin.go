@@ -42,6 +42,7 @@ func (a *AdminServer) Status(ctx context.Context, req *pb.StatusRequest) (*pb.St
 			Id: n.Node.Id, GrpcAddr: n.Node.GrpcAddr, HttpAddr: n.Node.HttpAddr, RaftAddr: n.Node.RaftAddr,
 			GossipAddr: n.Node.GossipAddr, Region: n.Node.Region, State: stateName(n.Node.State),
 			Health: n.Health, MetaVoter: n.MetaVoter, Replicas: int32(n.Replicas), Leaders: int32(n.Leaders),
+			Version: n.Node.Version,
 		})
 	}
 	for _, s := range st.ShardInfo {

@@ -53,7 +53,7 @@ func printStatus(g *globals, st *pb.StatusResponse, shards bool) error {
 			st.ClusterId, st.Shards, st.Replicas, st.NodeId, orNone(st.MetaLeader))
 	}
 	tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tSTATE\tHEALTH\tGRPC\tRAFT\tREGION\tMETA\tREPLICAS\tLEADS")
+	fmt.Fprintln(tw, "NODE\tSTATE\tHEALTH\tGRPC\tRAFT\tREGION\tMETA\tREPLICAS\tLEADS\tVERSION")
 	for _, n := range st.Nodes {
 		meta := "follower"
 		if n.MetaVoter {
@@ -62,8 +62,8 @@ func printStatus(g *globals, st *pb.StatusResponse, shards bool) error {
 		if n.Id == st.MetaLeader {
 			meta = "leader"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", n.Id, n.State, n.Health, n.GrpcAddr, n.RaftAddr,
-			orNone(n.Region), meta, n.Replicas, n.Leaders)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", n.Id, n.State, n.Health, n.GrpcAddr, n.RaftAddr,
+			orNone(n.Region), meta, n.Replicas, n.Leaders, orNone(n.Version))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

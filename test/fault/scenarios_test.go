@@ -216,12 +216,30 @@ func rollingUpgrade(ctx context.Context, e *env) error {
 			return err
 		}
 	}
-	for _, n := range e.c.Nodes {
-		if !strings.Contains(n.Log(), "version="+nextVersion) {
-			return fmt.Errorf("%s does not run %s after the upgrade", n.ID, nextVersion)
+	// Every node told the cluster which release it runs now, as
+	// floodgatectl status shows it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := e.c.Status(ctx)
+		if err != nil {
+			return err
+		}
+		var old []string
+		for _, m := range st.Nodes {
+			if m.Version != nextVersion {
+				old = append(old, m.Id+" "+m.Version)
+			}
+		}
+		if len(old) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after the upgrade, the cluster lists %s, not %s", strings.Join(old, ", "), nextVersion)
+		}
+		if err := pause(ctx, 100*time.Millisecond); err != nil {
+			return err
 		}
 	}
-	return nil
 }
 
 func restartClean(ctx context.Context, e *env, n *e2e.Node) error {

@@ -266,8 +266,11 @@ type NodeStatus struct {
 	// Whether the node votes in the meta group.
 	MetaVoter bool `protobuf:"varint,9,opt,name=meta_voter,json=metaVoter,proto3" json:"meta_voter,omitempty"`
 	// Shard replicas placed on the node, and shards it leads.
-	Replicas      int32 `protobuf:"varint,10,opt,name=replicas,proto3" json:"replicas,omitempty"`
-	Leaders       int32 `protobuf:"varint,11,opt,name=leaders,proto3" json:"leaders,omitempty"`
+	Replicas int32 `protobuf:"varint,10,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	Leaders  int32 `protobuf:"varint,11,opt,name=leaders,proto3" json:"leaders,omitempty"`
+	// The floodgate release the node runs, as it last told the cluster
+	// (mixed during a rolling upgrade).
+	Version       string `protobuf:"bytes,12,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -377,6 +380,13 @@ func (x *NodeStatus) GetLeaders() int32 {
 		return x.Leaders
 	}
 	return 0
+}
+
+func (x *NodeStatus) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
 }
 
 type ShardStatus struct {
@@ -1298,7 +1308,7 @@ const file_floodgate_v1_admin_proto_rawDesc = "" +
 	"\aSlotRun\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x05R\x05first\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x05R\x05count\x12\x14\n" +
-	"\x05group\x18\x03 \x01(\x05R\x05group\"\xaf\x02\n" +
+	"\x05group\x18\x03 \x01(\x05R\x05group\"\xc9\x02\n" +
 	"\n" +
 	"NodeStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
@@ -1314,7 +1324,8 @@ const file_floodgate_v1_admin_proto_rawDesc = "" +
 	"meta_voter\x18\t \x01(\bR\tmetaVoter\x12\x1a\n" +
 	"\breplicas\x18\n" +
 	" \x01(\x05R\breplicas\x12\x18\n" +
-	"\aleaders\x18\v \x01(\x05R\aleaders\"\xdc\x01\n" +
+	"\aleaders\x18\v \x01(\x05R\aleaders\x12\x18\n" +
+	"\aversion\x18\f \x01(\tR\aversion\"\xdc\x01\n" +
 	"\vShardStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x18\n" +
 	"\adesired\x18\x02 \x03(\tR\adesired\x121\n" +

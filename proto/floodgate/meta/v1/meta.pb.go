@@ -82,14 +82,16 @@ func (NodeState) EnumDescriptor() ([]byte, []int) {
 
 // Node is one member of the cluster and its addresses.
 type Node struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	GrpcAddr      string                 `protobuf:"bytes,2,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
-	HttpAddr      string                 `protobuf:"bytes,3,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
-	RaftAddr      string                 `protobuf:"bytes,4,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
-	GossipAddr    string                 `protobuf:"bytes,5,opt,name=gossip_addr,json=gossipAddr,proto3" json:"gossip_addr,omitempty"`
-	Region        string                 `protobuf:"bytes,6,opt,name=region,proto3" json:"region,omitempty"`
-	State         NodeState              `protobuf:"varint,7,opt,name=state,proto3,enum=floodgate.meta.v1.NodeState" json:"state,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	GrpcAddr   string                 `protobuf:"bytes,2,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	HttpAddr   string                 `protobuf:"bytes,3,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
+	RaftAddr   string                 `protobuf:"bytes,4,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	GossipAddr string                 `protobuf:"bytes,5,opt,name=gossip_addr,json=gossipAddr,proto3" json:"gossip_addr,omitempty"`
+	Region     string                 `protobuf:"bytes,6,opt,name=region,proto3" json:"region,omitempty"`
+	State      NodeState              `protobuf:"varint,7,opt,name=state,proto3,enum=floodgate.meta.v1.NodeState" json:"state,omitempty"`
+	// The floodgate release the node last said it runs (its --version).
+	Version       string `protobuf:"bytes,8,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -171,6 +173,13 @@ func (x *Node) GetState() NodeState {
 		return x.State
 	}
 	return NodeState_NODE_STATE_UNSPECIFIED
+}
+
+func (x *Node) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
 }
 
 // InitCluster creates the cluster; the first command of the meta log.
@@ -1379,7 +1388,7 @@ var File_floodgate_meta_v1_meta_proto protoreflect.FileDescriptor
 
 const file_floodgate_meta_v1_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x1cfloodgate/meta/v1/meta.proto\x12\x11floodgate.meta.v1\"\xda\x01\n" +
+	"\x1cfloodgate/meta/v1/meta.proto\x12\x11floodgate.meta.v1\"\xf4\x01\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -1388,7 +1397,8 @@ const file_floodgate_meta_v1_meta_proto_rawDesc = "" +
 	"\vgossip_addr\x18\x05 \x01(\tR\n" +
 	"gossipAddr\x12\x16\n" +
 	"\x06region\x18\x06 \x01(\tR\x06region\x122\n" +
-	"\x05state\x18\a \x01(\x0e2\x1c.floodgate.meta.v1.NodeStateR\x05state\"\xb2\x01\n" +
+	"\x05state\x18\a \x01(\x0e2\x1c.floodgate.meta.v1.NodeStateR\x05state\x12\x18\n" +
+	"\aversion\x18\b \x01(\tR\aversion\"\xb2\x01\n" +
 	"\vInitCluster\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x16\n" +
