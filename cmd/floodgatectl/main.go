@@ -66,7 +66,7 @@ func newRoot(out io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.token, "token-file", os.Getenv("FLOODGATE_TOKEN_FILE"), "file holding the bearer token the node asks for, the admin token for changes (env FLOODGATE_TOKEN_FILE)")
 	root.Version = version.Get().String()
 	root.SetVersionTemplate("floodgatectl {{.Version}}\n")
-	root.AddCommand(statusCmd(g), joinCmd(g), leaveCmd(g), allowCmd(g), policyCmd(g), resetCmd(g), versionCmd(g), keygenCmd(g), snapshotCmd(g))
+	root.AddCommand(statusCmd(g), joinCmd(g), leaveCmd(g), allowCmd(g), policyCmd(g), resetCmd(g), versionCmd(g), keygenCmd(g), snapshotCmd(g), tlsCmd(g))
 	return root
 }
 

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// tls create writes certificates that verify as the flags use them: the
+// node's for its hosts under the cluster CA, each client's under the
+// client CA and not the cluster's.
+func TestTLSCreate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tls")
+	var out bytes.Buffer
+	root := newRoot(&out)
+	root.SetArgs([]string{"tls", "create", "--dir", dir, "--hosts", "127.0.0.1,node.local", "--clients", "ops,checkout"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	pool := func(name string) *x509.CertPool {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := x509.NewCertPool()
+		if !p.AppendCertsFromPEM(b) {
+			t.Fatalf("%s holds no certificate", name)
+		}
+		return p
+	}
+	leaf := func(name string) *x509.Certificate {
+		pair, err := tls.LoadX509KeyPair(filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := x509.ParseCertificate(pair.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	cluster, clients := pool("ca.crt"), pool("client-ca.crt")
+	node := leaf("node")
+	for _, host := range []string{"127.0.0.1", "node.local"} {
+		if _, err := node.Verify(x509.VerifyOptions{Roots: cluster, DNSName: host}); err != nil {
+			t.Errorf("node certificate for %s: %v", host, err)
+		}
+	}
+	if _, err := node.Verify(x509.VerifyOptions{Roots: cluster, DNSName: "elsewhere"}); err == nil {
+		t.Error("the node certificate verifies for a host it was not made for")
+	}
+	for _, name := range []string{"ops", "checkout"} {
+		c := leaf(name)
+		if c.Subject.CommonName != name {
+			t.Errorf("%s: common name %q", name, c.Subject.CommonName)
+		}
+		opts := x509.VerifyOptions{KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+		opts.Roots = clients
+		if _, err := c.Verify(opts); err != nil {
+			t.Errorf("%s under the client CA: %v", name, err)
+		}
+		opts.Roots = cluster
+		if _, err := c.Verify(opts); err == nil {
+			t.Errorf("%s verifies under the cluster CA: a client would pass for a node", name)
+		}
+	}
+	if !strings.Contains(out.String(), "ops.crt") {
+		t.Fatalf("printed %q", out.String())
+	}
+	root = newRoot(&out)
+	root.SetArgs([]string{"tls", "create", "--dir", dir, "--clients", "../evil"})
+	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "--clients") {
+		t.Fatalf("a client name with a path: %v", err)
+	}
+}
