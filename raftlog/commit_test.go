@@ -22,7 +22,8 @@ type countingOps struct {
 func (c *countingOps) ops() fileOps {
 	d := defaultFileOps()
 	return fileOps{
-		write: d.write,
+		write:    d.write,
+		allocate: d.allocate,
 		sync: func(f *os.File) error {
 			c.syncs.Add(1)
 			if e := c.fail.Load(); e != nil {

@@ -84,6 +84,7 @@ func (s *Store) writeBatch(batch []*op, buf []byte) ([]byte, error) {
 		out = buf
 	}
 	base := seg.size
+	seg.reserve(int64(len(out)), s.ops)
 	err := s.ops.write(seg.f, out, base)
 	if err == nil && !s.opts.NoSync {
 		s.nSyncs.Add(1)
@@ -143,6 +144,9 @@ func (s *Store) maintain() {
 // stable key, so older segments never hold one that is still needed.
 func (s *Store) rotate() error {
 	old := s.active()
+	if err := old.trim(); err != nil {
+		return fmt.Errorf("trim %s: %w", old.path, err)
+	}
 	if err := s.ops.sync(old.f); err != nil {
 		return fmt.Errorf("sync %s: %w", old.path, err)
 	}

@@ -1,6 +1,7 @@
 package raftlog
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -125,13 +126,37 @@ func runProperty(t *testing.T, seed uint64, nops int) {
 func tearWrite(t *testing.T, rng *rand.Rand, dir, name string) {
 	files := segFiles(t, dir)
 	rec, _ := encodeEntries(recAppend, name, []*raft.Log{entry(name, 1<<40, 1)})
-	cut := 1 + rng.IntN(len(rec)-1)
-	f, err := os.OpenFile(files[len(files)-1], os.O_WRONLY|os.O_APPEND, 0)
+	// The write must lose a byte that is not zero: in a preallocated file
+	// a record whose missing bytes are all zeros is whole on disk (a
+	// write that landed but was never acknowledged, which Raft allows).
+	last := bytes.LastIndexFunc(rec, func(r rune) bool { return r != 0 })
+	cut := 1 + rng.IntN(max(1, last))
+	path := files[len(files)-1]
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := f.Write(rec[:cut]); err != nil {
+	// The write lands after the last record, where the next flush would
+	// have written it: inside the file's preallocated zeros, if any.
+	if _, err := f.WriteAt(rec[:cut], recordsEnd(data)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// recordsEnd is the offset just past a segment's last whole record.
+func recordsEnd(data []byte) int64 {
+	off := segHeaderSize
+	for off < len(data) {
+		_, n, err := parseRecord(data[off:])
+		if err != nil {
+			break
+		}
+		off += n
+	}
+	return int64(off)
 }

@@ -114,7 +114,8 @@ func (s *Store) replaySegment(seq uint32, last bool) (*segment, error) {
 
 // torn reports whether damage at the start of rest can only be a write
 // cut short by a crash: nothing whole could come after it. A record whose
-// header holds but whose payload does not is torn only if it is the last.
+// header holds but whose payload does not is torn only if it is the last,
+// followed by no byte but the zeros a preallocated file reads as.
 func torn(rest []byte, err error, n int) bool {
 	switch {
 	case allZero(rest):
@@ -122,7 +123,12 @@ func torn(rest []byte, err error, n int) bool {
 	case err == errShortHeader, err == errPastEnd:
 		return true
 	case err == errPayloadCRC:
-		return n == len(rest)
+		// The last record, followed by nothing or by the zeros of a
+		// preallocated file.
+		return allZero(rest[n:])
+	case err == errHeaderCRC, err == errTooLarge:
+		// A header torn in a preallocated file: nothing after it written.
+		return allZero(rest[min(recHeaderSize, len(rest)):])
 	}
 	return false
 }

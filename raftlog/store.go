@@ -182,7 +182,19 @@ func (s *Store) Close() error {
 	s.qmu.Unlock()
 	close(s.stop)
 	<-s.done
-	return s.closeFiles()
+	// A clean stop leaves the last segment ending at its last record, as
+	// if nothing had been preallocated (replay copes with either).
+	s.qmu.Lock()
+	failed := s.failed
+	s.qmu.Unlock()
+	var err error
+	if len(s.segs) > 0 && failed == nil {
+		err = s.active().trim()
+	}
+	if cerr := s.closeFiles(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (s *Store) closeFiles() error {

@@ -16,3 +16,14 @@ func syncFile(f *os.File) error {
 		}
 	}
 }
+
+// allocateFile allocates n bytes of f at off (zeros when read), extending
+// its size.
+func allocateFile(f *os.File, off, n int64) error {
+	for {
+		err := unix.Fallocate(int(f.Fd()), 0, off, n)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}

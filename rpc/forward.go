@@ -98,6 +98,9 @@ func (f *forwarder) forward(ctx context.Context, addr string, shard int, checks 
 // checks of many callers, so it continues the first caller's trace and
 // links the others', and the peer's spans join that trace.
 func forwardSpan(ctx context.Context, addr string, batch []*fwdReq, checks int) (context.Context, trace.Span) {
+	if !tracing.Enabled() {
+		return ctx, trace.SpanFromContext(ctx) // the call's own context, holding no span: a no-op
+	}
 	links := make([]trace.Link, 0, len(batch)-1)
 	for _, r := range batch[1:] {
 		if sc := trace.SpanContextFromContext(r.ctx); sc.IsValid() {

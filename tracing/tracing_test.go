@@ -23,6 +23,20 @@ func TestOffWithoutAnEndpoint(t *testing.T) {
 	span.End()
 }
 
+func TestStartIsFreeWhileOff(t *testing.T) {
+	ctx := context.WithValue(context.Background(), struct{}{}, 1)
+	got, span := Start(ctx, "x")
+	if got != ctx {
+		t.Error("Start changed the context with tracing off")
+	}
+	if span.IsRecording() {
+		t.Error("a span records with tracing off")
+	}
+	if n := testing.AllocsPerRun(100, func() { _, s := Start(ctx, "x"); s.End() }); n != 0 {
+		t.Errorf("Start allocates %v times per call with tracing off", n)
+	}
+}
+
 func TestEnabledByFlagOrEnvironment(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
