@@ -45,7 +45,11 @@ func ensureGhz(path string) (string, error) {
 type ghzRun struct {
 	call string // package.Service/Method
 	data string // JSON request, a Go template ghz fills in per call
-	rps  int    // held rate; 0: as fast as the callers get answers
+	// dataFile, when set, replaces data: a JSON array of requests ghz
+	// sends in turn (parsed once, so ghz's own cost per call stays that
+	// of the health check's static request, not a template's).
+	dataFile string
+	rps      int // held rate; 0: as fast as the callers get answers
 	// decisions is the number of decisions one OK call makes (the batch
 	// size; 1 for a single check).
 	decisions int
@@ -90,7 +94,6 @@ func (g *ghzRunner) once(ctx context.Context, addr string, w ghzRun, duration ti
 	args := []string{
 		"--insecure",
 		"--call", w.call,
-		"--data", w.data,
 		"--concurrency", fmt.Sprint(g.concurrency),
 		"--connections", fmt.Sprint(g.connections),
 		"--duration", duration.String(),
@@ -98,6 +101,11 @@ func (g *ghzRunner) once(ctx context.Context, addr string, w ghzRun, duration ti
 		"--timeout", "10s",
 		"--format", "json",
 		"--output", out,
+	}
+	if w.dataFile != "" {
+		args = append(args, "--data-file", w.dataFile)
+	} else {
+		args = append(args, "--data", w.data)
 	}
 	if w.rps > 0 {
 		args = append(args, "--rps", fmt.Sprint(w.rps))

@@ -29,7 +29,7 @@ func benchGhz(ctx context.Context, rp *report, g *ghzRunner, c *e2e.Cluster, ws 
 	}
 	rp.add(healthRow("gRPC health check (reference)", ghzClient, health))
 	for i, w := range ws {
-		run, err := w.ghz(keys)
+		run, err := w.ghz(keys, g.dir)
 		if err != nil {
 			return nil, nil, err
 		}

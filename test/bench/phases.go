@@ -24,6 +24,10 @@ func benchClusters(ctx context.Context, rp *report, o options, args []string, di
 		return err
 	}
 	g := &ghzRunner{bin: ghzBin, dir: dir, concurrency: o.clients, connections: o.ghzConns}
+	ws := workloads(o.batch, o.heldRate)
+	if err := benchCeiling(ctx, rp, g, ws[0], o.keys, o.duration, o.warmup); err != nil {
+		rp.failed("Allow on a stub server that does nothing (the client's ceiling)", ghzClient+" stub", "", err)
+	}
 	bin, err := e2e.Build(dir)
 	if err != nil {
 		return err
@@ -52,7 +56,6 @@ func benchClusters(ctx context.Context, rp *report, o options, args []string, di
 	if o.profile != "" {
 		prof = &profiler{httpAddr: c.Nodes[0].HTTP, dir: o.profile, warmup: o.warmup, duration: o.duration}
 	}
-	ws := workloads(o.batch, o.heldRate)
 
 	fmt.Printf("\nghz against n1 (%s), %d callers, %d connection(s), %s per run after %s warmup\n",
 		c.Nodes[0].GRPC, o.clients, o.ghzConns, o.duration, o.warmup)

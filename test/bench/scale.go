@@ -26,7 +26,7 @@ func measureScale(ctx context.Context, rp *report, g *ghzRunner, bin e2e.Binarie
 		return err
 	}
 	rp.add(healthRow(fmt.Sprintf("gRPC health check, %d nodes (reference)", nodes), client, health))
-	run, err := w.ghz(keys)
+	run, err := w.ghz(keys, g.dir)
 	if err != nil {
 		return err
 	}
