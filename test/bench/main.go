@@ -2,6 +2,8 @@
 // issue 7, in one run, and prints a Markdown table to paste into the
 // README. `make bench` runs it. In order:
 //
+//   - the client's ceiling: ghz against a stub server in this process,
+//     its health check and an Allow that does nothing;
 //   - a 3-node cluster of real bin/floodgate processes with default flags
 //     (through test/e2e): its idle CPU and raft TCP connections;
 //   - with ghz (a third-party load tool that does not route to leaders)
