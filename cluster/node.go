@@ -84,7 +84,8 @@ type Node struct {
 
 	recon   reconcileState
 	rates   *rates
-	settled atomic.Pointer[planKey] // the last slot plan round that found nothing to do
+	settled atomic.Pointer[planKey]   // the last slot plan round that found nothing to do
+	toMove  atomic.Pointer[viewCount] // slotsToMove of the latest view Status saw
 }
 
 // Open opens the node's data and starts its Raft port and gossip. The node

@@ -30,43 +30,10 @@ func (n *Node) reconcileGroups(ctx context.Context, v *fsm.MetaView) bool {
 	if last := n.settled.Load(); last != nil && last.equal(key) {
 		return false
 	}
-	members := make([]slots.Member, 0, len(v.Nodes))
-	for _, m := range v.Nodes {
-		members = append(members, slots.Member{ID: m.Id, Active: m.State == metav1.NodeState_NODE_STATE_ACTIVE})
-	}
-	owns := make(map[uint32]int, len(v.Groups))
-	for _, g := range v.Table {
-		owns[g]++
-	}
-	busy := map[uint32]bool{}
-	inFlight := make([]slots.Move, 0, len(v.Moves))
-	for _, mv := range v.Moves {
-		busy[mv.From], busy[mv.To] = true, true
-		if mv.State == fsm.MovePlanned {
-			// Counted at its target, as the planner counts it.
-			owns[mv.From] -= len(mv.Slots)
-			owns[mv.To] += len(mv.Slots)
-		}
-		ms := make([]int, len(mv.Slots))
-		for i, s := range mv.Slots {
-			ms[i] = int(s)
-		}
-		inFlight = append(inFlight, slots.Move{From: slots.GroupID(mv.From), To: slots.GroupID(mv.To), Slots: ms})
-	}
-	states := make([]slots.GroupState, len(v.Groups))
-	for i, g := range v.Groups {
-		states[i] = slots.GroupState{ID: slots.GroupID(g.ID), Home: g.Home, Retiring: g.Retiring, Owns: owns[g.ID], Busy: busy[g.ID]}
-	}
+	members, states, c := slotInput(v, key.ready)
 	if acts := slots.PlanGroups(members, states, v.GroupsPerNode); len(acts) > 0 {
 		n.applyGroupAction(ctx, acts[0])
 		return true
-	}
-	c := slots.Cluster{Table: make([]slots.GroupID, len(v.Table)), Target: slots.Target(states, members), InFlight: inFlight}
-	for s, g := range v.Table {
-		c.Table[s] = slots.GroupID(g)
-	}
-	for i, g := range v.Groups {
-		c.Groups = append(c.Groups, slots.Group{ID: slots.GroupID(g.ID), Home: g.Home, Ready: key.ready[i]})
 	}
 	plan, err := slots.Plan(c)
 	if err != nil {
@@ -94,6 +61,81 @@ func (n *Node) reconcileGroups(ctx context.Context, v *fsm.MetaView) bool {
 	}
 	n.log.Info("slot moves planned", "moves", len(batch), "slots", moved, "still to move", slots.Slots(plan)-moved)
 	return true
+}
+
+// slotInput turns the meta state into what the slot planners look at:
+// the members, each group's state and the slot cluster. ready says which
+// groups can take part in a move now (nil: none, which only NextBatch
+// reads).
+func slotInput(v *fsm.MetaView, ready []bool) ([]slots.Member, []slots.GroupState, slots.Cluster) {
+	members := make([]slots.Member, 0, len(v.Nodes))
+	for _, m := range v.Nodes {
+		members = append(members, slots.Member{ID: m.Id, Active: m.State == metav1.NodeState_NODE_STATE_ACTIVE})
+	}
+	owns := make(map[uint32]int, len(v.Groups))
+	for _, g := range v.Table {
+		owns[g]++
+	}
+	busy := map[uint32]bool{}
+	inFlight := make([]slots.Move, 0, len(v.Moves))
+	for _, mv := range v.Moves {
+		busy[mv.From], busy[mv.To] = true, true
+		if mv.State == fsm.MovePlanned {
+			// Counted at its target, as the planner counts it.
+			owns[mv.From] -= len(mv.Slots)
+			owns[mv.To] += len(mv.Slots)
+		}
+		ms := make([]int, len(mv.Slots))
+		for i, s := range mv.Slots {
+			ms[i] = int(s)
+		}
+		inFlight = append(inFlight, slots.Move{From: slots.GroupID(mv.From), To: slots.GroupID(mv.To), Slots: ms})
+	}
+	states := make([]slots.GroupState, len(v.Groups))
+	for i, g := range v.Groups {
+		states[i] = slots.GroupState{ID: slots.GroupID(g.ID), Home: g.Home, Retiring: g.Retiring, Owns: owns[g.ID], Busy: busy[g.ID]}
+	}
+	c := slots.Cluster{Table: make([]slots.GroupID, len(v.Table)), Target: slots.Target(states, members), InFlight: inFlight}
+	for s, g := range v.Table {
+		c.Table[s] = slots.GroupID(g)
+	}
+	for i, g := range v.Groups {
+		c.Groups = append(c.Groups, slots.Group{ID: slots.GroupID(g.ID), Home: g.Home, Ready: i < len(ready) && ready[i]})
+	}
+	return members, states, c
+}
+
+// slotsToMove is how many slots the planner still has to move to spread
+// them evenly, beyond the moves in flight: 0 once a cluster of slots is
+// balanced. The planner starts moves in small batches, so a cluster with
+// no move in flight may still be rebalancing; this tells the two apart.
+func slotsToMove(v *fsm.MetaView) int {
+	if !v.Slotted() {
+		return 0
+	}
+	_, _, c := slotInput(v, nil)
+	plan, err := slots.Plan(c)
+	if err != nil {
+		return 0
+	}
+	return slots.Slots(plan)
+}
+
+// viewCount caches a count computed from one (immutable) meta view.
+type viewCount struct {
+	view *fsm.MetaView
+	n    int
+}
+
+// slotsToMove is slotsToMove(v), computed once per view: clients poll
+// Status to route, and planning 1,024 slots costs about 85 µs.
+func (n *Node) slotsToMove(v *fsm.MetaView) int {
+	if c := n.toMove.Load(); c != nil && c.view == v {
+		return c.n
+	}
+	c := &viewCount{view: v, n: slotsToMove(v)}
+	n.toMove.Store(c)
+	return c.n
 }
 
 // planKey is what a slot plan depends on: the meta state (a view is

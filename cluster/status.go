@@ -16,11 +16,13 @@ type Status struct {
 	Nodes      []NodeStatus
 	ShardInfo  []ShardStatus
 	// A cluster of slots: the slot count (0 in a legacy cluster), each
-	// slot's group, the table's epoch and the moves in flight.
-	Slots int
-	Table []uint32
-	Epoch uint64
-	Moves int
+	// slot's group, the table's epoch, the moves in flight and the slots
+	// still to move beyond them (0 once balanced).
+	Slots  int
+	Table  []uint32
+	Epoch  uint64
+	Moves  int
+	ToMove int
 }
 
 // NodeStatus is one member.
@@ -49,7 +51,7 @@ type ShardStatus struct {
 func (n *Node) Status() Status {
 	v := n.View()
 	st := Status{ClusterID: v.ClusterID, NodeID: n.cfg.NodeID, Shards: v.Shards, Replicas: v.Replicas,
-		Slots: v.SlotCount, Table: v.Table, Epoch: v.Epoch, Moves: len(v.Moves)}
+		Slots: v.SlotCount, Table: v.Table, Epoch: v.Epoch, Moves: len(v.Moves), ToMove: n.slotsToMove(v)}
 	voters := map[string]bool{}
 	if meta := n.metaGroup(); meta != nil {
 		st.MetaLeader = meta.leader()

@@ -35,7 +35,7 @@ func (a *AdminServer) Status(ctx context.Context, req *pb.StatusRequest) (*pb.St
 	out := &pb.StatusResponse{
 		ClusterId: st.ClusterID, NodeId: st.NodeID, Shards: int32(st.Shards),
 		Replicas: int32(st.Replicas), MetaLeader: st.MetaLeader,
-		Slots: int32(st.Slots), Epoch: st.Epoch, Moves: int32(st.Moves), SlotTable: slotRuns(st.Table),
+		Slots: int32(st.Slots), Epoch: st.Epoch, Moves: int32(st.Moves), SlotsToMove: int32(st.ToMove), SlotTable: slotRuns(st.Table),
 	}
 	for _, n := range st.Nodes {
 		out.Nodes = append(out.Nodes, &pb.NodeStatus{

@@ -46,8 +46,8 @@ func printStatus(g *globals, st *pb.StatusResponse, shards bool) error {
 		if len(st.ShardStatus) == 1 {
 			groups = "group"
 		}
-		fmt.Fprintf(g.out, "cluster %s: %d slots over %d %s, %d replicas each, %d slot moves in flight; answered by %s; meta leader %s\n\n",
-			st.ClusterId, st.Slots, len(st.ShardStatus), groups, st.Replicas, st.Moves, st.NodeId, orNone(st.MetaLeader))
+		fmt.Fprintf(g.out, "cluster %s: %d slots over %d %s, %d replicas each, %d slot moves in flight, %d slots still to move; answered by %s; meta leader %s\n\n",
+			st.ClusterId, st.Slots, len(st.ShardStatus), groups, st.Replicas, st.Moves, st.SlotsToMove, st.NodeId, orNone(st.MetaLeader))
 	} else {
 		fmt.Fprintf(g.out, "cluster %s: %d shards, %d replicas each; answered by %s; meta leader %s\n\n",
 			st.ClusterId, st.Shards, st.Replicas, st.NodeId, orNone(st.MetaLeader))

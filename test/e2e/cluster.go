@@ -99,7 +99,8 @@ func (c *Cluster) Status(ctx context.Context) (*pb.StatusResponse, error) {
 }
 
 // Settled reports nil when every shard has exactly its placed replicas,
-// all voting, and is led by its preferred leader.
+// all voting, and is led by its preferred leader, and a cluster of slots
+// is balanced: no move in flight and none still to start.
 func Settled(st *pb.StatusResponse) error {
 	if st.Slots > 0 {
 		if err := slotsSettled(st); err != nil {
@@ -127,6 +128,9 @@ func Settled(st *pb.StatusResponse) error {
 func slotsSettled(st *pb.StatusResponse) error {
 	if st.Moves > 0 {
 		return fmt.Errorf("%d slot moves in flight", st.Moves)
+	}
+	if st.SlotsToMove > 0 {
+		return fmt.Errorf("%d slots still to move", st.SlotsToMove)
 	}
 	homes := map[string]bool{}
 	for _, s := range st.ShardStatus {

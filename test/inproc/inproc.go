@@ -20,6 +20,7 @@ import (
 	"github.com/floodgate/floodgate/cluster"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 	"github.com/floodgate/floodgate/rpc"
+	"github.com/floodgate/floodgate/test/e2e"
 	"github.com/floodgate/floodgate/test/freeport"
 )
 
@@ -182,33 +183,14 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 	}
 }
 
-// Settled reports nil once every shard has exactly its placed replicas,
-// all voting, led by its preferred leader, as n's status shows.
+// Settled reports nil once n's status shows a settled cluster, by the
+// same rule as real processes (e2e.Settled).
 func Settled(n *Node) error {
 	st, err := n.Admin().Status(context.Background(), &pb.StatusRequest{})
 	if err != nil {
 		return err
 	}
-	if st.Moves > 0 {
-		return fmt.Errorf("%d slot moves in flight", st.Moves)
-	}
-	for _, s := range st.ShardStatus {
-		if s.Retiring {
-			return fmt.Errorf("group %d is being drained", s.Id)
-		}
-		if len(s.Desired) == 0 || s.Leader != s.Desired[0] {
-			return fmt.Errorf("shard %d led by %q, placement %v", s.Id, s.Leader, s.Desired)
-		}
-		if len(s.Replicas) != len(s.Desired) {
-			return fmt.Errorf("shard %d has replicas %v, want %v", s.Id, s.Replicas, s.Desired)
-		}
-		for _, r := range s.Replicas {
-			if r.Suffrage != "voter" {
-				return fmt.Errorf("shard %d: %s is a %s", s.Id, r.NodeId, r.Suffrage)
-			}
-		}
-	}
-	return nil
+	return e2e.Settled(st)
 }
 
 // WaitSettled waits until every node's status is Settled, and dumps every

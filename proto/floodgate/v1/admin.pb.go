@@ -78,7 +78,11 @@ type StatusResponse struct {
 	// Bumped on every change of the slot table.
 	Epoch uint64 `protobuf:"varint,10,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// Slot moves in flight.
-	Moves         int32 `protobuf:"varint,11,opt,name=moves,proto3" json:"moves,omitempty"`
+	Moves int32 `protobuf:"varint,11,opt,name=moves,proto3" json:"moves,omitempty"`
+	// Slots still to move to spread them evenly, beyond the moves in
+	// flight. Moves start in small batches, so a cluster with no move in
+	// flight may still be rebalancing: it is balanced when both are 0.
+	SlotsToMove   int32 `protobuf:"varint,12,opt,name=slots_to_move,json=slotsToMove,proto3" json:"slots_to_move,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -186,6 +190,13 @@ func (x *StatusResponse) GetEpoch() uint64 {
 func (x *StatusResponse) GetMoves() int32 {
 	if x != nil {
 		return x.Moves
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetSlotsToMove() int32 {
+	if x != nil {
+		return x.SlotsToMove
 	}
 	return 0
 }
@@ -1288,7 +1299,7 @@ var File_floodgate_v1_admin_proto protoreflect.FileDescriptor
 const file_floodgate_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x18floodgate/v1/admin.proto\x12\ffloodgate.v1\x1a\x19floodgate/v1/policy.proto\x1a\x1cfloodgate/v1/ratelimit.proto\"\x0f\n" +
-	"\rStatusRequest\"\x83\x03\n" +
+	"\rStatusRequest\"\xa7\x03\n" +
 	"\x0eStatusResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x17\n" +
@@ -1304,7 +1315,8 @@ const file_floodgate_v1_admin_proto_rawDesc = "" +
 	"slot_table\x18\t \x03(\v2\x15.floodgate.v1.SlotRunR\tslotTable\x12\x14\n" +
 	"\x05epoch\x18\n" +
 	" \x01(\x04R\x05epoch\x12\x14\n" +
-	"\x05moves\x18\v \x01(\x05R\x05moves\"K\n" +
+	"\x05moves\x18\v \x01(\x05R\x05moves\x12\"\n" +
+	"\rslots_to_move\x18\f \x01(\x05R\vslotsToMove\"K\n" +
 	"\aSlotRun\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x05R\x05first\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x05R\x05count\x12\x14\n" +

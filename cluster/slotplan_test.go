@@ -1,0 +1,74 @@
+package cluster
+
+import (
+	"testing"
+
+	"github.com/floodgate/floodgate/fsm"
+	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
+)
+
+// slottedView is a cluster of slots over nodes n1..nodes, one group homed
+// on each, with the table given.
+func slottedView(nodes int, table []uint32, moves ...fsm.SlotMove) *fsm.MetaView {
+	v := &fsm.MetaView{ClusterID: "c", SlotCount: len(table), Shards: len(table), Replicas: 3, GroupsPerNode: 1,
+		Table: table, Moves: moves, NextGroup: uint32(nodes), NextMove: uint64(len(moves) + 1)}
+	for i := range nodes {
+		id := string(rune('1' + i))
+		v.Nodes = append(v.Nodes, &metav1.Node{Id: "n" + id, State: metav1.NodeState_NODE_STATE_ACTIVE})
+		v.Groups = append(v.Groups, fsm.GroupInfo{ID: uint32(i), Home: "n" + id})
+	}
+	return v
+}
+
+// Between two batches of moves nothing is in flight, yet the cluster is
+// not balanced: slotsToMove tells the two apart (a readiness check that
+// read only the moves in flight let a test start mid-rebalance).
+func TestSlotsToMove(t *testing.T) {
+	all0 := make([]uint32, 96)
+	even := make([]uint32, 96)
+	for s := range even {
+		even[s] = uint32(s % 3)
+	}
+	half := make([]uint32, 96)
+	for s := range half {
+		half[s] = uint32(s % 3)
+		if s >= 48 {
+			half[s] = 0
+		}
+	}
+	var planned []uint32
+	for s := range 64 {
+		planned = append(planned, uint32(s))
+	}
+	for _, tc := range []struct {
+		name string
+		v    *fsm.MetaView
+		want int
+	}{
+		{"legacy cluster", &fsm.MetaView{ClusterID: "c", Shards: 8}, 0},
+		{"one node owns all", slottedView(1, all0), 0},
+		{"two nodes joined, nothing moved", slottedView(3, all0), 64},
+		{"balanced", slottedView(3, even), 0},
+		{"half moved, none in flight", slottedView(3, half), 32},
+		{"the rest in flight", slottedView(3, all0,
+			fsm.SlotMove{ID: 1, From: 0, To: 1, Slots: planned[:32], State: fsm.MovePlanned},
+			fsm.SlotMove{ID: 2, From: 0, To: 2, Slots: planned[32:], State: fsm.MovePlanned}), 0},
+		{"part in flight", slottedView(3, all0,
+			fsm.SlotMove{ID: 1, From: 0, To: 1, Slots: planned[:32], State: fsm.MovePlanned}), 32},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := slotsToMove(tc.v); got != tc.want {
+				t.Fatalf("slotsToMove = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// Status computes slotsToMove on every call (the SDK polls it to route).
+func BenchmarkSlotsToMove(b *testing.B) {
+	table := make([]uint32, 1024)
+	v := slottedView(5, table)
+	for b.Loop() {
+		slotsToMove(v)
+	}
+}
