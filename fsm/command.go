@@ -26,8 +26,12 @@ const (
 // cmdReset (cmdTick has none). A binary applies every version up to its
 // own and stops at a newer one (doc.go).
 const (
-	// allowVersion versions the bodies of cmdAllow and cmdReset.
-	allowVersion = 1
+	// allowVersion is the newest body of cmdAllow. Version 2 adds the
+	// checkJoined flag (atomic sets); a batch without a set is written as
+	// version 1, which older binaries read too.
+	allowVersion = 2
+	// resetVersion versions the body of cmdReset.
+	resetVersion = 1
 	// hitsVersion is the newest body of cmdHits. Version 2 adds the
 	// hitElastic bit to the outcome byte; version 1 bodies, whose outcome
 	// bytes never have it, still decode. A batch without an elastic hit is
@@ -49,6 +53,11 @@ type Check struct {
 	// Elastic is the leader's judgment, when it wrote the entry, that the
 	// policy's cluster-wide rate leaves room to stretch (elastic policies).
 	Elastic bool
+	// Joined puts the check in one atomic set with the check before it:
+	// a set is admitted and counted all or nothing. Every check of a set
+	// has the same Policy (the same pointer); a set starts with a check
+	// that is not Joined (ValidateSets).
+	Joined bool
 }
 
 // Hit is a fast-mode decision to replay: what the leader counted, when,
@@ -65,14 +74,24 @@ type Hit struct {
 	Elastic bool
 }
 
-// checkElastic is the flag bit of a check carrying Elastic.
-const checkElastic = 1
+// Flag bits of a check: Elastic, and (version 2) Joined.
+const (
+	checkElastic = 1
+	checkJoined  = 2
+)
 
 // EncodeAllow appends a cmdAllow entry for checks, stamped with ts (Unix
 // ns, the leader's clock). Policies shared by several checks (the same
 // pointer) are written once.
 func EncodeAllow(dst []byte, ts int64, checks []Check) []byte {
-	dst = append(dst, cmdAllow, allowVersion)
+	version := byte(1)
+	for i := range checks {
+		if checks[i].Joined {
+			version = allowVersion
+			break
+		}
+	}
+	dst = append(dst, cmdAllow, version)
 	dst = binary.AppendVarint(dst, ts)
 	dst, idx := appendPolicies(dst, len(checks), func(i int) *policy.Policy { return checks[i].Policy })
 	dst = binary.AppendUvarint(dst, uint64(len(checks)))
@@ -84,6 +103,9 @@ func EncodeAllow(dst []byte, ts int64, checks []Check) []byte {
 		var flags byte
 		if c.Elastic {
 			flags |= checkElastic
+		}
+		if c.Joined {
+			flags |= checkJoined
 		}
 		dst = append(dst, flags)
 	}
@@ -120,7 +142,7 @@ func EncodeHits(dst []byte, ts int64, hits []Hit) []byte {
 
 // EncodeReset returns a cmdReset entry forgetting key under p.
 func EncodeReset(ts int64, key string, p *policy.Policy) []byte {
-	dst := append([]byte{cmdReset, allowVersion}, binary.AppendVarint(nil, ts)...)
+	dst := append([]byte{cmdReset, resetVersion}, binary.AppendVarint(nil, ts)...)
 	dst = p.AppendBinary(dst)
 	dst = binary.AppendUvarint(dst, uint64(len(key)))
 	return append(dst, key...)
@@ -269,19 +291,26 @@ type entryCheck struct {
 	key     []byte
 	cost    int64
 	elastic bool
+	joined  bool
 }
 
 func decodeAllow(b []byte) (allowEntry, error) {
 	r := reader{b: b}
 	var e allowEntry
-	_, e.ts, e.policies = r.header(allowVersion)
+	version, ts, pols := r.header(allowVersion)
+	e.ts, e.policies = ts, pols
 	e.checks = make([]entryCheck, r.uvarint("check count", uint64(len(b))))
 	for i := range e.checks {
 		c := &e.checks[i]
 		c.policy = int(r.uvarint("check policy", uint64(max(len(e.policies)-1, 0))))
 		c.key = r.bytes("check key")
 		c.cost = int64(r.uvarint("check cost", uint64(window.MaxLimit)))
-		c.elastic = r.byte("check flags")&checkElastic != 0
+		flags := r.byte("check flags")
+		c.elastic = flags&checkElastic != 0
+		c.joined = version >= 2 && flags&checkJoined != 0
+		if c.joined && (i == 0 || e.checks[i-1].policy != c.policy) {
+			r.fail("a set's checks under different policies")
+		}
 	}
 	if len(e.policies) == 0 && len(e.checks) > 0 {
 		r.fail("checks without policies")

@@ -62,6 +62,64 @@ func (s *Shard) FastEval(p *policy.Policy, key string, cost, now int64, elastic 
 	return res, s.ov.gen, now
 }
 
+// FastEvalSet decides the checks of one atomic set of p at once, as
+// FastEval decides one: keys[i] at costs[i], all admitted or none (the
+// rules of a strict set, evalSet). A key given twice is decided once at
+// the sum of its costs and answered alike. The caller replicates a Hit
+// for every answer whose outcome counts (a refused set counts what its
+// denial counts) with the returned time, and releases each.
+func (s *Shard) FastEvalSet(p *policy.Policy, keys []string, costs []int64, now int64, elastic bool) ([]policy.Result, uint64, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now = max(now, s.now, s.ov.now)
+	s.ov.now = now
+	at, distinct, cost := distinctKeys(len(keys), func(i, j int) bool { return keys[i] == keys[j] }, func(i int) int64 { return costs[i] })
+	type gathered struct {
+		ov     [policy.MaxLimits + 1]*overlayState
+		ids    [policy.MaxLimits + 1]string
+		states [policy.MaxLimits + 1]*window.State
+	}
+	g := make([]gathered, len(keys))
+	out := make([]policy.Result, len(keys))
+	refused, wait := false, int64(0)
+	n := p.States()
+	for _, d := range distinct {
+		var t touched
+		s.gather(&t, p, []byte(keys[d]), false)
+		for i := 0; i < n; i++ {
+			id := string(s.id(&t, i))
+			o := s.ov.entries[id]
+			if o == nil {
+				l, _ := limitOf(p, i)
+				o = &overlayState{st: cloneState(l, t.states[i])}
+				s.ov.entries[id] = o
+			}
+			g[d].ov[i], g[d].ids[i], g[d].states[i] = o, id, &o.st
+		}
+		out[d] = p.Decide(g[d].states[:n], now, cost[d], elastic)
+		if !out[d].Allowed {
+			refused, wait = true, max(wait, out[d].RetryAfter)
+		}
+	}
+	for _, d := range distinct {
+		if refused {
+			p.Refuse(&out[d], wait)
+		}
+		p.Count(g[d].states[:n], now, cost[d], elastic, &out[d])
+		for i := 0; i < n; i++ {
+			if out[d].Outcome != policy.Denied {
+				g[d].ov[i].pending++
+			} else if g[d].ov[i].pending == 0 {
+				delete(s.ov.entries, g[d].ids[i])
+			}
+		}
+	}
+	for i := range keys {
+		out[i] = out[at[i]]
+	}
+	return out, s.ov.gen, now
+}
+
 // ReleaseFast marks a fast decision of generation gen as applied: once a
 // state has no decision pending, the committed state says everything and
 // its overlay copy is dropped.

@@ -38,6 +38,9 @@ func entrySeeds() []fuzzseed.Seed {
 	hitsEntry := EncodeHits(nil, fuzzT0+2*sec, hits)
 	reset := EncodeReset(fuzzT0+3*sec, "user:1", pols[1])
 	huge := binary.AppendUvarint(nil, 1<<62)
+	set := EncodeAllow(nil, fuzzT0+sec, []Check{{Key: "user:1", Policy: pols[1], Cost: 1},
+		{Key: "user:2", Policy: pols[1], Cost: 2, Joined: true}, {Key: "user:1", Policy: pols[1], Cost: 1, Joined: true}})
+	mixed := EncodeAllow(nil, fuzzT0+sec, []Check{{Key: "user:1", Policy: pols[1], Cost: 1}, {Key: "user:2", Policy: pols[2], Cost: 1, Joined: true}})
 	head := func(typ byte) []byte { return binary.AppendVarint([]byte{typ, allowVersion}, fuzzT0) }
 
 	seeds := []fuzzseed.Seed{
@@ -47,13 +50,16 @@ func entrySeeds() []fuzzseed.Seed {
 		{Name: "reset", Data: reset},
 		{Name: "reset-inline", Data: EncodeReset(fuzzT0, "k", pols[0])},
 		{Name: "tick", Data: EncodeTick(fuzzT0 + 10*sec)},
+		{Name: "allow-set", Data: set},
+		{Name: "allow-set-of-two-policies", Data: mixed},
+		{Name: "allow-set-in-version-1", Data: withVersion(set, 1)},
 		{Name: "restore", Data: EncodeRestore(exportOf(allow))},
 		{Name: "tick-far-future", Data: EncodeTick(1<<63 - 1)},
 		{Name: "tick-negative", Data: EncodeTick(-1)},
 		{Name: "allow-version-next", Data: withVersion(allow, allowVersion+1)},
 		{Name: "hits-version-next", Data: withVersion(hitsEntry, hitsVersion+1)},
 		{Name: "hits-version-1", Data: withVersion(EncodeHits(nil, fuzzT0, hits[:5]), 1)},
-		{Name: "reset-version-next", Data: withVersion(reset, allowVersion+1)},
+		{Name: "reset-version-next", Data: withVersion(reset, resetVersion+1)},
 		{Name: "allow-trailing-byte", Data: append(bytes.Clone(allow), 0)},
 		{Name: "type-0", Data: []byte{0}},
 		{Name: "type-5", Data: append([]byte{5}, allow[1:]...)},
@@ -124,7 +130,7 @@ func applyFuzzed(t *testing.T, s *Shard, data []byte) (resp any, stopped bool) {
 // stopsNode reports whether a shard entry is one a node stops on: an
 // unknown type, or a versioned type with a newer body version.
 func stopsNode(data []byte) bool {
-	newest := map[byte]byte{cmdAllow: allowVersion, cmdHits: hitsVersion, cmdReset: allowVersion, cmdTick: 0xff, cmdRestore: restoreVersion}
+	newest := map[byte]byte{cmdAllow: allowVersion, cmdHits: hitsVersion, cmdReset: resetVersion, cmdTick: 0xff, cmdRestore: restoreVersion}
 	v, known := newest[data[0]]
 	return !known || len(data) > 1 && data[1] > v
 }

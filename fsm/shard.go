@@ -77,17 +77,26 @@ func (s *Shard) apply(l *raft.Log) interface{} {
 		s.advance(e.ts)
 		out := make([]policy.Result, len(e.checks))
 		var notOwned []bool
-		for i := range e.checks {
-			c := &e.checks[i]
-			if !s.owns(c.key) {
-				// Counted nowhere: the key's slot moved (or is moving).
+		for i := 0; i < len(e.checks); {
+			j := i + 1
+			for j < len(e.checks) && e.checks[j].joined {
+				j++
+			}
+			if !s.ownsAll(e.checks[i:j]) {
+				// Counted nowhere: a key's slot moved (or is moving).
 				if notOwned == nil {
 					notOwned = make([]bool, len(e.checks))
 				}
-				notOwned[i] = true
-				continue
+				for k := i; k < j; k++ {
+					notOwned[k] = true
+				}
+			} else if j == i+1 {
+				c := &e.checks[i]
+				out[i] = s.eval(&e.policies[c.policy], c.key, c.cost, c.elastic)
+			} else {
+				s.evalSet(&e.policies[e.checks[i].policy], e.checks[i:j], out[i:j])
 			}
-			out[i] = s.eval(&e.policies[c.policy], c.key, c.cost, c.elastic)
+			i = j
 		}
 		s.tab.sweep(s.now, sweepPerEntry+sweepPerCheck*len(e.checks))
 		if notOwned != nil {
@@ -109,7 +118,7 @@ func (s *Shard) apply(l *raft.Log) interface{} {
 		s.tab.sweep(s.now, sweepPerEntry+sweepPerCheck*len(e.hits))
 		return nil
 	case cmdReset:
-		knownVersion(l.Index, typ, body, allowVersion)
+		knownVersion(l.Index, typ, body, resetVersion)
 		ts, p, key, err := decodeReset(body)
 		if err != nil {
 			return fmt.Errorf("entry %d: %w", l.Index, err)

@@ -307,7 +307,7 @@ func TestUnknownEntriesStopTheNode(t *testing.T) {
 	}{
 		{"unknown type", []byte{99, 1, 2}, "has type 99"},
 		{"type 0", []byte{0}, "has type 0"},
-		{"newer allow", append([]byte{cmdAllow, allowVersion + 1}, good[2:]...), "type 1 has body version 2"},
+		{"newer allow", append([]byte{cmdAllow, allowVersion + 1}, good[2:]...), "type 1 has body version 3"},
 		{"newer hits", append([]byte{cmdHits, hitsVersion + 1}, hits[2:]...), "type 4 has body version 3"},
 		{"newer reset", append([]byte{cmdReset, 0xff}, good[2:]...), "type 3 has body version 255"},
 	} {

@@ -149,6 +149,17 @@ func (p *Policy) States() int {
 // whether the policy's cluster-wide rate leaves room to stretch (used only
 // by Elastic policies).
 func (p *Policy) Evaluate(states []*window.State, now, cost int64, elastic bool) Result {
+	res := p.Decide(states, now, cost, elastic)
+	p.Count(states, now, cost, elastic, &res)
+	return res
+}
+
+// Decide answers a request of cost at time now without counting it: the
+// first half of Evaluate. Count completes the answer. A caller deciding
+// several requests all or nothing (an atomic set) decides each, turns the
+// admitted ones into denials with Refuse when one is denied, then counts
+// each. Decide may drop parts of states that aged out (window.Check).
+func (p *Policy) Decide(states []*window.State, now, cost int64, elastic bool) Result {
 	var ds [MaxLimits]window.Decision
 	res := Result{Allowed: true, Decider: -1}
 	stretch := p.stretch(elastic)
@@ -168,8 +179,7 @@ func (p *Policy) Evaluate(states []*window.State, now, cost int64, elastic bool)
 			res.Decider = i
 		}
 	}
-	dl := scaled(&p.Limits[res.Decider].Limit, stretch)
-	d, lim := ds[res.Decider], dl.Limit
+	d, lim := ds[res.Decider], scaled(&p.Limits[res.Decider].Limit, stretch).Limit
 	switch {
 	case res.Allowed:
 		res.Outcome = Admitted
@@ -182,11 +192,36 @@ func (p *Policy) Evaluate(states []*window.State, now, cost int64, elastic bool)
 		} else if p.CountDenied {
 			res.Outcome = DeniedCountedReduced
 		}
-		res.Decider, d, lim, dl = r, rd, p.Reduced.Limit.Limit, p.Reduced.Limit
+		res.Decider, d, lim = r, rd, p.Reduced.Limit.Limit
 	case p.CountDenied:
 		res.Outcome = DeniedCounted
 	}
 	res.Limit, res.Remaining, res.RetryAfter = lim, d.Remaining, d.RetryAfter
+	return res
+}
+
+// Refuse turns a decision that admitted into a denial because another
+// request of its atomic set was denied: it counts as a denial of this
+// policy would (in every limit with CountDenied, else nowhere), and asks
+// to retry after retryAfter, the wait of the request that was denied.
+// A decision that already denied is left alone.
+func (p *Policy) Refuse(res *Result, retryAfter int64) {
+	if !res.Allowed {
+		return
+	}
+	res.Allowed, res.RetryAfter, res.Outcome = false, max(retryAfter, 1), Denied
+	if p.CountDenied {
+		res.Outcome = DeniedCounted
+		if res.Decider == len(p.Limits) {
+			res.Outcome = DeniedCountedReduced
+		}
+	}
+}
+
+// Count counts what res (from Decide, possibly Refused) says at now and
+// completes it: a peek (cost 0) counts nothing, Shadow admits what it
+// would have denied, and ResetAfter is read after the counting.
+func (p *Policy) Count(states []*window.State, now, cost int64, elastic bool, res *Result) {
 	if cost == 0 {
 		res.Outcome = Denied // a peek counts nothing
 	} else if res.Outcome != Denied {
@@ -197,8 +232,15 @@ func (p *Policy) Evaluate(states []*window.State, now, cost int64, elastic bool)
 	}
 	// The deciding limit's reset after what was just counted (a check at
 	// cost 0 counts nothing and changes no answer).
-	res.ResetAfter = max(0, dl.Check(states[res.Decider], now, 0).ResetAt-now)
-	return res
+	dl := p.Reduced
+	if res.Decider < len(p.Limits) {
+		dl = &p.Limits[res.Decider]
+	}
+	l := dl.Limit
+	if res.Decider < len(p.Limits) {
+		l = scaled(&dl.Limit, p.stretch(elastic))
+	}
+	res.ResetAfter = max(0, l.Check(states[res.Decider], now, 0).ResetAt-now)
 }
 
 // Record counts cost at now as outcome says and returns when the touched

@@ -11,6 +11,23 @@ type Model struct {
 	p       *policy.Policy
 	limits  []windowtest.Model
 	reduced windowtest.Model
+	// hist is every call made, so Clone can replay them on a fresh model.
+	hist []call
+}
+
+type call struct {
+	now, cost, wait int64
+	elastic, refuse bool
+}
+
+// Clone returns an independent copy of m, built by replaying every call
+// made on m on a fresh reference.
+func (m *Model) Clone() *Model {
+	c := New(m.p)
+	for _, h := range m.hist {
+		c.check(h)
+	}
+	return c
 }
 
 // New returns the reference of p for a fresh key.
@@ -66,6 +83,22 @@ func Stretched(l window.Limit, pct int64) window.Limit {
 //     what was counted, and ResetAfter how long from now until the
 //     deciding limit alone is.
 func (m *Model) Check(now, cost int64, elastic bool) policy.Result {
+	return m.check(call{now: now, cost: cost, elastic: elastic})
+}
+
+// Refused answers a request its atomic set refuses (another request of the
+// set was denied) and counts it as the contract says: decided as Check
+// decides, but a request the policy would admit is denied instead, with
+// RetryAfter the set's wait (at least 1ns), and counted only as a denial
+// is (CountDenied: in every limit, and in the reduced limit if that is
+// what admitted it).
+func (m *Model) Refused(now, cost int64, elastic bool, wait int64) policy.Result {
+	return m.check(call{now: now, cost: cost, elastic: elastic, refuse: true, wait: wait})
+}
+
+func (m *Model) check(c call) policy.Result {
+	m.hist = append(m.hist, c)
+	now, cost, elastic := c.now, c.cost, c.elastic
 	p, pct := m.p, Stretch(m.p, elastic)
 	ds := make([]window.Decision, len(p.Limits))
 	res := policy.Result{Allowed: true, Decider: -1}
@@ -107,6 +140,16 @@ func (m *Model) Check(now, cost int64, elastic bool) policy.Result {
 		res.Outcome, counted = policy.DeniedCounted, m.limits
 	}
 	res.Remaining, res.RetryAfter = d.Remaining, d.RetryAfter
+	if c.refuse && res.Allowed {
+		reducedAdmitted := res.Outcome == policy.AdmittedReduced
+		res.Allowed, res.RetryAfter, res.Outcome, counted = false, max(c.wait, 1), policy.Denied, nil
+		switch {
+		case p.CountDenied && reducedAdmitted:
+			res.Outcome, counted = policy.DeniedCountedReduced, append(append(counted, m.limits...), m.reduced)
+		case p.CountDenied:
+			res.Outcome, counted = policy.DeniedCounted, m.limits
+		}
+	}
 	if cost == 0 {
 		res.Outcome, counted = policy.Denied, nil
 	}
@@ -123,4 +166,43 @@ func (m *Model) Check(now, cost int64, elastic bool) policy.Result {
 	}
 	res.ResetAfter = max(0, windowtest.Check(decider, now, 0).ResetAt-now)
 	return res
+}
+
+// CheckSet answers one atomic set: keys[i] (an index into models) at
+// costs[i], all admitted or none. A key given twice is checked once at
+// the sum of its costs (at most window.MaxLimit), and both answers are that check's. Whether the set
+// is admitted is decided on clones: every distinct key must be admitted
+// (enforcing: Shadow's would-deny is a denial); then each key is checked,
+// or Refused with the longest wait among the denied keys.
+func CheckSet(models []*Model, keys []int, costs []int64, now int64, elastic bool) []policy.Result {
+	total := map[int]int64{}
+	var order []int
+	for i, k := range keys {
+		if _, ok := total[k]; !ok {
+			order = append(order, k)
+		}
+		total[k] = min(total[k]+costs[i], window.MaxLimit)
+	}
+	admitted, wait := true, int64(0)
+	probes := map[int]policy.Result{}
+	for _, k := range order {
+		r := models[k].Clone().Check(now, total[k], elastic)
+		probes[k] = r
+		if !r.Allowed || r.WouldDeny {
+			admitted, wait = false, max(wait, r.RetryAfter)
+		}
+	}
+	byKey := map[int]policy.Result{}
+	for _, k := range order {
+		if probe := probes[k]; admitted || !probe.Allowed || probe.WouldDeny {
+			byKey[k] = models[k].Check(now, total[k], elastic)
+		} else {
+			byKey[k] = models[k].Refused(now, total[k], elastic, wait)
+		}
+	}
+	out := make([]policy.Result, len(keys))
+	for i, k := range keys {
+		out[i] = byKey[k]
+	}
+	return out
 }

@@ -1,0 +1,108 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/window"
+)
+
+// Atomic sets: checks of one policy on several keys, admitted and counted
+// all or nothing (an Envoy request's descriptors under one policy). The
+// keys of a set live in one group because their policy fixes their slot
+// (policy.Policy.Colocate), so one log entry decides them all.
+
+// ownsAll reports whether the shard owns the key of every check.
+func (s *Shard) ownsAll(checks []entryCheck) bool {
+	for i := range checks {
+		if !s.owns(checks[i].key) {
+			return false
+		}
+	}
+	return true
+}
+
+// evalSet answers the checks of one set under p into out. Each distinct
+// key is decided once, at the total cost the set puts on it; if any is
+// denied, the others are refused (counted as a denial of p would be) and
+// every check of the set answers denied. Nothing is counted before every
+// key is decided, so a refused set leaves no trace beyond what its denial
+// counts.
+func (s *Shard) evalSet(p *policy.Policy, checks []entryCheck, out []policy.Result) {
+	at, distinct, cost := distinctKeys(len(checks), func(i, j int) bool { return bytes.Equal(checks[i].key, checks[j].key) },
+		func(i int) int64 { return checks[i].cost })
+	refused, wait := false, int64(0)
+	var t touched
+	for _, d := range distinct {
+		s.gather(&t, p, checks[d].key, true)
+		out[d] = p.Decide(t.states[:t.n], s.now, cost[d], checks[d].elastic)
+		if !out[d].Allowed {
+			refused, wait = true, max(wait, out[d].RetryAfter)
+		}
+	}
+	for _, d := range distinct {
+		if refused {
+			p.Refuse(&out[d], wait)
+		}
+		// Gathered again: storing the previous key's new states may have
+		// moved the table's records.
+		s.gather(&t, p, checks[d].key, true)
+		p.Count(t.states[:t.n], s.now, cost[d], checks[d].elastic, &out[d])
+		if out[d].Outcome != policy.Denied {
+			s.store(&t)
+			s.mirror(&t, p, cost[d], out[d].Outcome, checks[d].elastic)
+		}
+	}
+	for i := range checks {
+		out[i] = out[at[i]]
+	}
+}
+
+// distinctKeys finds the distinct keys of n checks (same says whether
+// checks i and j have the same key): distinct lists the first check of
+// each key, at[i] is the first check with check i's key, and cost[d] the
+// sum of the costs of key d's checks.
+func distinctKeys(n int, same func(i, j int) bool, costOf func(int) int64) (at, distinct []int, cost []int64) {
+	at, cost = make([]int, n), make([]int64, n)
+	for i := range n {
+		at[i] = i
+		for _, d := range distinct {
+			if same(d, i) {
+				at[i] = d
+				break
+			}
+		}
+		if at[i] == i {
+			distinct = append(distinct, i)
+		}
+		cost[at[i]] = min(cost[at[i]]+costOf(i), maxCost)
+	}
+	return at, distinct, cost
+}
+
+// maxCost bounds a key's total cost in a set to the largest cost an entry
+// carries: a set's sum stays a cost the log can replay (a Hit), and is
+// denied as any cost above a limit is.
+const maxCost = window.MaxLimit
+
+// ValidateSets checks that checks form well-made atomic sets: a set
+// starts with a check that is not Joined, and its checks share one policy
+// (the same pointer). A key given twice in a set is counted once at the
+// sum of its costs. The error names the check.
+func ValidateSets(checks []Check) error {
+	start := 0
+	for i := range checks {
+		if !checks[i].Joined {
+			start = i
+			continue
+		}
+		switch {
+		case i == 0:
+			return fmt.Errorf("checks[0]: joins a set with no check before it")
+		case checks[i].Policy != checks[start].Policy:
+			return fmt.Errorf("checks[%d]: joins a set of another policy", i)
+		}
+	}
+	return nil
+}
