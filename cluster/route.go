@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -172,22 +174,28 @@ func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]pol
 		rt, _ := n.Route(shard)
 		return nil, &NotLeaderError{Group: shardName(shard), LeaderID: rt.NodeID, LeaderAddr: rt.Addr}
 	}
+	if err := fsm.ValidateSets(checks); err != nil {
+		return nil, fmt.Errorf("%s: %w", shardName(shard), err)
+	}
 	// The group's state machine knows which slots it owns now: a check for
 	// another's is refused before anything is written (the state machine
-	// refuses it again at apply, which is the authority).
+	// refuses it again at apply, which is the authority). An atomic set
+	// goes whole or not at all.
 	var owned []int
-	for i, c := range checks {
-		if !r.fsm.Owns(c.Key) {
+	for i, j := range sets(checks) {
+		if !r.fsm.OwnsAll(checks[i:j]) {
 			if owned == nil {
 				owned = make([]int, 0, len(checks))
-				for j := range i {
-					owned = append(owned, j)
+				for k := range i {
+					owned = append(owned, k)
 				}
 			}
 			continue
 		}
 		if owned != nil {
-			owned = append(owned, i)
+			for k := i; k < j; k++ {
+				owned = append(owned, k)
+			}
 		}
 	}
 	if owned == nil {
@@ -268,14 +276,21 @@ func (n *Node) submit(ctx context.Context, shard int, r *replica, checks []fsm.C
 		}
 	}
 	decided := len(strict) > 0
-	for i, c := range checks {
-		if c.Policy.Consistency != policy.Fast {
+	for i, j := range sets(checks) {
+		if checks[i].Policy.Consistency != policy.Fast {
 			continue
 		}
-		if c.Policy.Mode == policy.Elastic {
-			c.Elastic = n.room(c.Policy)
+		set := checks[i:j]
+		if p := checks[i].Policy; p.Mode == policy.Elastic {
+			// One judgment for the whole set, as the batcher gives one
+			// per entry.
+			set = slices.Clone(set)
+			room := n.room(p)
+			for k := range set {
+				set[k].Elastic = room
+			}
 		}
-		res, err := r.fast.decide(c)
+		res, err := r.fast.decideSet(set)
 		if err != nil {
 			if decided {
 				// Some of these checks counted already: a retry elsewhere
@@ -285,10 +300,30 @@ func (n *Node) submit(ctx context.Context, shard int, r *replica, checks []fsm.C
 			}
 			return nil, err
 		}
-		out[i], decided = res, true
-		n.countAdmitted(c, res)
+		copy(out[i:j], res)
+		decided = true
+		for k := range set {
+			n.countAdmitted(set[k], res[k])
+		}
 	}
 	return out, nil
+}
+
+// sets yields the bounds [i, j) of each atomic set of checks in order: a
+// check that is in no set is a set of one.
+func sets(checks []fsm.Check) iter.Seq2[int, int] {
+	return func(yield func(int, int) bool) {
+		for i := 0; i < len(checks); {
+			j := i + 1
+			for j < len(checks) && checks[j].Joined {
+				j++
+			}
+			if !yield(i, j) {
+				return
+			}
+			i = j
+		}
+	}
 }
 
 // countAdmitted adds an admitted check of an elastic policy to this node's

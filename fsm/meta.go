@@ -239,6 +239,12 @@ func applyMeta(cur *MetaView, typ byte, body []byte) (*MetaView, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%w: policies[%d]: %w", ErrRefused, i, err)
 			}
+			if old := cur.Policies[p.Name]; old != nil && old.Colocate != p.Colocate {
+				// Colocation decides where a key is counted: a change would
+				// restart every count of the policy.
+				return nil, fmt.Errorf("%w: policies[%d].colocate: policy %s exists with colocate %v, and changing it would restart its counts: delete the policy and create it again",
+					ErrRefused, i, p.Name, old.Colocate)
+			}
 			next.Policies[p.Name] = p
 		}
 	case MetaDeletePolicy:

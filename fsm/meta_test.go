@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/floodgate/floodgate/policy"
 	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
+	"github.com/floodgate/floodgate/window"
 )
 
 func metaLog(t *testing.T, index uint64, typ byte, msg proto.Message) *raft.Log {
@@ -117,5 +120,30 @@ func TestMetaSeen(t *testing.T) {
 	}
 	if restored.Seen() != 5 {
 		t.Fatalf("seen %d after restore, want 5", restored.Seen())
+	}
+}
+
+// Colocation is fixed when a policy is created: a change would move every
+// count of the policy, so it is refused and nothing changes.
+func TestMetaColocateIsFixed(t *testing.T) {
+	m := NewMeta()
+	applyMetaOK(t, m, metaLog(t, 1, MetaInitCluster, &metav1.InitCluster{ClusterId: "c1", Shards: 4, Replicas: 3}))
+	set := func(index uint64, colocate bool, limit int64) error {
+		p := &policy.Policy{Name: "shop", Colocate: colocate, Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: limit, Window: 60e9}}}}
+		err, _ := m.Apply(metaLog(t, index, MetaSetPolicies, &metav1.SetPolicies{Policies: [][]byte{p.AppendBinary(nil)}})).(error)
+		return err
+	}
+	if err := set(2, true, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := set(3, true, 9); err != nil {
+		t.Fatalf("changing a colocated policy's limits: %v", err)
+	}
+	err := set(4, false, 9)
+	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "policies[0].colocate") {
+		t.Fatalf("dropping colocate: %v", err)
+	}
+	if p := m.View().Policy("shop"); p == nil || !p.Colocate || p.Limits[0].Limit.Limit != 9 {
+		t.Fatalf("after the refusal: %+v", p)
 	}
 }

@@ -16,6 +16,10 @@ const codecVersion = 1
 const (
 	flagCountDenied = 1 << 0
 	flagReduced     = 1 << 1
+	// flagColocate: nodes before it ignore the bit (they would count a
+	// colocated policy's keys untagged): upgrade every node before
+	// creating a colocated policy.
+	flagColocate = 1 << 2
 )
 
 // AppendBinary appends p's encoding, as carried in shard log entries and
@@ -29,6 +33,9 @@ func (p *Policy) AppendBinary(dst []byte) []byte {
 	}
 	if p.Reduced != nil {
 		flags |= flagReduced
+	}
+	if p.Colocate {
+		flags |= flagColocate
 	}
 	dst = append(dst, flags, byte(p.Mode), byte(p.Consistency))
 	dst = binary.AppendUvarint(dst, uint64(p.SoftPercent))
@@ -75,6 +82,7 @@ func Decode(src []byte) (Policy, int, error) {
 	flags := d.byte()
 	p.Mode, p.Consistency = Mode(d.byte()), Consistency(d.byte())
 	p.CountDenied = flags&flagCountDenied != 0
+	p.Colocate = flags&flagColocate != 0
 	p.SoftPercent = int64(d.uvarint())
 	p.ElasticCeilingPercent = int64(d.uvarint())
 	p.ElasticCapacity = int64(d.uvarint())

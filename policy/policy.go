@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"strings"
+
 	"errors"
 
 	"github.com/floodgate/floodgate/window"
@@ -88,6 +90,32 @@ type Policy struct {
 	// KeyBy names the request descriptors that make up the key, in order
 	// (for example user, ip); empty means the request gives its key.
 	KeyBy []string
+	// Colocate keeps every key of the policy in one slot (ColocatedKey),
+	// so the checks of one request under it can form an atomic set.
+	Colocate bool
+}
+
+// ColocatedKey is the key a check of p is counted under: key itself, or,
+// when p colocates its keys, key behind a hash tag of p's name, so that
+// every key of p hashes to the same slot (hashing.ShardOf reads only the
+// tag). User keys never start with the tag's NUL byte (validation refuses
+// them), so a tagged key never meets an untagged one.
+func (p *Policy) ColocatedKey(key string) string {
+	if p == nil || !p.Colocate {
+		return key
+	}
+	return "\x00" + p.Name + "\x00" + key
+}
+
+// DisplayKey is the key as the request built it: ColocatedKey's tag, if
+// any, removed.
+func DisplayKey(key string) string {
+	if len(key) > 0 && key[0] == 0 {
+		if i := strings.IndexByte(key[1:], 0); i >= 0 {
+			return key[i+2:]
+		}
+	}
+	return key
 }
 
 // Outcome is what a decision did to the states, so it can be replayed

@@ -46,6 +46,7 @@ type yamlPolicy struct {
 	Elastic     *yamlElastic `yaml:"elastic,omitempty,flow"`
 	Consistency string       `yaml:"consistency,omitempty"`
 	CountDenied bool         `yaml:"count_denied,omitempty"`
+	Colocate    bool         `yaml:"colocate,omitempty"`
 	KeyBy       []string     `yaml:"key_by,omitempty,flow"`
 	Limits      []yamlLimit  `yaml:"limits"`
 	Reduced     *yamlLimit   `yaml:"reduced,omitempty"`
@@ -126,7 +127,7 @@ func Parse(r io.Reader) ([]*pb.Policy, error) {
 
 // toProto converts a policy; field prefixes errors ("policies[0].").
 func (p *yamlPolicy) toProto(field string) (*pb.Policy, error) {
-	pp := &pb.Policy{Name: p.Name, SoftPercent: p.SoftPercent, CountDenied: p.CountDenied, KeyBy: p.KeyBy}
+	pp := &pb.Policy{Name: p.Name, SoftPercent: p.SoftPercent, CountDenied: p.CountDenied, KeyBy: p.KeyBy, Colocate: p.Colocate}
 	if p.Mode != "" {
 		m, err := enumValue(p.Mode, modeNames, field+"mode", "mode")
 		if err != nil {
@@ -232,6 +233,7 @@ func policyToYAML(pp *pb.Policy) yamlPolicy {
 		SoftPercent: pp.SoftPercent,
 		Consistency: enumName(int32(pp.Consistency), consistencyNames, 0),
 		CountDenied: pp.CountDenied,
+		Colocate:    pp.Colocate,
 		KeyBy:       pp.KeyBy,
 	}
 	if pp.Elastic != nil {

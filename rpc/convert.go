@@ -68,7 +68,7 @@ func resultToProto(c fsm.Check, r policy.Result) *pb.AllowResponse {
 		WindowMs:     c.Policy.WindowOf(r) / ms,
 		DecidedBy:    c.Policy.DecidedBy(r),
 		WouldDeny:    r.WouldDeny,
-		Key:          c.Key,
+		Key:          policy.DisplayKey(c.Key),
 	}
 }
 

@@ -39,8 +39,13 @@ func (s *Server) decide(ctx context.Context, checks []fsm.Check) ([]policy.Resul
 		// Taken before routing, so a change during the calls is not missed.
 		changed = s.node.MetaChanged()
 		byShard := map[int][]int{}
+		shard, err := 0, error(nil)
 		for _, i := range pending {
-			shard, err := s.node.ShardOf(checks[i].Key)
+			// An atomic set goes where its first check goes: its policy
+			// places all its keys in one slot (policy.Colocate).
+			if !checks[i].Joined {
+				shard, err = s.node.ShardOf(checks[i].Key)
+			}
 			if err != nil {
 				errs[i] = err
 				continue

@@ -222,7 +222,7 @@ func (q *peerQueue) send(batch []*fwdReq) {
 				b = c.Policy.AppendBinary(nil)
 				encoded[c.Policy] = b
 			}
-			freq.Checks = append(freq.Checks, &peerv1.ForwardCheck{Shard: uint32(r.shard), Key: c.Key, Policy: b, Cost: c.Cost})
+			freq.Checks = append(freq.Checks, &peerv1.ForwardCheck{Shard: uint32(r.shard), Key: c.Key, Policy: b, Cost: c.Cost, Joined: c.Joined})
 		}
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), callDeadline(batch))

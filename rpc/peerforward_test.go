@@ -14,6 +14,7 @@ import (
 	"github.com/floodgate/floodgate/policy"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/rpc/validate"
 	"github.com/floodgate/floodgate/test/inproc"
 	"github.com/floodgate/floodgate/window"
 )
@@ -74,7 +75,7 @@ func TestForwardRefusesInvalidChecksAlone(t *testing.T) {
 				{Shard: uint32(shard), Key: key, Policy: []byte{0xff, 0x01}, Cost: 1},
 				{Shard: uint32(shard), Key: key, Policy: good, Cost: 101},
 				{Shard: uint32(shards + 5), Key: key, Policy: good, Cost: 1},
-				{Shard: uint32(shard), Key: strings.Repeat("k", 1025), Policy: good, Cost: 1},
+				{Shard: uint32(shard), Key: strings.Repeat("k", validate.MaxStoredKeyLen+1), Policy: good, Cost: 1},
 			}}
 			resp, err := peer.Forward(context.Background(), req)
 			if err != nil {

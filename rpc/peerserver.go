@@ -43,18 +43,21 @@ func (p *PeerServer) Forward(ctx context.Context, req *peerv1.ForwardRequest) (*
 	// and validate each distinct encoding once.
 	decoded := map[string]decodedPolicy{}
 	caughtUp := false // with the meta leader, at most once per call
+	errs := make([]error, len(req.Checks))
 	for i, c := range req.Checks {
 		d, ok := decoded[string(c.Policy)]
 		if !ok {
 			d = p.decodePolicy(c.Policy)
 			decoded[string(c.Policy)] = d
 		}
-		chk, err := p.checkItem(ctx, c, d, fmt.Sprintf("checks[%d].", i), &caughtUp)
-		if err != nil {
-			out.Results[i] = forwardResult(nil, 0, err)
+		checks[i], errs[i] = p.checkItem(ctx, c, d, fmt.Sprintf("checks[%d].", i), &caughtUp)
+	}
+	forwardSets(req.Checks, checks, errs)
+	for i, c := range req.Checks {
+		if errs[i] != nil {
+			out.Results[i] = forwardResult(nil, 0, errs[i])
 			continue
 		}
-		checks[i] = chk
 		byShard[int(c.Shard)] = append(byShard[int(c.Shard)], i)
 	}
 	var wg sync.WaitGroup
@@ -105,8 +108,8 @@ func (p *PeerServer) checkItem(ctx context.Context, c *peerv1.ForwardCheck, d de
 	switch {
 	case c.Key == "":
 		return fsm.Check{}, fmt.Errorf("%w: %skey: must not be empty", ErrInvalid, field)
-	case len(c.Key) > validate.MaxKeyLen:
-		return fsm.Check{}, fmt.Errorf("%w: %skey: %d bytes is longer than %d", ErrInvalid, field, len(c.Key), validate.MaxKeyLen)
+	case len(c.Key) > validate.MaxStoredKeyLen:
+		return fsm.Check{}, fmt.Errorf("%w: %skey: %d bytes is longer than %d", ErrInvalid, field, len(c.Key), validate.MaxStoredKeyLen)
 	case d.err != nil:
 		return fsm.Check{}, validate.AtField(field+"policy.", d.err)
 	}
@@ -119,7 +122,44 @@ func (p *PeerServer) checkItem(ctx context.Context, c *peerv1.ForwardCheck, d de
 		}
 		return fsm.Check{}, err
 	}
-	return fsm.Check{Key: c.Key, Policy: d.p, Cost: c.Cost}, nil
+	return fsm.Check{Key: c.Key, Policy: d.p, Cost: c.Cost, Joined: c.Joined}, nil
+}
+
+// forwardSets checks the atomic sets of a forwarded call (ForwardCheck.
+// joined): a set is of one shard and one policy encoding, and a set with
+// an invalid check is refused whole, so nothing of it is counted. It sets
+// errs of every check of a refused set.
+func forwardSets(in []*peerv1.ForwardCheck, checks []fsm.Check, errs []error) {
+	for i := 0; i < len(in); {
+		j := i + 1
+		for j < len(in) && in[j].Joined {
+			j++
+		}
+		var bad error
+		switch {
+		case in[i].Joined:
+			bad = fmt.Errorf("%w: checks[%d].joined: no check before it to join", ErrInvalid, i)
+		default:
+			for k := i; k < j && bad == nil; k++ {
+				switch {
+				case errs[k] != nil:
+					bad = errs[k]
+				case in[k].Shard != in[i].Shard:
+					bad = fmt.Errorf("%w: checks[%d].shard: %d, its set's (checks[%d]) is %d", ErrInvalid, k, in[k].Shard, i, in[i].Shard)
+				case checks[k].Policy != checks[i].Policy:
+					bad = fmt.Errorf("%w: checks[%d].policy: not its set's (checks[%d])", ErrInvalid, k, i)
+				}
+			}
+		}
+		if bad != nil && j > i+1 {
+			for k := i; k < j; k++ {
+				errs[k] = fmt.Errorf("checks[%d..%d], one atomic set: %w", i, j-1, bad)
+			}
+		} else if bad != nil {
+			errs[i] = bad
+		}
+		i = j
+	}
 }
 
 // forwardResult encodes the j-th result of a shard, or its error: the

@@ -25,7 +25,8 @@ func NewRLSServer(s *Server) *RLSServer { return &RLSServer{s: s} }
 // ShouldRateLimit implements rlsv3.RateLimitServiceServer. Every
 // descriptor is validated first (InvalidArgument names the field, nothing
 // is counted); then all of them go out in one dispatch, one call per
-// leader. A descriptor whose group cannot answer fails the whole request
+// leader. Descriptors under one colocated policy are one atomic set: all
+// admitted and counted, or none. A descriptor whose group cannot answer fails the whole request
 // (Unavailable): Envoy's failure_mode_deny then decides whether the
 // request goes through.
 func (r *RLSServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
@@ -36,13 +37,7 @@ func (r *RLSServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReq
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	var at []int
-	var limited []fsm.Check
-	for i, c := range checks {
-		if c.Policy != nil {
-			at, limited = append(at, i), append(limited, c)
-		}
-	}
+	at, limited := atomicSets(checks)
 	results := make([]policy.Result, len(checks))
 	if len(limited) > 0 {
 		res, errs := r.s.decide(ctx, limited)
@@ -74,4 +69,29 @@ func (r *RLSServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReq
 		}
 	}
 	return out, nil
+}
+
+// atomicSets lists the checks that are limited (a policy), with where each
+// came from, so that the checks of each colocated policy (the same policy,
+// not an override's copy) follow each other as one atomic set.
+func atomicSets(checks []fsm.Check) (at []int, limited []fsm.Check) {
+	done := make([]bool, len(checks))
+	for i, c := range checks {
+		if c.Policy == nil || done[i] {
+			continue
+		}
+		at, limited = append(at, i), append(limited, c)
+		if !c.Policy.Colocate {
+			continue
+		}
+		for j := i + 1; j < len(checks); j++ {
+			if checks[j].Policy == c.Policy {
+				done[j] = true
+				d := checks[j]
+				d.Joined = true
+				at, limited = append(at, j), append(limited, d)
+			}
+		}
+	}
+	return at, limited
 }

@@ -6,7 +6,10 @@ package hashing
 import "slices"
 
 // ShardOf returns the shard of key among shards: FNV-1a 64 modulo the
-// shard count. Stable forever: changing it would move every key.
+// shard count. Stable forever: changing it would move every key. A key
+// that starts with a hash tag, "\x00tag\x00" (a colocated policy's key,
+// policy.ColocatedKey), hashes by its tag alone, so every key with one tag
+// is in one shard.
 func ShardOf(key string, shards int) int { return shardOf(key, shards) }
 
 // ShardOfBytes is ShardOf of a key held as bytes (no copy).
@@ -15,6 +18,14 @@ func ShardOfBytes(key []byte, shards int) int { return shardOf(key, shards) }
 func shardOf[K string | []byte](key K, shards int) int {
 	if shards <= 1 {
 		return 0
+	}
+	if len(key) > 0 && key[0] == 0 {
+		for i := 1; i < len(key); i++ {
+			if key[i] == 0 {
+				key = key[1:i]
+				break
+			}
+		}
 	}
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(key); i++ {

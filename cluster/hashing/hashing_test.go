@@ -78,3 +78,27 @@ func TestRendezvousCapsAtNodeCount(t *testing.T) {
 		t.Fatalf("got %v from no nodes", got)
 	}
 }
+
+// A hash tag puts every key with it in one shard, whatever follows; a key
+// without one (or with an unclosed one) hashes whole, as it always has.
+func TestShardOfHashTag(t *testing.T) {
+	const shards = 1024
+	tag := ShardOf("shop", shards)
+	spread := map[int]bool{}
+	for i := range 200 {
+		key := fmt.Sprintf("user=%d", i)
+		if got := ShardOf("\x00shop\x00"+key, shards); got != tag {
+			t.Fatalf("%s behind the tag: shard %d, want the tag's %d", key, got, tag)
+		}
+		if got := ShardOfBytes([]byte("\x00shop\x00"+key), shards); got != tag {
+			t.Fatalf("%s as bytes: shard %d, want %d", key, got, tag)
+		}
+		spread[ShardOf(key, shards)] = true
+	}
+	if len(spread) < 150 {
+		t.Fatalf("untagged keys fell in %d shards of %d", len(spread), shards)
+	}
+	if a, b := ShardOf("\x00unclosed-a", shards), ShardOf("\x00unclosed-b", shards); a == b && a == ShardOf("unclosed", shards) {
+		t.Fatalf("an unclosed tag must hash the whole key")
+	}
+}

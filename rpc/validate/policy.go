@@ -24,6 +24,7 @@ func Policy(pp *pb.Policy, field string, maxLog int64) (*policy.Policy, error) {
 	p := &policy.Policy{
 		Name:        pp.Name,
 		CountDenied: pp.CountDenied,
+		Colocate:    pp.Colocate,
 		Mode:        policy.Mode(pp.Mode),
 		SoftPercent: pp.SoftPercent,
 		Consistency: policy.Consistency(pp.Consistency),
@@ -112,6 +113,7 @@ func PolicyToProto(p *policy.Policy) *pb.Policy {
 	pp := &pb.Policy{
 		Name:        p.Name,
 		CountDenied: p.CountDenied,
+		Colocate:    p.Colocate,
 		Mode:        pb.Mode(p.Mode),
 		SoftPercent: p.SoftPercent,
 		Consistency: pb.Consistency(p.Consistency),

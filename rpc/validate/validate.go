@@ -165,8 +165,17 @@ func Key(key string, descriptors map[string]string, p *policy.Policy, field stri
 	if len(key) > MaxKeyLen {
 		return "", fmt.Errorf("%w: %skey: %d bytes is longer than %d", ErrInvalid, field, len(key), MaxKeyLen)
 	}
-	return key, nil
+	if key[0] == 0 {
+		// Reserved for the hash tag of colocated policies' keys.
+		return "", fmt.Errorf("%w: %skey: must not start with a NUL byte", ErrInvalid, field)
+	}
+	return p.ColocatedKey(key), nil
 }
+
+// MaxStoredKeyLen is the longest key a node counts under: MaxKeyLen and a
+// colocated policy's hash tag (policy.ColocatedKey). Node-to-node calls
+// carry keys as stored.
+const MaxStoredKeyLen = MaxKeyLen + policy.MaxNameLen + 2
 
 // checkDescriptors bounds descriptors and checks their names, in name
 // order so the same request always gets the same answer. A name too long

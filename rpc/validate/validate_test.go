@@ -12,6 +12,7 @@ import (
 
 func TestKeyComposition(t *testing.T) {
 	byUserIP := &policy.Policy{Name: "p", KeyBy: []string{"user", "ip"}}
+	colocated := &policy.Policy{Name: "shop", Colocate: true}
 	for _, tc := range []struct {
 		name  string
 		key   string
@@ -32,6 +33,9 @@ func TestKeyComposition(t *testing.T) {
 		{"extra descriptor", "", map[string]string{"user": "1", "ip": "2", "x": "3"}, byUserIP, "", "descriptors.x:"},
 		{"bad name", "", map[string]string{"a b": "1"}, nil, "", "descriptors:"},
 		{"too long", strings.Repeat("k", MaxKeyLen+1), nil, nil, "", "key:"},
+		{"colocated: behind the policy's tag", "", map[string]string{"user": "42"}, colocated, "\x00shop\x00user=42", ""},
+		{"colocated raw key", "k", nil, colocated, "\x00shop\x00k", ""},
+		{"the tag's byte is reserved", "\x00shop\x00k", nil, nil, "", "key: must not start with a NUL byte"},
 	} {
 		got, err := Key(tc.key, tc.desc, tc.p, "")
 		if tc.field == "" {

@@ -34,5 +34,6 @@ func Policies() []*policy.Policy {
 		{Name: "elastic", Mode: policy.Elastic, ElasticCeilingPercent: 200, ElasticCapacity: 1000, Limits: []policy.Limit{bucket}},
 		{Name: "fast", Consistency: policy.Fast, Limits: []policy.Limit{gcra}},
 		{Name: "reduced", CountDenied: true, Limits: []policy.Limit{counter}, Reduced: &reduced},
+		{Name: "shop", Colocate: true, Limits: []policy.Limit{lim("", window.SlidingLog, 4, 60*sec)}},
 	}
 }

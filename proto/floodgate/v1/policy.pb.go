@@ -260,7 +260,13 @@ type Policy struct {
 	Consistency Consistency `protobuf:"varint,8,opt,name=consistency,proto3,enum=floodgate.v1.Consistency" json:"consistency,omitempty"`
 	// Descriptor names the key is built from, in order (for example user,
 	// ip). Empty: requests give their key (or any descriptors).
-	KeyBy         []string `protobuf:"bytes,9,rep,name=key_by,json=keyBy,proto3" json:"key_by,omitempty"`
+	KeyBy []string `protobuf:"bytes,9,rep,name=key_by,json=keyBy,proto3" json:"key_by,omitempty"`
+	// Keep every key of the policy in one slot (so one group), so that the
+	// descriptors of one Envoy request under it are checked atomically: all
+	// admitted and counted, or none. One group then serves all the policy's
+	// traffic. Fixed when the policy is created: changing it would move
+	// every count.
+	Colocate      bool `protobuf:"varint,10,opt,name=colocate,proto3" json:"colocate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -358,6 +364,13 @@ func (x *Policy) GetKeyBy() []string {
 	return nil
 }
 
+func (x *Policy) GetColocate() bool {
+	if x != nil {
+		return x.Colocate
+	}
+	return false
+}
+
 var File_floodgate_v1_policy_proto protoreflect.FileDescriptor
 
 const file_floodgate_v1_policy_proto_rawDesc = "" +
@@ -368,7 +381,7 @@ const file_floodgate_v1_policy_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\v2\x13.floodgate.v1.LimitR\x05limit\"N\n" +
 	"\aElastic\x12'\n" +
 	"\x0fceiling_percent\x18\x01 \x01(\x03R\x0eceilingPercent\x12\x1a\n" +
-	"\bcapacity\x18\x02 \x01(\x03R\bcapacity\"\xf7\x02\n" +
+	"\bcapacity\x18\x02 \x01(\x03R\bcapacity\"\x93\x03\n" +
 	"\x06Policy\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
 	"\x06limits\x18\x02 \x03(\v2\x19.floodgate.v1.PolicyLimitR\x06limits\x123\n" +
@@ -378,7 +391,9 @@ const file_floodgate_v1_policy_proto_rawDesc = "" +
 	"\fsoft_percent\x18\x06 \x01(\x03R\vsoftPercent\x12/\n" +
 	"\aelastic\x18\a \x01(\v2\x15.floodgate.v1.ElasticR\aelastic\x12;\n" +
 	"\vconsistency\x18\b \x01(\x0e2\x19.floodgate.v1.ConsistencyR\vconsistency\x12\x15\n" +
-	"\x06key_by\x18\t \x03(\tR\x05keyBy*G\n" +
+	"\x06key_by\x18\t \x03(\tR\x05keyBy\x12\x1a\n" +
+	"\bcolocate\x18\n" +
+	" \x01(\bR\bcolocate*G\n" +
 	"\x04Mode\x12\r\n" +
 	"\tMODE_HARD\x10\x00\x12\r\n" +
 	"\tMODE_SOFT\x10\x01\x12\x0f\n" +

@@ -306,11 +306,15 @@ func (x *PeerResetResponse) GetStates() int32 {
 // is resolved by the node the client called and travels in the encoding a
 // shard log entry carries (policy.AppendBinary).
 type ForwardCheck struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Shard         uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
-	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	Policy        []byte                 `protobuf:"bytes,3,opt,name=policy,proto3" json:"policy,omitempty"`
-	Cost          int64                  `protobuf:"varint,4,opt,name=cost,proto3" json:"cost,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Shard  uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	Key    string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Policy []byte                 `protobuf:"bytes,3,opt,name=policy,proto3" json:"policy,omitempty"`
+	Cost   int64                  `protobuf:"varint,4,opt,name=cost,proto3" json:"cost,omitempty"`
+	// Joins the atomic set of the check before it (same shard, same policy
+	// encoding): the set is admitted and counted all or nothing, and a set
+	// with an invalid check is refused whole (INVALID, nothing counted).
+	Joined        bool `protobuf:"varint,5,opt,name=joined,proto3" json:"joined,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -371,6 +375,13 @@ func (x *ForwardCheck) GetCost() int64 {
 		return x.Cost
 	}
 	return 0
+}
+
+func (x *ForwardCheck) GetJoined() bool {
+	if x != nil {
+		return x.Joined
+	}
+	return false
 }
 
 type ForwardRequest struct {
@@ -1361,12 +1372,13 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n" +
 	"\x06policy\x18\x03 \x01(\fR\x06policy\"+\n" +
 	"\x11PeerResetResponse\x12\x16\n" +
-	"\x06states\x18\x01 \x01(\x05R\x06states\"b\n" +
+	"\x06states\x18\x01 \x01(\x05R\x06states\"z\n" +
 	"\fForwardCheck\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n" +
 	"\x06policy\x18\x03 \x01(\fR\x06policy\x12\x12\n" +
-	"\x04cost\x18\x04 \x01(\x03R\x04cost\"I\n" +
+	"\x04cost\x18\x04 \x01(\x03R\x04cost\x12\x16\n" +
+	"\x06joined\x18\x05 \x01(\bR\x06joined\"I\n" +
 	"\x0eForwardRequest\x127\n" +
 	"\x06checks\x18\x01 \x03(\v2\x1f.floodgate.peer.v1.ForwardCheckR\x06checks\"\xa4\x02\n" +
 	"\rForwardResult\x129\n" +
