@@ -103,7 +103,7 @@ func (s *Shard) FastEvalSet(p *policy.Policy, keys []string, costs []int64, now 
 	}
 	for _, d := range distinct {
 		if refused {
-			p.Refuse(&out[d], wait)
+			p.Refuse(&out[d], cost[d], wait)
 		}
 		p.Count(g[d].states[:n], now, cost[d], elastic, &out[d])
 		for i := 0; i < n; i++ {

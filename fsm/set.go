@@ -43,7 +43,7 @@ func (s *Shard) evalSet(p *policy.Policy, checks []entryCheck, out []policy.Resu
 	}
 	for _, d := range distinct {
 		if refused {
-			p.Refuse(&out[d], wait)
+			p.Refuse(&out[d], cost[d], wait)
 		}
 		// Gathered again: storing the previous key's new states may have
 		// moved the table's records.

@@ -228,17 +228,20 @@ func (p *Policy) Decide(states []*window.State, now, cost int64, elastic bool) R
 	return res
 }
 
-// Refuse turns a decision that admitted into a denial because another
-// request of its atomic set was denied: it counts as a denial of this
-// policy would (in every limit with CountDenied, else nowhere), and asks
-// to retry after retryAfter, the wait of the request that was denied.
-// A decision that already denied is left alone.
-func (p *Policy) Refuse(res *Result, retryAfter int64) {
+// Refuse turns a decision of cost that admitted into a denial because
+// another request of its atomic set was denied: it counts as a denial of
+// this policy would (in every limit with CountDenied, else nowhere, and
+// then Remaining is the cost the request would have used, given back),
+// and asks to retry after retryAfter, the wait of the request that was
+// denied. A decision that already denied is left alone.
+func (p *Policy) Refuse(res *Result, cost, retryAfter int64) {
 	if !res.Allowed {
 		return
 	}
 	res.Allowed, res.RetryAfter, res.Outcome = false, max(retryAfter, 1), Denied
-	if p.CountDenied {
+	if !p.CountDenied {
+		res.Remaining += cost
+	} else {
 		res.Outcome = DeniedCounted
 		if res.Decider == len(p.Limits) {
 			res.Outcome = DeniedCountedReduced

@@ -91,7 +91,8 @@ func (m *Model) Check(now, cost int64, elastic bool) policy.Result {
 // decides, but a request the policy would admit is denied instead, with
 // RetryAfter the set's wait (at least 1ns), and counted only as a denial
 // is (CountDenied: in every limit, and in the reduced limit if that is
-// what admitted it).
+// what admitted it; when nothing is counted, Remaining is what remained
+// before the request).
 func (m *Model) Refused(now, cost int64, elastic bool, wait int64) policy.Result {
 	return m.check(call{now: now, cost: cost, elastic: elastic, refuse: true, wait: wait})
 }
@@ -143,6 +144,10 @@ func (m *Model) check(c call) policy.Result {
 	if c.refuse && res.Allowed {
 		reducedAdmitted := res.Outcome == policy.AdmittedReduced
 		res.Allowed, res.RetryAfter, res.Outcome, counted = false, max(c.wait, 1), policy.Denied, nil
+		if !p.CountDenied {
+			// Nothing counted: what remained before the request.
+			res.Remaining = d.Remaining + cost
+		}
 		switch {
 		case p.CountDenied && reducedAdmitted:
 			res.Outcome, counted = policy.DeniedCountedReduced, append(append(counted, m.limits...), m.reduced)
