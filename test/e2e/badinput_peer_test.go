@@ -167,7 +167,7 @@ func (f *badFixture) forwardItems(t *testing.T) int {
 		{Shard: uint32(shard), Key: key, Policy: good, Cost: -1},
 		{Shard: uint32(shard), Key: key, Policy: good, Cost: 11},
 		{Shard: uint32(shard), Key: "", Policy: good, Cost: 1},
-		{Shard: uint32(shard), Key: strings.Repeat("k", 1025), Policy: good, Cost: 1},
+		{Shard: uint32(shard), Key: strings.Repeat("k", 2048), Policy: good, Cost: 1}, // above any stored key (1,154 bytes with a hash tag)
 		{Shard: otherShard, Key: key, Policy: good, Cost: 1},
 		{Shard: 9999, Key: key, Policy: good, Cost: 1},
 	}

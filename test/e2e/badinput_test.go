@@ -90,6 +90,7 @@ func limiterCases(node *Node) []grpcCase {
 		{"empty key", allow(&pb.AllowRequest{Limit: hour}), inv, "key:"},
 		{"key over 1024 bytes", allow(&pb.AllowRequest{Key: strings.Repeat("k", 1025), Limit: hour}), inv, "key: 1025 bytes"},
 		{"1 MiB key", allow(&pb.AllowRequest{Key: mib, Limit: hour}), inv, "key:"},
+		{"key starting with NUL (the hash tag's byte)", allow(&pb.AllowRequest{Key: "\x00shop\x00k", Limit: hour}), inv, "key: must not start with a NUL byte"},
 		{"1 MiB descriptor name", allow(&pb.AllowRequest{Descriptors: map[string]string{mib: "1"}, Limit: hour}), inv, "descriptors: a name of 1048576 bytes"},
 		{"1 MiB descriptor value", allow(&pb.AllowRequest{Descriptors: map[string]string{"user": mib}, Limit: hour}), inv, "descriptors.user:"},
 		{"33 descriptors", allow(&pb.AllowRequest{Descriptors: many, Limit: hour}), inv, "descriptors: 33 given"},
