@@ -28,6 +28,9 @@ func Table(w io.Writer, policies []*pb.Policy) error {
 		if p.CountDenied {
 			mode += ", count denied"
 		}
+		if p.Colocate {
+			mode += ", colocated"
+		}
 		limits := make([]string, len(p.Limits))
 		for i, l := range p.Limits {
 			limits[i] = limitSummary(l)
