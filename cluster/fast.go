@@ -10,7 +10,6 @@ import (
 
 	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/policy"
-	"github.com/floodgate/floodgate/window"
 )
 
 // fastLane answers a shard's fast-consistency checks on its leader at once,
@@ -62,26 +61,49 @@ func newFastLane(r *raft.Raft, shard *fsm.Shard, cfg Config, notLeader func() er
 
 // decide answers one fast check at once. Errors mean nothing was counted.
 func (f *fastLane) decide(c fsm.Check) (policy.Result, error) {
-	res, err := f.decideSet([]fsm.Check{c})
-	if err != nil {
+	if err := f.lock(c.Key); err != nil {
 		return policy.Result{}, err
 	}
-	return res[0], nil
+	defer f.mu.Unlock()
+	res, gen, at := f.shard.FastEval(c.Policy, c.Key, c.Cost, time.Now().UnixNano(), c.Elastic)
+	if res.Outcome != policy.Denied {
+		f.counted(fsm.Hit{Key: c.Key, Policy: c.Policy, Cost: c.Cost, Time: at, Outcome: res.Outcome, Elastic: c.Elastic}, gen)
+	}
+	return res, nil
 }
 
-// decideSet answers fast checks at once: one check, or one atomic set
-// (fsm.Check.Joined), admitted all or nothing. Errors mean nothing was
-// counted.
-func (f *fastLane) decideSet(set []fsm.Check) ([]policy.Result, error) {
-	term, err := f.leading()
-	if err != nil {
+// decideSet answers the fast checks of one atomic set (fsm.Check.Joined)
+// at once, all admitted or none, with one elastic judgment for the set.
+// Errors mean nothing was counted.
+func (f *fastLane) decideSet(set []fsm.Check, elastic bool) ([]policy.Result, error) {
+	keys, costs := make([]string, len(set)), make([]int64, len(set))
+	for i, c := range set {
+		keys[i], costs[i] = c.Key, c.Cost
+	}
+	if err := f.lock(keys...); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
+	res, hits, gen := f.shard.FastEvalSet(set[0].Policy, keys, costs, time.Now().UnixNano(), elastic)
+	for _, h := range hits {
+		f.counted(h, gen)
+	}
+	return res, nil
+}
+
+// lock takes f.mu for a decision on keys once this replica leads and the
+// lane has room, and the shard owns every key. On error f.mu is not held
+// and nothing was counted.
+func (f *fastLane) lock(keys ...string) error {
+	term, err := f.leading()
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
 	for {
 		if f.stopped || f.term != term {
-			return nil, f.notLeader()
+			f.mu.Unlock()
+			return f.notLeader()
 		}
 		if f.cost < f.maxPending {
 			break
@@ -89,50 +111,23 @@ func (f *fastLane) decideSet(set []fsm.Check) ([]policy.Result, error) {
 		f.nudge()
 		f.room.Wait()
 		if f.r.State() != raft.Leader || f.r.CurrentTerm() != term {
-			return nil, f.notLeader()
+			f.mu.Unlock()
+			return f.notLeader()
 		}
 	}
-	for _, c := range set {
-		if !f.shard.Owns(c.Key) {
+	for _, k := range keys {
+		if !f.shard.Owns(k) {
+			f.mu.Unlock()
 			// Frozen by a move (answered only once the freeze drained this
 			// lane), or not imported yet: nothing counted, routed again.
-			return nil, fmt.Errorf("%w (fast)", ErrMoved)
+			return fmt.Errorf("%w (fast)", ErrMoved)
 		}
 	}
-	now := time.Now().UnixNano()
-	if len(set) == 1 {
-		c := set[0]
-		res, gen, at := f.shard.FastEval(c.Policy, c.Key, c.Cost, now, c.Elastic)
-		f.counted(fsm.Hit{Key: c.Key, Policy: c.Policy, Cost: c.Cost, Time: at, Outcome: res.Outcome, Elastic: c.Elastic}, gen)
-		return []policy.Result{res}, nil
-	}
-	keys, costs := make([]string, len(set)), make([]int64, len(set))
-	for i, c := range set {
-		keys[i], costs[i] = c.Key, c.Cost
-	}
-	p, elastic := set[0].Policy, set[0].Elastic
-	res, gen, at := f.shard.FastEvalSet(p, keys, costs, now, elastic)
-	// One hit per distinct key, at the set's total cost on it, as the
-	// leader counted it.
-	total := map[string]int64{}
-	for i, k := range keys {
-		total[k] = min(total[k]+costs[i], window.MaxLimit)
-	}
-	for i, k := range keys {
-		if c, ok := total[k]; ok {
-			delete(total, k)
-			f.counted(fsm.Hit{Key: k, Policy: p, Cost: c, Time: at, Outcome: res[i].Outcome, Elastic: elastic}, gen)
-		}
-	}
-	return res, nil
+	return nil
 }
 
-// counted queues a decided hit for the log, unless it counted nothing.
-// f.mu is held.
+// counted queues a decided hit that counts for the log. f.mu is held.
 func (f *fastLane) counted(h fsm.Hit, gen uint64) {
-	if h.Outcome == policy.Denied {
-		return
-	}
 	f.pending = append(f.pending, fastHit{h, gen})
 	if f.cost += max(h.Cost, 1); f.cost >= f.maxPending {
 		f.nudge()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -277,20 +276,23 @@ func (n *Node) submit(ctx context.Context, shard int, r *replica, checks []fsm.C
 	}
 	decided := len(strict) > 0
 	for i, j := range sets(checks) {
-		if checks[i].Policy.Consistency != policy.Fast {
+		c := checks[i]
+		if c.Policy.Consistency != policy.Fast {
 			continue
 		}
-		set := checks[i:j]
-		if p := checks[i].Policy; p.Mode == policy.Elastic {
-			// One judgment for the whole set, as the batcher gives one
-			// per entry.
-			set = slices.Clone(set)
-			room := n.room(p)
-			for k := range set {
-				set[k].Elastic = room
-			}
+		if c.Policy.Mode == policy.Elastic {
+			// One judgment for a whole set, as the batcher gives one per
+			// entry.
+			c.Elastic = n.room(c.Policy)
 		}
-		res, err := r.fast.decideSet(set)
+		var err error
+		if j == i+1 {
+			out[i], err = r.fast.decide(c)
+		} else {
+			var res []policy.Result
+			res, err = r.fast.decideSet(checks[i:j], c.Elastic)
+			copy(out[i:j], res)
+		}
 		if err != nil {
 			if decided {
 				// Some of these checks counted already: a retry elsewhere
@@ -300,10 +302,9 @@ func (n *Node) submit(ctx context.Context, shard int, r *replica, checks []fsm.C
 			}
 			return nil, err
 		}
-		copy(out[i:j], res)
 		decided = true
-		for k := range set {
-			n.countAdmitted(set[k], res[k])
+		for k := i; k < j; k++ {
+			n.countAdmitted(checks[k], out[k])
 		}
 	}
 	return out, nil

@@ -84,14 +84,7 @@ const (
 // ns, the leader's clock). Policies shared by several checks (the same
 // pointer) are written once.
 func EncodeAllow(dst []byte, ts int64, checks []Check) []byte {
-	version := byte(1)
-	for i := range checks {
-		if checks[i].Joined {
-			version = allowVersion
-			break
-		}
-	}
-	dst = append(dst, cmdAllow, version)
+	dst = append(dst, cmdAllow, bodyVersion(len(checks), allowVersion, func(i int) bool { return checks[i].Joined }))
 	dst = binary.AppendVarint(dst, ts)
 	dst, idx := appendPolicies(dst, len(checks), func(i int) *policy.Policy { return checks[i].Policy })
 	dst = binary.AppendUvarint(dst, uint64(len(checks)))
@@ -114,14 +107,7 @@ func EncodeAllow(dst []byte, ts int64, checks []Check) []byte {
 
 // EncodeHits appends a cmdHits entry stamped with ts.
 func EncodeHits(dst []byte, ts int64, hits []Hit) []byte {
-	version := byte(1)
-	for i := range hits {
-		if hits[i].Elastic {
-			version = hitsVersion
-			break
-		}
-	}
-	dst = append(dst, cmdHits, version)
+	dst = append(dst, cmdHits, bodyVersion(len(hits), hitsVersion, func(i int) bool { return hits[i].Elastic }))
 	dst = binary.AppendVarint(dst, ts)
 	dst, idx := appendPolicies(dst, len(hits), func(i int) *policy.Policy { return hits[i].Policy })
 	dst = binary.AppendUvarint(dst, uint64(len(hits)))
@@ -146,6 +132,18 @@ func EncodeReset(ts int64, key string, p *policy.Policy) []byte {
 	dst = p.AppendBinary(dst)
 	dst = binary.AppendUvarint(dst, uint64(len(key)))
 	return append(dst, key...)
+}
+
+// bodyVersion is the version an entry of n items is written with: newest
+// when an item uses what only newest has (needs), else 1, which older
+// binaries read too.
+func bodyVersion(n int, newest byte, needs func(int) bool) byte {
+	for i := range n {
+		if needs(i) {
+			return newest
+		}
+	}
+	return 1
 }
 
 // appendPolicies writes the distinct policies of n items (the same pointer

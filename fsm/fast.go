@@ -64,11 +64,11 @@ func (s *Shard) FastEval(p *policy.Policy, key string, cost, now int64, elastic 
 
 // FastEvalSet decides the checks of one atomic set of p at once, as
 // FastEval decides one: keys[i] at costs[i], all admitted or none (the
-// rules of a strict set, evalSet). A key given twice is decided once at
-// the sum of its costs and answered alike. The caller replicates a Hit
-// for every answer whose outcome counts (a refused set counts what its
-// denial counts) with the returned time, and releases each.
-func (s *Shard) FastEvalSet(p *policy.Policy, keys []string, costs []int64, now int64, elastic bool) ([]policy.Result, uint64, int64) {
+// rule of a strict set, allOrNothing). A key given twice is decided once
+// at the sum of its costs and answered alike. hits are what the caller
+// replicates, one per distinct key whose outcome counts (a refused set
+// counts what its denial counts); each is released with gen.
+func (s *Shard) FastEvalSet(p *policy.Policy, keys []string, costs []int64, now int64, elastic bool) (out []policy.Result, hits []Hit, gen uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now = max(now, s.now, s.ov.now)
@@ -80,10 +80,10 @@ func (s *Shard) FastEvalSet(p *policy.Policy, keys []string, costs []int64, now 
 		states [policy.MaxLimits + 1]*window.State
 	}
 	g := make([]gathered, len(keys))
-	out := make([]policy.Result, len(keys))
-	refused, wait := false, int64(0)
+	out = make([]policy.Result, len(keys))
 	n := p.States()
-	for _, d := range distinct {
+	allOrNothing(p, distinct, cost, out, func(d int) policy.Result {
+		// Overlay states live on the heap: they stay put until counted.
 		var t touched
 		s.gather(&t, p, []byte(keys[d]), false)
 		for i := 0; i < n; i++ {
@@ -96,15 +96,8 @@ func (s *Shard) FastEvalSet(p *policy.Policy, keys []string, costs []int64, now 
 			}
 			g[d].ov[i], g[d].ids[i], g[d].states[i] = o, id, &o.st
 		}
-		out[d] = p.Decide(g[d].states[:n], now, cost[d], elastic)
-		if !out[d].Allowed {
-			refused, wait = true, max(wait, out[d].RetryAfter)
-		}
-	}
-	for _, d := range distinct {
-		if refused {
-			p.Refuse(&out[d], cost[d], wait)
-		}
+		return p.Decide(g[d].states[:n], now, cost[d], elastic)
+	}, func(d int) {
 		p.Count(g[d].states[:n], now, cost[d], elastic, &out[d])
 		for i := 0; i < n; i++ {
 			if out[d].Outcome != policy.Denied {
@@ -113,11 +106,14 @@ func (s *Shard) FastEvalSet(p *policy.Policy, keys []string, costs []int64, now 
 				delete(s.ov.entries, g[d].ids[i])
 			}
 		}
-	}
+		if out[d].Outcome != policy.Denied {
+			hits = append(hits, Hit{Key: keys[d], Policy: p, Cost: cost[d], Time: now, Outcome: out[d].Outcome, Elastic: elastic})
+		}
+	})
 	for i := range keys {
 		out[i] = out[at[i]]
 	}
-	return out, s.ov.gen, now
+	return out, hits, s.ov.gen
 }
 
 // ReleaseFast marks a fast decision of generation gen as applied: once a

@@ -32,19 +32,11 @@ func (s *Shard) ownsAll(checks []entryCheck) bool {
 func (s *Shard) evalSet(p *policy.Policy, checks []entryCheck, out []policy.Result) {
 	at, distinct, cost := distinctKeys(len(checks), func(i, j int) bool { return bytes.Equal(checks[i].key, checks[j].key) },
 		func(i int) int64 { return checks[i].cost })
-	refused, wait := false, int64(0)
 	var t touched
-	for _, d := range distinct {
+	allOrNothing(p, distinct, cost, out, func(d int) policy.Result {
 		s.gather(&t, p, checks[d].key, true)
-		out[d] = p.Decide(t.states[:t.n], s.now, cost[d], checks[d].elastic)
-		if !out[d].Allowed {
-			refused, wait = true, max(wait, out[d].RetryAfter)
-		}
-	}
-	for _, d := range distinct {
-		if refused {
-			p.Refuse(&out[d], cost[d], wait)
-		}
+		return p.Decide(t.states[:t.n], s.now, cost[d], checks[d].elastic)
+	}, func(d int) {
 		// Gathered again: storing the previous key's new states may have
 		// moved the table's records.
 		s.gather(&t, p, checks[d].key, true)
@@ -53,9 +45,29 @@ func (s *Shard) evalSet(p *policy.Policy, checks []entryCheck, out []policy.Resu
 			s.store(&t)
 			s.mirror(&t, p, cost[d], out[d].Outcome, checks[d].elastic)
 		}
-	}
+	})
 	for i := range checks {
 		out[i] = out[at[i]]
+	}
+}
+
+// allOrNothing is the rule of an atomic set, for strict and fast mode
+// alike: decide(d) answers each distinct key d (at its total cost[d])
+// without counting; if any is denied, the others are refused with the
+// longest wait of the denied; then count(d) counts each out[d].
+func allOrNothing(p *policy.Policy, distinct []int, cost []int64, out []policy.Result, decide func(d int) policy.Result, count func(d int)) {
+	refused, wait := false, int64(0)
+	for _, d := range distinct {
+		out[d] = decide(d)
+		if !out[d].Allowed {
+			refused, wait = true, max(wait, out[d].RetryAfter)
+		}
+	}
+	for _, d := range distinct {
+		if refused {
+			p.Refuse(&out[d], cost[d], wait)
+		}
+		count(d)
 	}
 }
 

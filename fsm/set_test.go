@@ -85,25 +85,15 @@ func runSets(t *testing.T, rng *rand.Rand, m policytest.Mode, p *policy.Policy, 
 		if admitted != 0 && admitted != n {
 			fail("strict: %d of %d checks of one set admitted", admitted, n)
 		}
-		fast, gen, at := f.leader.FastEvalSet(p, names, costs, r.Time, r.Elastic)
+		fast, hits, gen := f.leader.FastEvalSet(p, names, costs, r.Time, r.Elastic)
 		for j := range fast {
 			if fast[j] != want[j] {
 				fail("fast, check %d: got %+v\nwant %+v", j, fast[j], want[j])
 			}
 		}
-		seen := map[string]bool{}
-		for j := range fast {
-			if fast[j].Outcome != policy.Denied && !seen[names[j]] {
-				seen[names[j]] = true
-				total := int64(0)
-				for k := range names {
-					if names[k] == names[j] {
-						total = min(total+costs[k], window.MaxLimit)
-					}
-				}
-				f.pending = append(f.pending, Hit{Key: names[j], Policy: p, Cost: total, Time: at, Outcome: fast[j].Outcome, Elastic: r.Elastic})
-				f.gens = append(f.gens, gen)
-			}
+		for _, h := range hits {
+			f.pending = append(f.pending, h)
+			f.gens = append(f.gens, gen)
 		}
 		if rng.IntN(3) == 0 || i == ops-1 {
 			f.flush(r.Time)

@@ -263,13 +263,11 @@ func (p *Policy) Count(states []*window.State, now, cost int64, elastic bool, re
 	}
 	// The deciding limit's reset after what was just counted (a check at
 	// cost 0 counts nothing and changes no answer).
-	dl := p.Reduced
+	var l window.Limit
 	if res.Decider < len(p.Limits) {
-		dl = &p.Limits[res.Decider]
-	}
-	l := dl.Limit
-	if res.Decider < len(p.Limits) {
-		l = scaled(&dl.Limit, p.stretch(elastic))
+		l = scaled(&p.Limits[res.Decider].Limit, p.stretch(elastic))
+	} else {
+		l = p.Reduced.Limit // never stretched
 	}
 	res.ResetAfter = max(0, l.Check(states[res.Decider], now, 0).ResetAt-now)
 }

@@ -16,13 +16,18 @@ import (
 // The descriptors of one Envoy request under a colocated policy are one
 // atomic set, through any node (the entry node forwards the set whole to
 // the group's leader): a request one of them refuses counts in none of
-// them. Under a policy that does not colocate, each is counted on its own.
+// them, strict or fast. Under a policy that does not colocate, each is counted on its own.
 func TestEnvoyAtomicDescriptors(t *testing.T) {
 	c := startCluster(t, 3)
 	setPolicies(t, c, `
 policies:
   - name: shop
     colocate: true
+    limits:
+      - {name: per-minute, algorithm: sliding_log, limit: 2, window: 1m}
+  - name: shopfast
+    colocate: true
+    consistency: fast
     limits:
       - {name: per-minute, algorithm: sliding_log, limit: 2, window: 1m}
   - name: free
@@ -47,7 +52,8 @@ policies:
 		d.HitsAddend = wrapperspb.UInt64(0)
 		return call(0, domain, d).Statuses[0].LimitRemaining
 	}
-	for n, domain := range []string{"shop", "free"} {
+	for n, domain := range []string{"shop", "shopfast", "free"} {
+		atomic := domain != "free"
 		// Exhaust user a, through every node in turn.
 		for i := range 2 {
 			if r := call(n+i, domain, rlsDesc("user", "a")); r.OverallCode != rlsv3.RateLimitResponse_OK {
@@ -63,14 +69,14 @@ policies:
 			// Under free, b and c are admitted (and counted) until the
 			// second request has used them up.
 			refused := r.Statuses[0].Code == rlsv3.RateLimitResponse_OVER_LIMIT && r.Statuses[2].Code == rlsv3.RateLimitResponse_OVER_LIMIT
-			if refused != (domain == "shop" || node >= 2) {
+			if refused != (atomic || node >= 2) {
 				t.Fatalf("%s via node %d: b and c answered %v and %v", domain, node, r.Statuses[0].Code, r.Statuses[2].Code)
 			}
 		}
 		b, cc := peek(domain, "b"), peek(domain, "c")
 		switch {
-		case domain == "shop" && (b != 2 || cc != 2):
-			t.Fatalf("shop: the refused requests counted: b has %d left, c %d, want 2 and 2", b, cc)
+		case atomic && (b != 2 || cc != 2):
+			t.Fatalf("%s: the refused requests counted: b has %d left, c %d, want 2 and 2", domain, b, cc)
 		case domain == "free" && (b != 0 || cc != 0):
 			t.Fatalf("free: each descriptor counts on its own: b has %d left, c %d, want 0 and 0", b, cc)
 		}
