@@ -15,13 +15,22 @@ import (
 	"github.com/floodgate/floodgate/tracing"
 )
 
-// decide answers checks, each on the leader of its key's group (this node
-// or a peer, one hop), all groups at once, within LeaderWait. It is the one
-// dispatcher of the Allow path: errs[i] is check i's own error, and a check
-// whose group turned out not to own its key (cluster.ErrMoved: a slot
-// moved, nothing counted) is routed again once this node's slot table
-// changes, until the wait is over.
+// decide answers checks (dispatch) and adds the answers to the node's
+// metrics.
 func (s *Server) decide(ctx context.Context, checks []fsm.Check) ([]policy.Result, []error) {
+	res, errs := s.dispatch(ctx, checks)
+	count(checks, res, errs)
+	return res, errs
+}
+
+// dispatch answers checks, each on the leader of its key's group (this
+// node or a peer, one hop), all groups at once, within LeaderWait. It is
+// the one dispatcher of the Allow path: errs[i] is check i's own error,
+// and a check whose group turned out not to own its key (cluster.ErrMoved:
+// a slot moved, nothing counted) is routed again once this node's slot
+// table changes, until the wait is over. It counts no metrics: decide
+// does, or a caller that changes the answers first (RLS).
+func (s *Server) dispatch(ctx context.Context, checks []fsm.Check) ([]policy.Result, []error) {
 	ctx, span := tracing.Start(ctx, "floodgate.decide", attribute.Int("floodgate.checks", len(checks)))
 	defer span.End()
 	res := make([]policy.Result, len(checks))
@@ -95,7 +104,6 @@ func (s *Server) decide(ctx context.Context, checks []fsm.Check) ([]policy.Resul
 		wg.Wait()
 		pending = moved
 	}
-	count(checks, res, errs)
 	return res, errs
 }
 

@@ -26,21 +26,30 @@ func NewRLSServer(s *Server) *RLSServer { return &RLSServer{s: s} }
 // descriptor is validated first (InvalidArgument names the field, nothing
 // is counted); then all of them go out in one dispatch, one call per
 // leader. Descriptors under one colocated policy are one atomic set: all
-// admitted and counted, or none. A descriptor whose group cannot answer fails the whole request
+// admitted and counted, or none. A descriptor whose cost is more than its
+// limits admit at once is OVER_LIMIT (its set's too), counting nothing. A
+// descriptor whose group cannot answer fails the whole request
 // (Unavailable): Envoy's failure_mode_deny then decides whether the
 // request goes through.
 func (r *RLSServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if err := r.s.ready(); err != nil {
 		return nil, toStatus(err)
 	}
-	checks, err := rlsChecks(req, r.s.node.View().Policy, r.s.cfg.MaxLogLength)
+	checks, tooBig, err := rlsChecks(req, r.s.node.View().Policy, r.s.cfg.MaxLogLength)
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	peekTooBigSets(checks, tooBig)
 	at, limited := atomicSets(checks)
 	results := make([]policy.Result, len(checks))
 	if len(limited) > 0 {
-		res, errs := r.s.decide(ctx, limited)
+		res, errs := r.s.dispatch(ctx, limited)
+		for k := range limited {
+			if errs[k] == nil && tooBig[at[k]] {
+				res[k] = overLimit(limited[k].Policy, res[k])
+			}
+		}
+		count(limited, res, errs)
 		for k, err := range errs {
 			if err != nil {
 				return nil, toStatus(err)
@@ -69,6 +78,34 @@ func (r *RLSServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReq
 		}
 	}
 	return out, nil
+}
+
+// peekTooBigSets spreads tooBig over atomic sets: every check of a
+// colocated policy with a check too big for its limits is too big, so
+// that the set counts nothing. The checks of a colocated policy share its
+// pointer (an override makes a copy of its own, in no set).
+func peekTooBigSets(checks []fsm.Check, tooBig []bool) {
+	for i, c := range checks {
+		if !tooBig[i] || c.Policy == nil || !c.Policy.Colocate {
+			continue
+		}
+		for j := range checks {
+			if checks[j].Policy == c.Policy {
+				tooBig[j], checks[j].Cost = true, 0
+			}
+		}
+	}
+}
+
+// overLimit turns the answer to a peek into the answer to a cost more than
+// p admits at once: denied, or in shadow mode admitted and would-deny.
+func overLimit(p *policy.Policy, r policy.Result) policy.Result {
+	if p.Mode == policy.Shadow {
+		r.WouldDeny = true
+		return r
+	}
+	r.Allowed = false
+	return r
 }
 
 // atomicSets lists the checks that are limited (a policy), with where each

@@ -35,43 +35,47 @@ import (
 // envoyproxy/ratelimit answers a descriptor no rule matches.
 //
 // The cost is the descriptor's hits_addend when set (0 peeks), else the
-// request's hits_addend, else 1 (Envoy leaves it 0 for "one hit").
+// request's hits_addend, else 1 (Envoy leaves it 0 for "one hit"). A cost
+// above what the descriptor's limits admit at once is over the limit, not
+// an error: Envoy lets a request whose check failed through under
+// failure_mode_deny: false, so an error would admit the largest requests.
 
 // rlsChecks validates req and turns each descriptor into a check, with a
 // nil Policy when nothing limits the descriptor; policyOf finds a policy
-// by name (nil when there is none). The error names the field at fault.
-func rlsChecks(req *rlsv3.RateLimitRequest, policyOf func(string) *policy.Policy, maxLog int64) ([]fsm.Check, error) {
+// by name (nil when there is none). tooBig[i] marks a descriptor whose
+// cost is more than its limits admit at once: its check is a peek (cost
+// 0), to be answered over the limit. The error names the field at fault.
+func rlsChecks(req *rlsv3.RateLimitRequest, policyOf func(string) *policy.Policy, maxLog int64) (checks []fsm.Check, tooBig []bool, err error) {
 	if req.GetDomain() == "" {
-		return nil, fmt.Errorf("%w: domain: must not be empty", validate.ErrInvalid)
+		return nil, nil, fmt.Errorf("%w: domain: must not be empty", validate.ErrInvalid)
 	}
 	if len(req.GetDescriptors()) > validate.MaxBatch {
-		return nil, fmt.Errorf("%w: descriptors: %d given, at most %d", validate.ErrInvalid, len(req.GetDescriptors()), validate.MaxBatch)
+		return nil, nil, fmt.Errorf("%w: descriptors: %d given, at most %d", validate.ErrInvalid, len(req.GetDescriptors()), validate.MaxBatch)
 	}
-	out := make([]fsm.Check, len(req.GetDescriptors()))
+	checks = make([]fsm.Check, len(req.GetDescriptors()))
+	tooBig = make([]bool, len(req.GetDescriptors()))
 	for i, d := range req.GetDescriptors() {
 		field := fmt.Sprintf("descriptors[%d].", i)
-		c, err := rlsDescriptor(req, d, field, policyOf, maxLog)
-		if err != nil {
-			return nil, err
+		if checks[i], tooBig[i], err = rlsDescriptor(req, d, field, policyOf, maxLog); err != nil {
+			return nil, nil, err
 		}
-		out[i] = c
 	}
-	return out, nil
+	return checks, tooBig, nil
 }
 
 func rlsDescriptor(req *rlsv3.RateLimitRequest, d *rlcommon.RateLimitDescriptor, field string,
-	policyOf func(string) *policy.Policy, maxLog int64) (fsm.Check, error) {
+	policyOf func(string) *policy.Policy, maxLog int64) (c fsm.Check, tooBig bool, err error) {
 	if len(d.GetEntries()) == 0 {
-		return fsm.Check{}, fmt.Errorf("%w: %sentries: must not be empty", validate.ErrInvalid, field)
+		return fsm.Check{}, false, fmt.Errorf("%w: %sentries: must not be empty", validate.ErrInvalid, field)
 	}
 	if d.GetIsNegativeHits() {
-		return fsm.Check{}, fmt.Errorf("%w: %sis_negative_hits: floodgate does not give hits back", validate.ErrInvalid, field)
+		return fsm.Check{}, false, fmt.Errorf("%w: %sis_negative_hits: floodgate does not give hits back", validate.ErrInvalid, field)
 	}
 	entries := make(map[string]string, len(d.GetEntries()))
 	keys := make([]string, len(d.GetEntries()))
 	for j, e := range d.GetEntries() {
 		if _, dup := entries[e.GetKey()]; dup {
-			return fsm.Check{}, fmt.Errorf("%w: %sentries[%d].key: %q given twice", validate.ErrInvalid, field, j, e.GetKey())
+			return fsm.Check{}, false, fmt.Errorf("%w: %sentries[%d].key: %q given twice", validate.ErrInvalid, field, j, e.GetKey())
 		}
 		entries[e.GetKey()], keys[j] = e.GetValue(), e.GetKey()
 	}
@@ -80,10 +84,7 @@ func rlsDescriptor(req *rlsv3.RateLimitRequest, d *rlcommon.RateLimitDescriptor,
 		cost = int64(req.GetHitsAddend())
 	}
 	if h := d.GetHitsAddend(); h != nil {
-		if h.GetValue() > math.MaxInt32 {
-			return fsm.Check{}, fmt.Errorf("%w: %shits_addend: %d is too many", validate.ErrInvalid, field, h.GetValue())
-		}
-		cost = int64(h.GetValue())
+		cost = int64(min(h.GetValue(), math.MaxInt32+1)) // more than any limit: over the limit below
 	}
 	p := policyOf(req.GetDomain() + "." + strings.Join(keys, "."))
 	if p == nil {
@@ -92,7 +93,7 @@ func rlsDescriptor(req *rlsv3.RateLimitRequest, d *rlcommon.RateLimitDescriptor,
 	if o := d.GetLimit(); o != nil {
 		l, err := overrideLimit(o, p, field+"limit.", maxLog)
 		if err != nil {
-			return fsm.Check{}, err
+			return fsm.Check{}, false, err
 		}
 		q := &policy.Policy{Name: req.GetDomain(), Limits: []policy.Limit{{Limit: l}}}
 		if p != nil {
@@ -102,16 +103,16 @@ func rlsDescriptor(req *rlsv3.RateLimitRequest, d *rlcommon.RateLimitDescriptor,
 		p = q
 	}
 	if p == nil {
-		return fsm.Check{}, nil // not limited
+		return fsm.Check{}, false, nil // not limited
 	}
 	key, err := validate.Key("", entries, p, field)
 	if err != nil {
-		return fsm.Check{}, err // names descriptors[i].descriptors: the entries
+		return fsm.Check{}, false, err // names descriptors[i].descriptors: the entries
 	}
-	if err := p.ValidateCost(cost); err != nil {
-		return fsm.Check{}, validate.AtField(field, err)
+	if p.ValidateCost(cost) != nil { // never negative: more than the limits admit at once
+		return fsm.Check{Key: key, Policy: p}, true, nil
 	}
-	return fsm.Check{Key: key, Policy: p, Cost: cost}, nil
+	return fsm.Check{Key: key, Policy: p, Cost: cost}, false, nil
 }
 
 // clonePolicy copies p so an override never changes the shared policy.

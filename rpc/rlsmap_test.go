@@ -41,7 +41,7 @@ func TestRLSChecksMapDescriptorsToPolicies(t *testing.T) {
 		desc("path", "/a,b", "method", "GET"), // falls back to edge
 		desc("user", "42"),                    // edge too
 	}}
-	cs, err := rlsChecks(req, rlsPolicies(), 0)
+	cs, _, err := rlsChecks(req, rlsPolicies(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestRLSChecksMapDescriptorsToPolicies(t *testing.T) {
 		}
 	}
 	// A domain with no policy: nothing limits it.
-	cs, err = rlsChecks(&rlsv3.RateLimitRequest{Domain: "other", Descriptors: []*rlcommon.RateLimitDescriptor{desc("a", "b")}}, rlsPolicies(), 0)
+	cs, _, err = rlsChecks(&rlsv3.RateLimitRequest{Domain: "other", Descriptors: []*rlcommon.RateLimitDescriptor{desc("a", "b")}}, rlsPolicies(), 0)
 	if err != nil || cs[0].Policy != nil {
 		t.Fatalf("unknown domain: %+v %v, want not limited", cs, err)
 	}
@@ -75,10 +75,49 @@ func TestRLSCost(t *testing.T) {
 	} {
 		d := desc("user", "1")
 		d.HitsAddend = c.own
-		cs, err := rlsChecks(&rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: c.request, Descriptors: []*rlcommon.RateLimitDescriptor{d}}, rlsPolicies(), 0)
+		cs, _, err := rlsChecks(&rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: c.request, Descriptors: []*rlcommon.RateLimitDescriptor{d}}, rlsPolicies(), 0)
 		if err != nil || cs[0].Cost != c.want {
 			t.Errorf("hits %d/%v: cost %v %v, want %d", c.request, c.own, cs, err, c.want)
 		}
+	}
+}
+
+// A cost above what a descriptor's limits admit at once is not an error,
+// which Envoy under failure_mode_deny: false would let through: the check
+// peeks, to be answered over the limit.
+func TestRLSCostAboveTheLimitIsOverTheLimit(t *testing.T) {
+	for _, own := range []uint64{11, 1 << 40} { // edge admits 10 at once
+		d := desc("user", "1")
+		d.HitsAddend = wrapperspb.UInt64(own)
+		cs, tooBig, err := rlsChecks(&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommon.RateLimitDescriptor{d, desc("user", "2")}}, rlsPolicies(), 0)
+		if err != nil || !tooBig[0] || tooBig[1] || cs[0].Cost != 0 || cs[0].Policy == nil || cs[0].Key != "user=1" || cs[1].Cost != 1 {
+			t.Errorf("hits_addend %d: %+v %v %v, want a peek marked too big", own, cs, tooBig, err)
+		}
+	}
+	req := &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: 10, Descriptors: []*rlcommon.RateLimitDescriptor{desc("user", "1")}}
+	if cs, tooBig, err := rlsChecks(req, rlsPolicies(), 0); err != nil || tooBig[0] || cs[0].Cost != 10 {
+		t.Errorf("hits_addend 10 of 10: %+v %v %v, want counted", cs, tooBig, err)
+	}
+}
+
+// In a colocated set, one descriptor too big makes every one of the set
+// peek and be over the limit, so the set counts nothing.
+func TestPeekTooBigSets(t *testing.T) {
+	shop := &policy.Policy{Name: "shop", Colocate: true}
+	other := &policy.Policy{Name: "other"}
+	cs := []fsm.Check{{Key: "a", Policy: shop, Cost: 1}, {Key: "x", Policy: other, Cost: 1}, {Key: "b", Policy: shop}, {Key: "c", Policy: shop, Cost: 1}}
+	tooBig := []bool{false, false, true, false}
+	peekTooBigSets(cs, tooBig)
+	for i, want := range []bool{true, false, true, true} {
+		if tooBig[i] != want || (want && cs[i].Cost != 0) || (!want && cs[i].Cost != 1) {
+			t.Errorf("check %d: too big %v cost %d, want %v", i, tooBig[i], cs[i].Cost, want)
+		}
+	}
+	if r := overLimit(shop, policy.Result{Allowed: true, Remaining: 2}); r.Allowed || r.Remaining != 2 {
+		t.Errorf("over the limit: %+v", r)
+	}
+	if r := overLimit(&policy.Policy{Mode: policy.Shadow}, policy.Result{Allowed: true}); !r.Allowed || !r.WouldDeny {
+		t.Errorf("shadow, over the limit: %+v, want admitted and would-deny", r)
 	}
 }
 
@@ -92,7 +131,7 @@ func TestRLSOverride(t *testing.T) {
 		return d
 	}
 	// No policy: a fixed window under the domain's name.
-	cs, err := rlsChecks(&rlsv3.RateLimitRequest{Domain: "nolimits", Descriptors: []*rlcommon.RateLimitDescriptor{over(100, typev3.RateLimitUnit_MINUTE, 5)}}, rlsPolicies(), 0)
+	cs, _, err := rlsChecks(&rlsv3.RateLimitRequest{Domain: "nolimits", Descriptors: []*rlcommon.RateLimitDescriptor{over(100, typev3.RateLimitUnit_MINUTE, 5)}}, rlsPolicies(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +142,7 @@ func TestRLSOverride(t *testing.T) {
 	// A policy: its algorithm and key_by, the override's numbers; the
 	// shared policy itself untouched.
 	pols := rlsPolicies()
-	cs, err = rlsChecks(&rlsv3.RateLimitRequest{Domain: "api", Descriptors: []*rlcommon.RateLimitDescriptor{over(50, typev3.RateLimitUnit_SECOND, 0)}}, pols, 0)
+	cs, _, err = rlsChecks(&rlsv3.RateLimitRequest{Domain: "api", Descriptors: []*rlcommon.RateLimitDescriptor{over(50, typev3.RateLimitUnit_SECOND, 0)}}, pols, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +154,7 @@ func TestRLSOverride(t *testing.T) {
 		t.Error("an override changed the stored policy")
 	}
 	// Calendar units.
-	cs, err = rlsChecks(&rlsv3.RateLimitRequest{Domain: "x", Descriptors: []*rlcommon.RateLimitDescriptor{over(9, typev3.RateLimitUnit_MONTH, 0)}}, pols, 0)
+	cs, _, err = rlsChecks(&rlsv3.RateLimitRequest{Domain: "x", Descriptors: []*rlcommon.RateLimitDescriptor{over(9, typev3.RateLimitUnit_MONTH, 0)}}, pols, 0)
 	if err != nil || cs[0].Policy.Limits[0].Limit.Calendar != window.CalendarMonth {
 		t.Errorf("monthly override: %+v %v", cs, err)
 	}
@@ -130,8 +169,6 @@ func TestRLSRefusesBadInputNamingTheField(t *testing.T) {
 	unknownUnit.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1}
 	badName := desc("bad name", "b")
 	apiNoUser := desc("ip", "1.2.3.4")
-	huge := desc("a", "b")
-	huge.HitsAddend = wrapperspb.UInt64(1 << 40)
 	for _, c := range []struct {
 		domain string
 		d      *rlcommon.RateLimitDescriptor
@@ -145,9 +182,8 @@ func TestRLSRefusesBadInputNamingTheField(t *testing.T) {
 		{"edge", unknownUnit, "descriptors[0].limit.unit"},
 		{"edge", badName, "descriptors[0].descriptors"},
 		{"api", apiNoUser, "descriptors[0].descriptors"},
-		{"edge", huge, "descriptors[0].hits_addend"},
 	} {
-		_, err := rlsChecks(&rlsv3.RateLimitRequest{Domain: c.domain, Descriptors: []*rlcommon.RateLimitDescriptor{c.d}}, rlsPolicies(), 0)
+		_, _, err := rlsChecks(&rlsv3.RateLimitRequest{Domain: c.domain, Descriptors: []*rlcommon.RateLimitDescriptor{c.d}}, rlsPolicies(), 0)
 		if !errors.Is(err, validate.ErrInvalid) || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("%s %v: error %v, want ErrInvalid naming %s", c.domain, c.d, err, c.field)
 		}

@@ -93,6 +93,20 @@ policies:
 		}
 	}
 
+	// A cost above the limit is OVER_LIMIT, counting nothing: an error
+	// would let the request through under failure_mode_deny: false.
+	big := rlsDesc("remote_address", "10.0.0.4")
+	big.HitsAddend = wrapperspb.UInt64(6)
+	resp, err = rls(2).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommon.RateLimitDescriptor{big}})
+	if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].LimitRemaining != 5 ||
+		resp.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 5 {
+		t.Fatalf("hits_addend 6 of a limit of 5: %v %v, want OVER_LIMIT with 5 remaining", resp, err)
+	}
+	big.HitsAddend = wrapperspb.UInt64(0)
+	if resp, err := rls(0).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommon.RateLimitDescriptor{big}}); err != nil || resp.Statuses[0].LimitRemaining != 5 {
+		t.Fatalf("after a cost above the limit: %v %v, want nothing counted", resp, err)
+	}
+
 	// Shadow mode: admitted, and Envoy told it would have been denied.
 	for i := range 2 {
 		resp, err := rls(i).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "shadowed", Descriptors: []*rlcommon.RateLimitDescriptor{rlsDesc("user", "1")}})
