@@ -42,6 +42,13 @@ func Register(mux *http.ServeMux, l Limiter, o Options) {
 	mux.HandleFunc("POST /v1/allow", a.allow)
 	mux.HandleFunc("POST /v1/allow:batch", a.allowBatch)
 	mux.HandleFunc("GET /api/v1/limit", a.limit)
+	// Any other method: 405 in JSON, as every error of the API.
+	for path, allow := range map[string]string{"/v1/allow": "POST", "/v1/allow:batch": "POST", "/api/v1/limit": "GET, HEAD"} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeJSONError(w, http.StatusMethodNotAllowed, codes.Unimplemented, fmt.Sprintf("method: %s not allowed (%s)", r.Method, allow))
+		})
+	}
 }
 
 type api struct {

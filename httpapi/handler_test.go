@@ -220,3 +220,29 @@ func TestSFString(t *testing.T) {
 		}
 	}
 }
+
+// A wrong method is answered in JSON too, naming the method, with Allow.
+func TestWrongMethodIsJSON(t *testing.T) {
+	s := serve(t, &fakeLimiter{limit: 1}, Draft)
+	for _, c := range []struct{ method, path, allow string }{
+		{"GET", "/v1/allow", "POST"},
+		{"PUT", "/v1/allow:batch", "POST"},
+		{"POST", "/api/v1/limit?key=a", "GET, HEAD"},
+	} {
+		req, _ := http.NewRequest(c.method, s.URL+c.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e errorBody
+		err = json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || err != nil || !strings.HasPrefix(e.Error.Message, "method: "+c.method) ||
+			resp.Header.Get("Allow") != c.allow || resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s %s: %d %+v %v, Allow %q", c.method, c.path, resp.StatusCode, e, err, resp.Header.Get("Allow"))
+		}
+	}
+	if resp, body := get(t, s.URL+"/api/v1/limit?key=a&limit=1&window=1m"); resp.StatusCode != http.StatusOK {
+		t.Errorf("GET still answers: %d %s", resp.StatusCode, body)
+	}
+}
