@@ -2,7 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -131,4 +135,55 @@ func TestMetricsMove(t *testing.T) {
 	if !raftSeen || !memberlistSeen {
 		t.Errorf("raft metrics %v, memberlist metrics %v: the go-metrics bridge is missing", raftSeen, memberlistSeen)
 	}
+
+	// Every metric the Grafana dashboard queries, bridged ones included,
+	// is in a live scrape of the cluster.
+	live := map[string]bool{}
+	for _, m := range c.Running() {
+		for name := range scrape(t, m) {
+			live[name] = true
+		}
+	}
+	for _, name := range dashboardMetrics(t) {
+		base := name
+		for _, suf := range []string{"_bucket", "_sum", "_count"} {
+			if b, ok := strings.CutSuffix(name, suf); ok && live[b] {
+				base = b
+			}
+		}
+		if !live[base] {
+			t.Errorf("the dashboard queries %s, which no node serves", name)
+		}
+	}
+}
+
+// dashboardMetrics lists the metric names deploy/grafana/floodgate.json
+// queries.
+func dashboardMetrics(t *testing.T) []string {
+	t.Helper()
+	root, err := ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "deploy", "grafana", "floodgate.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct{ Targets []struct{ Expr string } }
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	metric := regexp.MustCompile(`\b(?:floodgate|grpc_server|raft|memberlist)_[A-Za-z_]+`)
+	var out []string
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			out = append(out, metric.FindAllString(tg.Expr, -1)...)
+		}
+	}
+	if len(out) < 10 {
+		t.Fatalf("the dashboard queries only %d metrics: %v", len(out), out)
+	}
+	return out
 }
