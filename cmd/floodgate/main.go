@@ -49,6 +49,7 @@ func main() {
 		handler = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: opts.logLevel})
 	}
 	log := slog.New(handler)
+	routeLibraryLogs(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, opts, log); err != nil {
