@@ -113,8 +113,11 @@ policies:
 		if err != nil {
 			t.Fatal(err)
 		}
-		wouldDeny := resp.DynamicMetadata.GetFields()["floodgate.would_deny"].GetBoolValue()
-		if resp.OverallCode != rlsv3.RateLimitResponse_OK || wouldDeny != (i == 1) {
+		md := resp.DynamicMetadata.GetFields()
+		wouldDeny := md["floodgate.would_deny"].GetBoolValue()
+		which := md["floodgate.would_deny_descriptors"].GetListValue().GetValues()
+		if resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OK || wouldDeny != (i == 1) ||
+			(i == 1 && (len(which) != 1 || which[0].GetNumberValue() != 0)) {
 			t.Fatalf("shadow request %d: %v", i, resp)
 		}
 	}
