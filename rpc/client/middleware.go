@@ -22,8 +22,11 @@ type HTTPOptions struct {
 	// Cost is a request's cost (default 1).
 	Cost func(*http.Request) int64
 	// FailOpen lets a request through when the limiter cannot answer;
-	// otherwise it gets 503. (The client's own Options.FailOpen, if set,
-	// already admits unanswered checks.)
+	// otherwise it gets 503. (The
+	// client's own Options.FailOpen, if set, already admits unanswered
+	// checks.) A check the limiter refuses (InvalidArgument: an unknown
+	// policy, a key too long) is 500 either way, so neither a typo nor a
+	// long header turns limiting off.
 	FailOpen bool
 	// Headers picks the rate-limit headers (the IETF draft's by default).
 	Headers httpapi.Headers
@@ -46,11 +49,14 @@ func HTTPMiddleware(l Limiter, o HTTPOptions) func(http.Handler) http.Handler {
 				if o.OnError != nil {
 					o.OnError(err)
 				}
-				if o.FailOpen {
+				switch {
+				case refused(err):
+					http.Error(w, "rate limiter refused the check", http.StatusInternalServerError)
+				case o.FailOpen:
 					next.ServeHTTP(w, r)
-					return
+				default:
+					http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
 				}
-				http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
 				return
 			}
 			if !dec.FailedOpen {
@@ -65,6 +71,11 @@ func HTTPMiddleware(l Limiter, o HTTPOptions) func(http.Handler) http.Handler {
 	}
 }
 
+// refused reports whether err is the limiter refusing the check itself
+// (InvalidArgument), which FailOpen does not admit: not a failure to
+// answer it.
+func refused(err error) bool { return status.Code(err) == codes.InvalidArgument }
+
 func quota(d Decision) httpapi.Quota {
 	return httpapi.Quota{Name: d.DecidedBy, Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining,
 		Window: d.Window, ResetAfter: d.ResetAfter, RetryAfter: d.RetryAfter}
@@ -78,7 +89,8 @@ type GRPCOptions struct {
 	// Cost is a call's cost (default 1).
 	Cost func(ctx context.Context, fullMethod string) int64
 	// FailOpen lets a call through when the limiter cannot answer;
-	// otherwise it fails with Unavailable.
+	// otherwise it fails with Unavailable. A check the limiter refuses (InvalidArgument) fails the
+	// call with Internal either way.
 	FailOpen bool
 	// OnError, if set, hears about every failed check.
 	OnError func(error)
@@ -96,7 +108,10 @@ func (o GRPCOptions) check(ctx context.Context, l Limiter, method string) error 
 		if o.OnError != nil {
 			o.OnError(err)
 		}
-		if o.FailOpen {
+		switch {
+		case refused(err):
+			return status.Errorf(codes.Internal, "rate limiter refused the check: %v", err)
+		case o.FailOpen:
 			return nil
 		}
 		return status.Errorf(codes.Unavailable, "rate limiter unavailable: %v", err)

@@ -141,6 +141,17 @@ func TestHTTPMiddleware(t *testing.T) {
 			t.Fatalf("request %d: Retry-After %q", i, rec.Header().Get("Retry-After"))
 		}
 	}
+	// A check the limiter refuses (here a descriptor the policy does not
+	// key by) is refused, fail-open or not: FailOpen is for a limiter that
+	// cannot answer.
+	byIP := func(*http.Request) client.D { return client.D{"ip": "1.2.3.4"} }
+	for _, failOpen := range []bool{true, false} {
+		rec := httptest.NewRecorder()
+		client.HTTPMiddleware(l, client.HTTPOptions{Descriptors: byIP, FailOpen: failOpen})(ok).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		if rec.Code != http.StatusInternalServerError {
+			t.Fatalf("a refused check, fail-open %v: %d, want 500", failOpen, rec.Code)
+		}
+	}
 	for _, failOpen := range []bool{true, false} {
 		h := client.HTTPMiddleware(failing{}, client.HTTPOptions{Descriptors: byUser, FailOpen: failOpen})(ok)
 		rec := httptest.NewRecorder()
@@ -188,6 +199,10 @@ func TestGRPCInterceptors(t *testing.T) {
 	down.FailOpen = true
 	if _, err := client.UnaryServerInterceptor(failing{}, down)(context.Background(), nil, info, handler); err != nil {
 		t.Fatalf("fail-open: %v", err)
+	}
+	bad := client.GRPCOptions{Descriptors: func(context.Context, string) client.D { return client.D{"ip": "1"} }, FailOpen: true}
+	if _, err := client.UnaryServerInterceptor(l, bad)(context.Background(), nil, info, handler); status.Code(err) != codes.Internal {
+		t.Fatalf("a refused check, fail-open: %v, want Internal", err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,6 +78,22 @@ policies:
 		return resp, string(b)
 	}
 	closed, open := web(api, false), web(api, true)
+	// A key the cluster refuses (too long) turns no limiting off, even
+	// fail-open: 500.
+	long := func(url string) int {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+		req.Header.Set("X-User", strings.Repeat("x", 2000))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if a, b := long(closed.URL), long(open.URL); a != 500 || b != 500 {
+		t.Fatalf("an over-long key: fail-closed %d, fail-open %d, want 500 both", a, b)
+	}
 	for i, want := range []int{200, 200, 429} {
 		resp, body := get(closed.URL)
 		h := resp.Header
