@@ -1,6 +1,8 @@
 package rpc
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"strings"
@@ -39,6 +41,8 @@ import (
 // above what the descriptor's limits admit at once is over the limit, not
 // an error: Envoy lets a request whose check failed through under
 // failure_mode_deny: false, so an error would admit the largest requests.
+// For the same reason a value too long for a key is counted under its
+// digest (digestLongValues).
 
 // rlsChecks validates req and turns each descriptor into a check, with a
 // nil Policy when nothing limits the descriptor; policyOf finds a policy
@@ -106,6 +110,9 @@ func rlsDescriptor(req *rlsv3.RateLimitRequest, d *rlcommon.RateLimitDescriptor,
 		return fsm.Check{}, false, nil // not limited
 	}
 	key, err := validate.Key("", entries, p, field)
+	if err != nil && digestLongValues(entries) {
+		key, err = validate.Key("", entries, p, field)
+	}
 	if err != nil {
 		return fsm.Check{}, false, err // names descriptors[i].descriptors: the entries
 	}
@@ -113,6 +120,26 @@ func rlsDescriptor(req *rlsv3.RateLimitRequest, d *rlcommon.RateLimitDescriptor,
 		return fsm.Check{Key: key, Policy: p}, true, nil
 	}
 	return fsm.Check{Key: key, Policy: p, Cost: cost}, false, nil
+}
+
+// digestLen is the length of a value's digest: "sha256:" and 64 hex digits.
+const digestLen = len("sha256:") + 2*sha256.Size
+
+// digestLongValues replaces each value of entries longer than a digest by
+// its SHA-256, "sha256:<hex>", and reports whether it replaced any. Envoy
+// sends what a request carries (a header, the path): a key too long to
+// count must still be counted, since an error would let the request
+// through under failure_mode_deny: false. The same value always makes the
+// same key, so a long value is limited like any other.
+func digestLongValues(entries map[string]string) bool {
+	changed := false
+	for k, v := range entries {
+		if len(v) > digestLen {
+			sum := sha256.Sum256([]byte(v))
+			entries[k], changed = "sha256:"+hex.EncodeToString(sum[:]), true
+		}
+	}
+	return changed
 }
 
 // clonePolicy copies p so an override never changes the shared policy.

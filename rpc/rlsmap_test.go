@@ -121,6 +121,39 @@ func TestPeekTooBigSets(t *testing.T) {
 	}
 }
 
+// A value that makes the key too long to count (a long header or path) is
+// counted under its digest: an error would let the request through.
+func TestRLSLongValueCountsUnderItsDigest(t *testing.T) {
+	long := strings.Repeat("x", 2000)
+	key := func(d *rlcommon.RateLimitDescriptor) string {
+		t.Helper()
+		cs, _, err := rlsChecks(&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommon.RateLimitDescriptor{d}}, rlsPolicies(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs[0].Key
+	}
+	k := key(desc("remote_address", long))
+	if len(k) > validate.MaxKeyLen || !strings.HasPrefix(k, "remote_address=sha256:") || k != key(desc("remote_address", long)) {
+		t.Errorf("a 2000-byte value: key %q", k)
+	}
+	if k == key(desc("remote_address", long+"y")) {
+		t.Error("two long values share a key")
+	}
+	// Two values that fit alone but not together: each longer than a
+	// digest is digested; a short one beside a long one is kept; a key
+	// that fits is left alone.
+	if k := key(desc("path", strings.Repeat("p", 600), "method", strings.Repeat("m", 600))); !strings.Contains(k, "method=sha256:") || !strings.Contains(k, "path=sha256:") {
+		t.Errorf("two values too long together: key %q", k)
+	}
+	if k := key(desc("path", "/a", "method", long)); !strings.HasPrefix(k, "method=sha256:") || !strings.HasSuffix(k, ",path=/a") {
+		t.Errorf("a long value and a short one: key %q", k)
+	}
+	if k := key(desc("path", strings.Repeat("p", 900))); k != "path="+strings.Repeat("p", 900) {
+		t.Errorf("a value that fits was changed: %q", k)
+	}
+}
+
 func TestRLSOverride(t *testing.T) {
 	over := func(n uint32, u typev3.RateLimitUnit, mult uint32) *rlcommon.RateLimitDescriptor {
 		d := desc("user", "42")

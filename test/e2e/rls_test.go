@@ -107,6 +107,16 @@ policies:
 		t.Fatalf("after a cost above the limit: %v %v, want nothing counted", resp, err)
 	}
 
+	// A value too long for a key (a long header, a long path) is counted
+	// under its digest, not refused: an error would let it through.
+	long := rlsDesc("remote_address", strings.Repeat("1", 2000))
+	for i := range 6 {
+		resp, err := rls(i).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommon.RateLimitDescriptor{long}})
+		if want := map[bool]rlsv3.RateLimitResponse_Code{true: rlsv3.RateLimitResponse_OK, false: rlsv3.RateLimitResponse_OVER_LIMIT}[i < 5]; err != nil || resp.OverallCode != want {
+			t.Fatalf("a 2000-byte value, request %d: %v %v, want %v", i, resp, err, want)
+		}
+	}
+
 	// Shadow mode: admitted, and Envoy told it would have been denied.
 	for i := range 2 {
 		resp, err := rls(i).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "shadowed", Descriptors: []*rlcommon.RateLimitDescriptor{rlsDesc("user", "1")}})
