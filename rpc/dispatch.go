@@ -19,7 +19,7 @@ import (
 // metrics.
 func (s *Server) decide(ctx context.Context, checks []fsm.Check) ([]policy.Result, []error) {
 	res, errs := s.dispatch(ctx, checks)
-	count(checks, res, errs)
+	s.count(checks, res, errs)
 	return res, errs
 }
 
@@ -107,17 +107,27 @@ func (s *Server) dispatch(ctx context.Context, checks []fsm.Check) ([]policy.Res
 	return res, errs
 }
 
-// count adds the answers of a dispatch to the node's metrics.
-func count(checks []fsm.Check, res []policy.Result, errs []error) {
+// count adds the answers of a dispatch to the node's metrics. Only a
+// stored policy names its series: an inline limit, or an Envoy limit
+// override under a domain no policy matches, is "inline", so a caller
+// cannot mint a series per domain it invents. (Limit labels are bounded
+// already: a stored limit's name, or limits[i].)
+func (s *Server) count(checks []fsm.Check, res []policy.Result, errs []error) {
+	var view *fsm.MetaView
 	for i, err := range errs {
 		if err != nil {
 			metrics.CheckErrors.WithLabelValues(codeOf(err).String()).Inc()
 			continue
 		}
 		p := checks[i].Policy
-		name, consistency := p.Name, "strict"
-		if name == "" {
-			name = "inline"
+		name, consistency := "inline", "strict"
+		if p.Name != "" {
+			if view == nil {
+				view = s.node.View()
+			}
+			if view.Policy(p.Name) != nil {
+				name = p.Name
+			}
 		}
 		if p.Consistency == policy.Fast {
 			consistency = "fast"

@@ -49,7 +49,7 @@ func (r *RLSServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReq
 				res[k] = overLimit(limited[k].Policy, res[k])
 			}
 		}
-		count(limited, res, errs)
+		r.s.count(limited, res, errs)
 		for k, err := range errs {
 			if err != nil {
 				return nil, toStatus(err)

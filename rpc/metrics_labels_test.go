@@ -1,0 +1,73 @@
+package rpc_test
+
+import (
+	"context"
+	"testing"
+
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/floodgate/floodgate/metrics"
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/test/inproc"
+)
+
+// Decision metrics are labelled by stored policies only: a domain or a
+// window a caller invents (an Envoy limit override no policy matches, an
+// inline limit) is counted as "inline", so callers cannot mint series.
+func TestDecisionLabelsAreBounded(t *testing.T) {
+	node := inproc.Cluster(t, 1)[0]
+	ctx := context.Background()
+	if _, err := node.Admin().SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: []*pb.Policy{
+		{Name: "labelled", Limits: []*pb.PolicyLimit{pl("per-minute", pb.Algorithm_SLIDING_LOG, 10, 60_000)}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	inline := metrics.Decisions.WithLabelValues("inline", "limits[0]", metrics.Allowed, "strict")
+	before := value(t, inline)
+	override := &rlsv3.RateLimitRequest{Domain: "invented-domain", Descriptors: []*rlcommon.RateLimitDescriptor{{
+		Entries: []*rlcommon.RateLimitDescriptor_Entry{{Key: "user", Value: "1"}},
+		Limit:   &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 7, Unit: 2}, // per minute
+	}}}
+	rls := rlsv3.NewRateLimitServiceClient(node.Conn())
+	if resp, err := rls.ShouldRateLimit(ctx, override); err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("override: %v %v", resp, err)
+	}
+	if _, err := node.Limiter().Allow(ctx, &pb.AllowRequest{Key: "k", Limit: &pb.Limit{Algorithm: pb.Algorithm_FIXED_WINDOW, Limit: 3, WindowMs: 12_345}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.Limiter().Allow(ctx, &pb.AllowRequest{Key: "k", Policy: "labelled"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := value(t, inline) - before; got != 2 {
+		t.Errorf("inline decisions counted %v, want 2 (the override and the inline limit)", got)
+	}
+	if got := value(t, metrics.Decisions.WithLabelValues("labelled", "per-minute", metrics.Allowed, "strict")); got != 1 {
+		t.Errorf("the stored policy's series counted %v, want 1", got)
+	}
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetValue() == "invented-domain" {
+					t.Errorf("%s has a series labelled with the caller's domain: %v", f.GetName(), m)
+				}
+			}
+		}
+	}
+}
+
+// value reads a counter.
+func value(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
