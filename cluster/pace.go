@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"math/rand/v2"
 	"time"
 
 	"github.com/floodgate/floodgate/metrics"
@@ -23,9 +24,23 @@ import (
 // it (every 0.6 of the lease at most).
 const leaderPace = 3
 
+// watchJitter is the most a follower waits past its heartbeat timeout
+// before it calls an election, as a share of the timeout (1/4). A
+// follower's own Raft timer fires at random between one and two timeouts
+// and, when the leader was heard from less than a timeout before, draws
+// again: it notices a dead leader from one to three timeouts after the
+// last contact, and an election succeeds only once a second replica has
+// noticed too (a voter that still has a leader refuses). The watch pokes
+// the timer when the silence reaches a timeout plus a random slice of a
+// quarter of one: every follower notices within 1.25 timeouts, and the
+// random slice keeps two of them from splitting the vote.
+const watchJitter = 4
+
 // pacer switches a group's reloadable Raft timing between its leader and
-// follower values as the group's state changes; it also counts the
-// group's leader changes for the metrics (kind is "meta" or "shard").
+// follower values as the group's state changes, and, on a follower, watches
+// the leader's silence so that a dead leader is replaced within 1.25
+// heartbeat timeouts (watchJitter); it also counts the group's leader
+// changes for the metrics (kind is "meta" or "shard").
 type pacer struct {
 	r        *raft.Raft
 	kind     string
@@ -70,6 +85,10 @@ func (p *pacer) loop() {
 	defer close(p.done)
 	leading := false
 	p.apply(&leading)
+	hb := p.follower.HeartbeatTimeout
+	slack := watchSlack(hb)
+	watch := time.NewTimer(hb)
+	defer watch.Stop()
 	for {
 		select {
 		case <-p.stop:
@@ -81,7 +100,40 @@ func (p *pacer) loop() {
 			// Observations may be dropped when the channel is full; the
 			// state read now is the newest, which is all that matters.
 			p.apply(&leading)
+		case <-watch.C:
+			p.apply(&leading)
+			next := hb
+			if !leading && p.r.State() == raft.Follower {
+				if last := p.r.LastContact(); !last.IsZero() {
+					if due := time.Until(last.Add(hb + slack)); due > 0 {
+						next = due
+					} else {
+						p.poke()
+						slack = watchSlack(hb)
+					}
+				}
+			}
+			watch.Reset(next)
 		}
+	}
+}
+
+// watchSlack draws how far past its timeout a follower lets the silence
+// go before it calls an election: up to a quarter of the timeout.
+func watchSlack(hb time.Duration) time.Duration {
+	return time.Duration(rand.Int64N(int64(hb/watchJitter) + 1))
+}
+
+// poke makes a follower's Raft check its leader's silence now: raft looks
+// again at once when its heartbeat timeout shrinks, so the timeout is
+// raised a microsecond and put back. Raft itself then decides: it calls an
+// election only if it has heard nothing for a whole timeout.
+func (p *pacer) poke() {
+	up := p.follower
+	up.HeartbeatTimeout += time.Microsecond
+	up.ElectionTimeout = max(up.ElectionTimeout, up.HeartbeatTimeout)
+	if p.r.ReloadConfig(up) == nil {
+		_ = p.r.ReloadConfig(p.follower)
 	}
 }
 

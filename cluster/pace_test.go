@@ -146,3 +146,61 @@ func TestPaceOf(t *testing.T) {
 		}
 	}
 }
+
+// cut isolates replica i from the others, both ways.
+func (g *memGroup) cut(i int) {
+	g.trans[i].DisconnectAll()
+	for j, tr := range g.trans {
+		if j != i {
+			tr.Disconnect(g.trans[i].LocalAddr())
+		}
+	}
+}
+
+// heal reconnects replica i to the others.
+func (g *memGroup) heal(i int) {
+	for j, tr := range g.trans {
+		if j != i {
+			tr.Connect(g.trans[i].LocalAddr(), g.trans[i])
+			g.trans[i].Connect(tr.LocalAddr(), tr)
+		}
+	}
+}
+
+// With the watch, the followers of a dead leader elect a new one within
+// 1.25 of their heartbeat timeout after they last heard from it, every
+// time: raft's own timer alone can take three timeouts, and more when the
+// first follower to notice asks the other before it has noticed too.
+func TestWatchedFollowersReplaceADeadLeaderWithinATimeoutAndAQuarter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, ps := pacedGroup(t)
+		defer closePaced(g, ps)
+		const hb = 100 * time.Millisecond
+		// The leader's last heartbeat came at most a fifth of its own
+		// timeout (150ms here: the lease binds) before the cut.
+		bound := hb + hb/watchJitter + leaderPace*50*time.Millisecond/5 + 2*time.Millisecond
+		var worst time.Duration
+		for round := range 20 {
+			old := g.leader()
+			g.cut(old)
+			start := time.Now()
+			for {
+				if n := g.leader(); n >= 0 && n != old {
+					break
+				}
+				if time.Since(start) > 10*time.Second {
+					t.Fatalf("round %d: no new leader within 10s", round)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			worst = max(worst, time.Since(start))
+			g.heal(old)
+			time.Sleep(time.Second) // the old leader steps down and catches up
+			synctest.Wait()
+		}
+		if worst > bound {
+			t.Fatalf("a new leader took %s, want within %s", worst, bound)
+		}
+		t.Logf("worst of 20 failovers: %s (bound %s)", worst, bound)
+	})
+}
