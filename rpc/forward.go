@@ -249,7 +249,12 @@ func (q *peerQueue) send(batch []*fwdReq) {
 
 // waitReady makes sure a peer connection is up before a forward is sent:
 // a call on a broken connection might or might not arrive, so it is better
-// not made at all.
+// not made at all. A connection whose last attempt failed (the peer is
+// down: killed, restarting, partitioned) fails at once rather than after
+// connectWait: the check goes back to onLeader, which routes it again as
+// soon as this node learns the group's new leader, and a leader failover
+// costs its election, not the election plus a wait per attempt on the dead
+// node (Peers reconnects within peerMaxBackoff once the peer is back).
 func waitReady(state func() connectivity.State, connect func(), wait func(context.Context, connectivity.State) bool) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), connectWait)
 	defer cancel()
@@ -260,7 +265,7 @@ func waitReady(state func() connectivity.State, connect func(), wait func(contex
 			return true
 		case connectivity.Idle:
 			connect()
-		case connectivity.Shutdown:
+		case connectivity.Shutdown, connectivity.TransientFailure:
 			return false
 		}
 		if !wait(ctx, s) {

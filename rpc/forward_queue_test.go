@@ -290,3 +290,49 @@ func TestForwardAfterCloseIsNotSent(t *testing.T) {
 		}
 	})
 }
+
+// waitReady sends on a ready connection, connects an idle one and waits
+// for it, and gives up at once on a connection whose last attempt failed
+// (a dead peer: the check is routed again, not held connectWait per try).
+func TestWaitReady(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, c := range []struct {
+			name   string
+			states []connectivity.State // what each state() call returns, the last repeated
+			want   bool
+			took   time.Duration
+		}{
+			{"ready", []connectivity.State{connectivity.Ready}, true, 0},
+			{"idle, then connects", []connectivity.State{connectivity.Idle, connectivity.Connecting, connectivity.Ready}, true, 0},
+			{"peer down", []connectivity.State{connectivity.TransientFailure}, false, 0},
+			{"connect fails", []connectivity.State{connectivity.Idle, connectivity.Connecting, connectivity.TransientFailure}, false, 0},
+			{"shut down", []connectivity.State{connectivity.Shutdown}, false, 0},
+			{"connecting forever", []connectivity.State{connectivity.Connecting}, false, connectWait},
+		} {
+			i := 0
+			state := func() connectivity.State {
+				s := c.states[min(i, len(c.states)-1)]
+				i++
+				return s
+			}
+			connects := 0
+			wait := func(ctx context.Context, s connectivity.State) bool {
+				if i < len(c.states) {
+					return true // the state changes at once
+				}
+				<-ctx.Done() // it never changes again
+				return false
+			}
+			start := time.Now()
+			if got := waitReady(state, func() { connects++ }, wait); got != c.want {
+				t.Errorf("%s: waitReady = %v, want %v", c.name, got, c.want)
+			}
+			if took := time.Since(start); took != c.took {
+				t.Errorf("%s: took %s, want %s", c.name, took, c.took)
+			}
+			if idle := c.states[0] == connectivity.Idle; idle != (connects > 0) {
+				t.Errorf("%s: %d connects", c.name, connects)
+			}
+		}
+	})
+}
