@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -49,7 +50,15 @@ type options struct {
 	ghz                                    string
 	ghzConns                               int
 	nodeArgs, profile                      string
+	// only, when not empty, names the phases to run (phaseNames).
+	only map[string]bool
 }
+
+// phaseNames are the phases --only can pick.
+var phaseNames = []string{"ceiling", "idle", "ghz", "sdk", "algorithms", "failover", "scale", "micro"}
+
+// runs reports whether phase is to run.
+func (o options) runs(phase string) bool { return len(o.only) == 0 || o.only[phase] }
 
 func parseFlags() options {
 	var o options
@@ -73,6 +82,7 @@ func parseFlags() options {
 	flag.IntVar(&o.shards, "shards", 0, "--shards of the clusters (0: the daemon's default)")
 	flag.StringVar(&o.nodeArgs, "node-args", "", "extra flags for every node, space-separated (default: none, the daemon's defaults)")
 	flag.StringVar(&o.profile, "profile", "", "save node n1's CPU profile of each workload into this directory (adds --pprof)")
+	only := flag.String("only", "", "comma-separated phases to run, of "+strings.Join(phaseNames, ", ")+" (default: all; scale needs ghz)")
 	quick := flag.Bool("quick", false, "short run: 3s measurements, 1s warmups, 5s idle, 2 kills, no per-algorithm runs, only the memory benchmarks (explicit flags win)")
 	flag.Parse()
 	if *quick {
@@ -86,6 +96,16 @@ func parseFlags() options {
 		}
 	}
 	o.failover.retry = 20 * time.Millisecond
+	for _, p := range strings.FieldsFunc(*only, func(r rune) bool { return r == ',' }) {
+		if !slices.Contains(phaseNames, p) {
+			fmt.Fprintf(os.Stderr, "bench: --only: unknown phase %q (phases: %s)\n", p, strings.Join(phaseNames, ", "))
+			os.Exit(2)
+		}
+		if o.only == nil {
+			o.only = map[string]bool{}
+		}
+		o.only[p] = true
+	}
 	return o
 }
 
@@ -159,12 +179,14 @@ func run(o options) error {
 	if err := benchClusters(ctx, rp, o, args, dir); err != nil {
 		return err
 	}
-	metrics, err := goBenchmarks(o.micro)
-	if err != nil {
-		rp.note("Go benchmarks: %v", err)
-	}
-	for _, r := range memoryRows(metrics) {
-		rp.add(r)
+	if o.runs("micro") {
+		metrics, err := goBenchmarks(o.micro)
+		if err != nil {
+			rp.note("Go benchmarks: %v", err)
+		}
+		for _, r := range memoryRows(metrics) {
+			rp.add(r)
+		}
 	}
 	rp.note("the whole run took %s", time.Since(start).Round(time.Second))
 	rp.print()

@@ -25,8 +25,10 @@ func benchClusters(ctx context.Context, rp *report, o options, args []string, di
 	}
 	g := &ghzRunner{bin: ghzBin, dir: dir, concurrency: o.clients, connections: o.ghzConns}
 	ws := workloads(o.batch, o.heldRate)
-	if err := benchCeiling(ctx, rp, g, ws[0], o.keys, o.duration, o.warmup); err != nil {
-		rp.failed("Allow on a stub server that does nothing (the client's ceiling)", ghzClient+" stub", "", err)
+	if o.runs("ceiling") {
+		if err := benchCeiling(ctx, rp, g, ws[0], o.keys, o.duration, o.warmup); err != nil {
+			rp.failed("Allow on a stub server that does nothing (the client's ceiling)", ghzClient+" stub", "", err)
+		}
 	}
 	bin, err := e2e.Build(dir)
 	if err != nil {
@@ -39,7 +41,7 @@ func benchClusters(ctx context.Context, rp *report, o options, args []string, di
 	atExit(c.Close)
 	defer c.Close()
 
-	if o.idle > 0 {
+	if o.idle > 0 && o.runs("idle") {
 		fmt.Printf("\nidle: %s quiet, then %s sampled\n", o.idleSettle, o.idle)
 		time.Sleep(o.idleSettle)
 		if res, err := measureIdle(c, o.idle); err != nil {
@@ -57,11 +59,14 @@ func benchClusters(ctx context.Context, rp *report, o options, args []string, di
 		prof = &profiler{httpAddr: c.Nodes[0].HTTP, dir: o.profile, warmup: o.warmup, duration: o.duration}
 	}
 
-	fmt.Printf("\nghz against n1 (%s), %d callers, %d connection(s), %s per run after %s warmup\n",
-		c.Nodes[0].GRPC, o.clients, o.ghzConns, o.duration, o.warmup)
-	health3, strict3, err := benchGhz(ctx, rp, g, c, ws, o.keys, o.duration, o.warmup, prof)
-	if err != nil {
-		rp.failed("gRPC health check (reference)", ghzClient, "", err)
+	var health3, strict3 *result
+	if o.runs("ghz") {
+		fmt.Printf("\nghz against n1 (%s), %d callers, %d connection(s), %s per run after %s warmup\n",
+			c.Nodes[0].GRPC, o.clients, o.ghzConns, o.duration, o.warmup)
+		health3, strict3, err = benchGhz(ctx, rp, g, c, ws, o.keys, o.duration, o.warmup, prof)
+		if err != nil {
+			rp.failed("gRPC health check (reference)", ghzClient, "", err)
+		}
 	}
 
 	fmt.Printf("\nGo SDK to every node, %d callers\n", o.clients)
@@ -71,13 +76,16 @@ func benchClusters(ctx context.Context, rp *report, o options, args []string, di
 	}
 	closeClient := sync.OnceFunc(func() { cl.Close() }) // Close may be called once
 	defer closeClient()
-	sdkHealth := benchSDK(rp, c, cl, ws, o.keys, o.clients, o.duration, o.warmup, prof)
-	if o.perAlgorithm > 0 {
+	var sdkHealth *result
+	if o.runs("sdk") {
+		sdkHealth = benchSDK(rp, c, cl, ws, o.keys, o.clients, o.duration, o.warmup, prof)
+	}
+	if o.perAlgorithm > 0 && sdkHealth != nil && o.runs("algorithms") {
 		fmt.Printf("\nsingle Allow per algorithm and consistency through the SDK, %s each\n", o.perAlgorithm)
 		compareAlgorithms(rp, cl, o.keys, o.clients, o.perAlgorithm, o.warmup, sdkHealth, prof.start)
 	}
 
-	if o.failover.reps > 0 {
+	if o.failover.reps > 0 && o.runs("failover") {
 		fmt.Printf("\nfailover: %d kills, %d probe keys per client, one check per key every %s\n",
 			o.failover.reps, o.failover.keys, o.failover.interval)
 		if res, err := measureFailover(ctx, c, cl, o.failover); err != nil {
@@ -91,7 +99,7 @@ func benchClusters(ctx context.Context, rp *report, o options, args []string, di
 	closeClient()
 	c.Close()
 
-	if o.scaleNodes > 0 {
+	if o.scaleNodes > 0 && o.runs("scale") {
 		fmt.Printf("\n%d-node cluster, ghz against n1\n", o.scaleNodes)
 		target := fmt.Sprintf("≥ %.1f× 3-node", targetScale)
 		switch {
