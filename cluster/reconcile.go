@@ -38,6 +38,11 @@ type reconcileState struct {
 	lastTransfer map[int]time.Time
 	leaderSince  map[int]time.Time
 	lastRejoin   time.Time // only the reconcile loop touches it
+	// placed is the placement of the view placedOf was computed from: a
+	// view never changes once published, so the loop, which runs every
+	// ReconcileInterval, recomputes it only when the meta state changed.
+	placedOf *fsm.MetaView
+	placed   *placement
 }
 
 // reconcileLoop moves the cluster toward the placement: on a timer, on
@@ -81,7 +86,10 @@ func (n *Node) reconcileOnce() {
 		return
 	}
 	n.rejoinGossip(v)
-	pl := placementOf(v)
+	if n.recon.placedOf != v {
+		n.recon.placedOf, n.recon.placed = v, placementOf(v)
+	}
+	pl := n.recon.placed
 	n.manageReplicas(v, pl)
 	for _, r := range n.replicas() {
 		if !r.group.isLeader() {

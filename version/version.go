@@ -7,6 +7,7 @@ package version
 import (
 	"fmt"
 	"runtime/debug"
+	"sync"
 )
 
 // Info describes a build.
@@ -24,9 +25,13 @@ type Info struct {
 // a build outside a module proxy does not otherwise know.
 var Override string
 
+// buildInfo is the binary's build information, read (and parsed) once:
+// the node reports its version on every reconcile.
+var buildInfo = sync.OnceValues(debug.ReadBuildInfo)
+
 // Get reads the running binary's build information.
 func Get() Info {
-	bi, ok := debug.ReadBuildInfo()
+	bi, ok := buildInfo()
 	if !ok {
 		return Info{Version: "unknown"}
 	}
