@@ -73,6 +73,12 @@ type Config struct {
 	// Fsync is how Raft writes are made durable: FsyncBatch (default),
 	// FsyncAlways or FsyncOff.
 	Fsync string
+	// RaftTransport is how the node's groups reach their peers:
+	// TransportRaftnet (default: one connection per peer node for every
+	// group) or TransportLegacy (hashicorp/raft's NetworkTransport per
+	// group, as releases before raftnet; a raftnet node falls back to it
+	// for such peers).
+	RaftTransport string
 	// Raft timing. Lower timeouts fail over faster and cost more
 	// heartbeats: every shard leader heartbeats every follower.
 	HeartbeatTimeout   time.Duration
@@ -143,6 +149,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Fsync == "" {
 		c.Fsync = FsyncBatch
+	}
+	if c.RaftTransport == "" {
+		c.RaftTransport = TransportRaftnet
 	}
 	if c.Replicas == 0 {
 		c.Replicas = DefaultReplicas
@@ -219,6 +228,9 @@ func (c Config) Validate() error {
 	}
 	if c.Fsync != FsyncBatch && c.Fsync != FsyncAlways && c.Fsync != FsyncOff {
 		return fmt.Errorf("%w: fsync: %q is not batch, always or off", ErrConfig, c.Fsync)
+	}
+	if c.RaftTransport != TransportRaftnet && c.RaftTransport != TransportLegacy {
+		return fmt.Errorf("%w: raft-transport: %q is not %s or %s", ErrConfig, c.RaftTransport, TransportRaftnet, TransportLegacy)
 	}
 	if c.FastMaxPending < 1 {
 		return fmt.Errorf("%w: fast-max-pending: must be at least 1, got %d", ErrConfig, c.FastMaxPending)

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/floodgate/floodgate/raftlog"
+	"github.com/floodgate/floodgate/raftnet"
 )
 
 // Group is one Raft group on this node: the meta group or one shard. Its
@@ -22,7 +23,7 @@ type Group struct {
 	openedAt time.Time
 	raft     *raft.Raft
 	store    *groupStore
-	trans    *raft.NetworkTransport
+	trans    groupTransport
 	pace     *pacer
 	wal      *raftlog.Store // the node's shared log, holding this group's
 }
@@ -33,6 +34,7 @@ type groupOptions struct {
 	nodeID string
 	fsm    raft.FSM
 	mux    *Mux
+	rnet   *raftnet.Network // nil: the legacy transport
 	wal    *raftlog.Store
 	cfg    Config
 	addrs  raft.ServerAddressProvider // nil: the configuration's addresses
@@ -50,17 +52,10 @@ func openGroup(o groupOptions) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	layer, err := o.mux.Layer(o.name)
+	trans, err := openTransport(o, logger)
 	if err != nil {
 		return nil, err
 	}
-	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:                layer,
-		ServerAddressProvider: o.addrs,
-		MaxPool:               2,
-		Timeout:               10 * time.Second,
-		Logger:                logger,
-	})
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(o.nodeID)
 	rc.Logger = logger

@@ -15,6 +15,7 @@ import (
 	"github.com/floodgate/floodgate/fsm"
 	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
 	"github.com/floodgate/floodgate/raftlog"
+	"github.com/floodgate/floodgate/raftnet"
 	"github.com/floodgate/floodgate/version"
 )
 
@@ -66,7 +67,8 @@ type Node struct {
 	peers  Peers
 	lock   *dirLock
 	mux    *Mux
-	wal    *raftlog.Store // every group's log and stable state
+	rnet   *raftnet.Network // every group's links to peers; nil with the legacy transport
+	wal    *raftlog.Store   // every group's log and stable state
 	gossip *gossip
 
 	mu      sync.RWMutex // guards meta, metaFSM, shards, state below
@@ -140,6 +142,9 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 	if cfg.RaftBind == cfg.RaftAddr {
 		n.cfg.RaftAddr = ln.Addr().String() // port 0 (tests): the port picked
 	}
+	if n.rnet, err = openNetwork(n.cfg, n.mux, n.log); err != nil {
+		return nil, err
+	}
 	if err := n.openMeta(); err != nil {
 		return nil, err
 	}
@@ -188,7 +193,7 @@ func (n *Node) openMeta() error {
 	m := fsm.NewMeta()
 	g, err := openGroup(groupOptions{
 		name: "meta", dir: filepath.Join(n.cfg.DataDir, "meta"), nodeID: n.cfg.NodeID,
-		fsm: m, mux: n.mux, wal: n.wal, cfg: n.cfg, addrs: addrBook{n},
+		fsm: m, mux: n.mux, rnet: n.rnet, wal: n.wal, cfg: n.cfg, addrs: addrBook{n},
 	})
 	if err != nil {
 		return err
@@ -377,6 +382,9 @@ func (n *Node) closeResources() error {
 	}
 	if n.gossip != nil {
 		n.gossip.close()
+	}
+	if n.rnet != nil {
+		n.rnet.Close()
 	}
 	if n.mux != nil {
 		n.mux.Close()

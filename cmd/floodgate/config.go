@@ -69,6 +69,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		shards     = fs.Int("shards", 0, "create a legacy cluster of this many fixed shards, one Raft group each (0: a cluster of slots)")
 		replicas   = fs.Int("replicas", cluster.DefaultReplicas, "replicas per shard of a new cluster (capped by the node count)")
 		fsync      = fs.String("fsync", "batch", "how Raft writes are made durable: batch (fsync'd before acknowledged, one fsync shared by all groups; always is the same), off (left to the OS)")
+		raftTrans  = fs.String("raft-transport", cluster.TransportRaftnet, "how Raft reaches other nodes: raftnet (one connection per node for every group) or legacy (a connection pool per group, as releases before raftnet; raftnet nodes fall back to it for such peers)")
 		deadAfter  = fs.Duration("dead-after", 30*time.Second, "how long a node may be unreachable before its replicas move")
 		heartbeat  = fs.Duration("raft-heartbeat-timeout", 500*time.Millisecond, "Raft heartbeat timeout")
 		election   = fs.Duration("raft-election-timeout", 500*time.Millisecond, "Raft election timeout")
@@ -170,7 +171,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 			GossipAddr: adv["gossip-addr"], RaftBind: *raftAddr, GossipBind: *gossipAddr, Region: *region,
 			BootstrapExpect: *expect, Resolver: resolver, Join: joinAddrs, Shards: *shards, Replicas: *replicas,
 			Slots: *slots, GroupsPerNode: *perNode,
-			Fsync: *fsync, DeadAfter: *deadAfter, HeartbeatTimeout: *heartbeat, ElectionTimeout: *election,
+			Fsync: *fsync, RaftTransport: *raftTrans, DeadAfter: *deadAfter, HeartbeatTimeout: *heartbeat, ElectionTimeout: *election,
 			LeaderLeaseTimeout: *lease, FastFlushInterval: *fastFlush, FastMaxPending: *fastMax,
 		},
 		rpc:      rpc.Config{MaxLogLength: *maxLog, LeaderWait: *leaderWait},

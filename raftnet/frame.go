@@ -1,0 +1,181 @@
+package raftnet
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Frame kinds.
+const (
+	kindRequest  byte = 1 // id, RPC type, group, request body
+	kindResponse byte = 2 // id, response body
+	kindError    byte = 3 // id, error text
+)
+
+// maxFrame bounds a frame a reader accepts: raft sends at most 64 entries
+// an AppendEntries, and a shard entry is at most a few MiB.
+const maxFrame = 256 << 20
+
+// The handshake: the dialer sends helloMagic, protocolVersion and the
+// connection's use; a node that speaks raftnet answers helloMagic and
+// the version. An older release's mux closes a connection for a layer it
+// does not know, so no answer means "use NetworkTransport".
+var helloMagic = [4]byte{'F', 'G', 'R', 'N'}
+
+const (
+	protocolVersion byte = 1
+	useLink         byte = 'L' // a link: framed calls of every group
+	useSnapshot     byte = 'S' // one InstallSnapshot and its data
+)
+
+// errNotSpoken is a peer that closed the connection at the handshake: it
+// does not speak raftnet.
+var errNotSpoken = errors.New("raftnet: peer does not speak raftnet")
+
+// frame is a decoded frame; body aliases the reader's buffer until the
+// next read.
+type frame struct {
+	kind  byte
+	id    uint64
+	rpc   byte
+	group string
+	body  []byte
+}
+
+// beginFrame reserves a frame's length in b and appends its kind and id.
+func beginFrame(b []byte, kind byte, id uint64) ([]byte, int) {
+	at := len(b)
+	b = append(b, 0, 0, 0, 0, kind)
+	return binary.AppendUvarint(b, id), at
+}
+
+// endFrame writes the length of the frame that starts at at.
+func endFrame(b []byte, at int) []byte {
+	binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4))
+	return b
+}
+
+// appendRequest appends a request frame for cmd of group.
+func appendRequest(b []byte, id uint64, group string, cmd any) ([]byte, byte, error) {
+	if len(group) == 0 || len(group) > 255 {
+		return b, 0, fmt.Errorf("raftnet: bad group name %q", group)
+	}
+	start := len(b)
+	b, at := beginFrame(b, kindRequest, id)
+	rpcAt := len(b)
+	b = append(b, 0, byte(len(group)))
+	b = append(b, group...)
+	b, t, err := encodeRequest(b, cmd)
+	if err != nil {
+		return b[:start], 0, err
+	}
+	b[rpcAt] = t
+	return endFrame(b, at), t, nil
+}
+
+// appendResponse appends a response frame for resp, or an error frame.
+func appendResponse(b []byte, id uint64, resp any, rpcErr error) []byte {
+	start := len(b)
+	if rpcErr == nil {
+		b, at := beginFrame(b, kindResponse, id)
+		b, err := encodeResponse(b, resp)
+		if err == nil {
+			return endFrame(b, at)
+		}
+		rpcErr, b = err, b[:start]
+	}
+	b, at := beginFrame(b, kindError, id)
+	b = append(b, rpcErr.Error()...)
+	return endFrame(b, at)
+}
+
+// readFrame reads the next frame into buf (grown as needed) and returns it
+// with the buffer to reuse.
+func readFrame(r *bufio.Reader, buf []byte) (frame, []byte, error) {
+	var n [4]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return frame{}, buf, err
+	}
+	size := binary.BigEndian.Uint32(n[:])
+	if size > maxFrame || size == 0 {
+		return frame{}, buf, fmt.Errorf("raftnet: frame of %d bytes", size)
+	}
+	if cap(buf) < int(size) {
+		buf = make([]byte, size)
+	}
+	buf = buf[:size]
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return frame{}, buf, err
+	}
+	f, err := parseFrame(buf)
+	return f, buf, err
+}
+
+// parseFrame splits a frame's bytes (after its length).
+func parseFrame(b []byte) (frame, error) {
+	f := frame{kind: b[0]}
+	id, n := binary.Uvarint(b[1:])
+	if n <= 0 {
+		return frame{}, errShort
+	}
+	f.id, b = id, b[1+n:]
+	switch f.kind {
+	case kindRequest:
+		if len(b) < 2 || len(b) < 2+int(b[1]) || b[1] == 0 {
+			return frame{}, errShort
+		}
+		f.rpc, f.group, f.body = b[0], string(b[2:2+int(b[1])]), b[2+int(b[1]):]
+	case kindResponse, kindError:
+		f.body = b
+	default:
+		return frame{}, fmt.Errorf("raftnet: unknown frame kind %d", f.kind)
+	}
+	return f, nil
+}
+
+// sendHello starts a connection for use and waits for the answer within
+// timeout.
+func sendHello(rw io.ReadWriter, use byte, setDeadline func(time.Time) error, timeout time.Duration) error {
+	_ = setDeadline(time.Now().Add(timeout))
+	defer setDeadline(time.Time{})
+	hello := append(helloMagic[:], protocolVersion, use)
+	if _, err := rw.Write(hello); err != nil {
+		return err
+	}
+	var ack [5]byte
+	if _, err := io.ReadFull(rw, ack[:]); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isReset(err) {
+			return errNotSpoken
+		}
+		return err
+	}
+	if [4]byte(ack[:4]) != helloMagic || ack[4] != protocolVersion {
+		return fmt.Errorf("%w: answered %q", errNotSpoken, ack[:])
+	}
+	return nil
+}
+
+// readHello reads a dialer's hello and answers it; it returns the
+// connection's use.
+func readHello(rw io.ReadWriter) (byte, error) {
+	var hello [6]byte
+	if _, err := io.ReadFull(rw, hello[:]); err != nil {
+		return 0, err
+	}
+	if [4]byte(hello[:4]) != helloMagic {
+		return 0, fmt.Errorf("raftnet: bad hello %q", hello[:])
+	}
+	if hello[4] != protocolVersion {
+		return 0, fmt.Errorf("raftnet: protocol version %d, this node speaks %d", hello[4], protocolVersion)
+	}
+	if use := hello[5]; use != useLink && use != useSnapshot {
+		return 0, fmt.Errorf("raftnet: unknown connection use %q", use)
+	}
+	ack := append(helloMagic[:], protocolVersion)
+	_, err := rw.Write(ack)
+	return hello[5], err
+}

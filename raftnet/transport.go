@@ -1,0 +1,453 @@
+package raftnet
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// LayerName is the name the Raft port's mux knows raftnet connections by;
+// group names (meta, shard-N) never take it.
+const LayerName = "raftnet"
+
+// legacyRetry is how long a peer that refused the handshake is reached
+// through NetworkTransport before raftnet is tried again (it may have been
+// upgraded meanwhile).
+const legacyRetry = time.Minute
+
+// Config configures a Network.
+type Config struct {
+	// Layer dials peers' Raft ports (the mux header for LayerName and TLS
+	// included) and accepts the connections peers dial to this node's.
+	Layer raft.StreamLayer
+	// Timeout bounds a dial, a write, and a call without an answer (10s
+	// by default, as NetworkTransport).
+	Timeout time.Duration
+	Logger  *slog.Logger
+}
+
+// Network is a node's raftnet: its links to peers and its groups'
+// transports.
+type Network struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	groups  map[string]*Transport
+	links   map[raft.ServerAddress]*link
+	dialing map[raft.ServerAddress]*dialing
+	legacy  map[raft.ServerAddress]time.Time // refused the handshake, until
+	closed  bool
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// dialing is a link being dialed; callers for the same peer wait for it.
+type dialing struct {
+	done chan struct{}
+	l    *link
+	err  error
+}
+
+// New starts a Network: it accepts peers' links on cfg.Layer.
+func New(cfg Config) *Network {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	n := &Network{cfg: cfg, log: cfg.Logger, groups: map[string]*Transport{}, links: map[raft.ServerAddress]*link{},
+		dialing: map[raft.ServerAddress]*dialing{}, legacy: map[raft.ServerAddress]time.Time{}, stop: make(chan struct{})}
+	n.wg.Add(2)
+	go n.accept()
+	go n.watch()
+	return n
+}
+
+// Close stops accepting, closes every link and fails the calls on them.
+func (n *Network) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	links := n.links
+	n.links = map[raft.ServerAddress]*link{}
+	n.mu.Unlock()
+	close(n.stop)
+	err := n.cfg.Layer.Close()
+	for _, l := range links {
+		l.close()
+	}
+	n.wg.Wait()
+	return err
+}
+
+func (n *Network) accept() {
+	defer n.wg.Done()
+	for {
+		conn, err := n.cfg.Layer.Accept()
+		if err != nil {
+			select {
+			case <-n.stop:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			n.log.Warn("raftnet: accept", "err", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.serve(conn)
+		}()
+	}
+}
+
+// serve runs an accepted connection until it or the network closes.
+func (n *Network) serve(conn net.Conn) {
+	_ = conn.SetDeadline(time.Now().Add(n.cfg.Timeout))
+	use, err := readHello(conn)
+	_ = conn.SetDeadline(time.Time{})
+	if err != nil {
+		n.log.Debug("raftnet: handshake refused", "remote", conn.RemoteAddr(), "err", err)
+		conn.Close()
+		return
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-n.stop:
+			conn.Close()
+		case <-stop:
+		}
+	}()
+	if use == useSnapshot {
+		n.serveSnapshot(conn)
+		return
+	}
+	n.serveLink(conn)
+}
+
+// watch expires calls nobody answered and links that went silent.
+func (n *Network) watch() {
+	defer n.wg.Done()
+	t := time.NewTicker(max(n.cfg.Timeout/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case now := <-t.C:
+			n.mu.Lock()
+			links := make([]*link, 0, len(n.links))
+			for _, l := range n.links {
+				links = append(links, l)
+			}
+			n.mu.Unlock()
+			for _, l := range links {
+				l.expire(now)
+			}
+		}
+	}
+}
+
+// dial opens a connection to addr for use, handshake done.
+func (n *Network) dial(addr raft.ServerAddress, use byte) (net.Conn, error) {
+	conn, err := n.cfg.Layer.Dial(addr, n.cfg.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	if err := sendHello(conn, use, conn.SetDeadline, n.cfg.Timeout); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// linkTo returns the link to addr, dialing it if there is none. It fails
+// with errNotSpoken for a peer that does not speak raftnet.
+func (n *Network) linkTo(addr raft.ServerAddress) (*link, error) {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil, raft.ErrTransportShutdown
+	}
+	if until, ok := n.legacy[addr]; ok {
+		if time.Now().Before(until) {
+			n.mu.Unlock()
+			return nil, errNotSpoken
+		}
+		delete(n.legacy, addr)
+	}
+	if l := n.links[addr]; l != nil && l.alive() {
+		n.mu.Unlock()
+		return l, nil
+	}
+	if d := n.dialing[addr]; d != nil {
+		n.mu.Unlock()
+		<-d.done
+		return d.l, d.err
+	}
+	d := &dialing{done: make(chan struct{})}
+	n.dialing[addr] = d
+	n.mu.Unlock()
+
+	conn, err := n.dial(addr, useLink)
+	n.mu.Lock()
+	delete(n.dialing, addr)
+	switch {
+	case err == nil && n.closed:
+		conn.Close()
+		err = raft.ErrTransportShutdown
+	case err == nil:
+		d.l = newLink(addr, conn, n.cfg.Timeout)
+		n.links[addr] = d.l
+	case errors.Is(err, errNotSpoken):
+		n.legacy[addr] = time.Now().Add(legacyRetry)
+		n.log.Info("raftnet: peer does not speak raftnet, using NetworkTransport", "peer", addr)
+	}
+	n.mu.Unlock()
+	d.err = err
+	close(d.done)
+	return d.l, err
+}
+
+// group returns the transport of the group named name, or nil.
+func (n *Network) group(name string) *Transport {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.groups[name]
+}
+
+// Transport returns the transport of group name. fallback, when not nil,
+// carries the group's RPCs to peers that do not speak raftnet, and the
+// RPCs they send it arrive through it too; addrs, when not nil, tells the
+// address of a server id (else the configuration's address is dialed).
+// Close the transport before opening another for the same name.
+func (n *Network) Transport(name string, fallback *raft.NetworkTransport, addrs raft.ServerAddressProvider) (*Transport, error) {
+	t := &Transport{n: n, group: name, consumer: make(chan raft.RPC), fallback: fallback, addrs: addrs, closed: make(chan struct{})}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil, raft.ErrTransportShutdown
+	}
+	if n.groups[name] != nil {
+		return nil, fmt.Errorf("raftnet: group %q already has a transport", name)
+	}
+	n.groups[name] = t
+	if fallback != nil {
+		go t.relay()
+	}
+	return t, nil
+}
+
+// Transport is one group's raft.Transport over its node's Network.
+type Transport struct {
+	n        *Network
+	group    string
+	consumer chan raft.RPC
+	fallback *raft.NetworkTransport
+	addrs    raft.ServerAddressProvider
+
+	hbMu sync.Mutex
+	hb   func(raft.RPC)
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+var (
+	_ raft.Transport   = (*Transport)(nil)
+	_ raft.WithClose   = (*Transport)(nil)
+	_ raft.WithPreVote = (*Transport)(nil)
+)
+
+// relay hands what the fallback receives (from peers of an older release)
+// to raft with the rest.
+func (t *Transport) relay() {
+	for {
+		select {
+		case rpc := <-t.fallback.Consumer():
+			select {
+			case t.consumer <- rpc:
+			case <-t.closed:
+				rpc.Respond(nil, raft.ErrTransportShutdown)
+				return
+			}
+		case <-t.closed:
+			return
+		}
+	}
+}
+
+// deliver hands cmd to raft and waits for its answer.
+func (t *Transport) deliver(cmd any, data io.Reader) (any, error) {
+	ch := make(chan raft.RPCResponse, 1)
+	select {
+	case t.consumer <- raft.RPC{Command: cmd, Reader: data, RespChan: ch}:
+	case <-t.closed:
+		return nil, raft.ErrTransportShutdown
+	}
+	select {
+	case r := <-ch:
+		return r.Response, r.Error
+	case <-t.closed:
+		return nil, raft.ErrTransportShutdown
+	}
+}
+
+func (t *Transport) heartbeatHandler() func(raft.RPC) {
+	t.hbMu.Lock()
+	defer t.hbMu.Unlock()
+	return t.hb
+}
+
+// Consumer implements raft.Transport.
+func (t *Transport) Consumer() <-chan raft.RPC { return t.consumer }
+
+// LocalAddr implements raft.Transport.
+func (t *Transport) LocalAddr() raft.ServerAddress {
+	return raft.ServerAddress(t.n.cfg.Layer.Addr().String())
+}
+
+// SetHeartbeatHandler implements raft.Transport.
+func (t *Transport) SetHeartbeatHandler(cb func(raft.RPC)) {
+	t.hbMu.Lock()
+	t.hb = cb
+	t.hbMu.Unlock()
+	if t.fallback != nil {
+		t.fallback.SetHeartbeatHandler(cb)
+	}
+}
+
+// EncodePeer implements raft.Transport.
+func (t *Transport) EncodePeer(_ raft.ServerID, addr raft.ServerAddress) []byte { return []byte(addr) }
+
+// DecodePeer implements raft.Transport.
+func (t *Transport) DecodePeer(b []byte) raft.ServerAddress { return raft.ServerAddress(b) }
+
+// Close implements raft.WithClose.
+func (t *Transport) Close() error {
+	t.closeOnce.Do(func() {
+		close(t.closed)
+		t.n.mu.Lock()
+		if t.n.groups[t.group] == t {
+			delete(t.n.groups, t.group)
+		}
+		t.n.mu.Unlock()
+		if t.fallback != nil {
+			t.fallback.Close()
+		}
+	})
+	return nil
+}
+
+// route resolves target and its link; a nil link with no error means the
+// peer is reached through the fallback.
+func (t *Transport) route(id raft.ServerID, target raft.ServerAddress) (*link, error) {
+	if t.addrs != nil {
+		if addr, err := t.addrs.ServerAddr(id); err == nil && addr != "" {
+			target = addr
+		}
+	}
+	l, err := t.n.linkTo(target)
+	if errors.Is(err, errNotSpoken) {
+		if t.fallback == nil {
+			return nil, err
+		}
+		return nil, nil
+	}
+	return l, err
+}
+
+// roundTrip sends cmd on l and waits for its answer in resp.
+func (t *Transport) roundTrip(l *link, cmd, resp any) error {
+	ch := make(chan error, 1)
+	if err := l.call(t.group, cmd, resp, func(err error) { ch <- err }); err != nil {
+		return err
+	}
+	select {
+	case err := <-ch:
+		return err
+	case <-t.closed:
+		return raft.ErrTransportShutdown
+	}
+}
+
+// rpc makes one call to a server: on its link, or through legacy (the
+// fallback's method) for a peer that does not speak raftnet.
+func rpc[Req, Resp any](t *Transport, id raft.ServerID, target raft.ServerAddress, args Req, resp Resp,
+	legacy func(raft.ServerID, raft.ServerAddress, Req, Resp) error) error {
+	l, err := t.route(id, target)
+	switch {
+	case err != nil:
+		return err
+	case l == nil:
+		return legacy(id, target, args, resp)
+	}
+	return t.roundTrip(l, args, resp)
+}
+
+// AppendEntriesPipeline implements raft.Transport.
+func (t *Transport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	l, err := t.route(id, target)
+	switch {
+	case err != nil:
+		return nil, err
+	case l == nil:
+		return t.fallback.AppendEntriesPipeline(id, target)
+	}
+	return newPipeline(l, t.group), nil
+}
+
+// AppendEntries implements raft.Transport.
+func (t *Transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	return rpc(t, id, target, args, resp, t.fallback.AppendEntries)
+}
+
+// RequestVote implements raft.Transport.
+func (t *Transport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	return rpc(t, id, target, args, resp, t.fallback.RequestVote)
+}
+
+// RequestPreVote implements raft.WithPreVote.
+func (t *Transport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	return rpc(t, id, target, args, resp, t.fallback.RequestPreVote)
+}
+
+// TimeoutNow implements raft.Transport.
+func (t *Transport) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	return rpc(t, id, target, args, resp, t.fallback.TimeoutNow)
+}
+
+// InstallSnapshot implements raft.Transport.
+func (t *Transport) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+	l, err := t.route(id, target)
+	switch {
+	case err != nil:
+		return err
+	case l == nil:
+		return t.fallback.InstallSnapshot(id, target, args, resp, data)
+	}
+	if t.addrs != nil {
+		if addr, err := t.addrs.ServerAddr(id); err == nil && addr != "" {
+			target = addr
+		}
+	}
+	return t.installSnapshot(target, args, resp, data)
+}

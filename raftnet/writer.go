@@ -1,0 +1,88 @@
+package raftnet
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// maxKeptBuffer is the largest write buffer a link keeps between writes.
+const maxKeptBuffer = 1 << 20
+
+// writer writes a connection's frames. The caller that finds nobody
+// writing writes itself, at once, without waking another goroutine;
+// callers that come while it writes append their frames and return, and
+// it writes those too before it leaves: the frames of every group that
+// arrive during a write leave together in the next system call.
+type writer struct {
+	conn    net.Conn
+	timeout time.Duration
+
+	mu      sync.Mutex
+	pending []byte
+	spare   []byte
+	writing bool
+	err     error // the first write error: the connection is done
+}
+
+func newWriter(conn net.Conn, timeout time.Duration) *writer {
+	return &writer{conn: conn, timeout: timeout}
+}
+
+// add appends a frame with fill, which appends it to the buffer it is
+// given, and sends it (or leaves it to the caller writing now). It
+// returns fill's error or the connection's.
+func (w *writer) add(fill func([]byte) ([]byte, error)) error {
+	w.mu.Lock()
+	if w.err != nil {
+		err := w.err
+		w.mu.Unlock()
+		return err
+	}
+	var err error
+	if w.pending, err = fill(w.pending); err != nil || w.writing {
+		w.mu.Unlock()
+		return err
+	}
+	w.writing = true
+	for len(w.pending) > 0 && w.err == nil {
+		// out is written while others append to the spare buffer; spare
+		// is nil until the write is over, so the two never share memory.
+		out := w.pending
+		w.pending, w.spare = w.spare[:0], nil
+		w.mu.Unlock()
+		if w.timeout > 0 {
+			_ = w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
+		}
+		_, werr := w.conn.Write(out)
+		if cap(out) > maxKeptBuffer {
+			out = nil
+		}
+		w.mu.Lock()
+		w.spare = out[:0]
+		if werr != nil && w.err == nil {
+			w.err = werr
+			w.conn.Close() // the reader sees it and fails the calls
+		}
+	}
+	w.writing = false
+	err = w.err
+	w.mu.Unlock()
+	return err
+}
+
+// close marks the writer failed with err: later adds return it.
+func (w *writer) close(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = err
+	}
+}
+
+// isReset reports a connection the peer closed hard.
+func isReset(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)
+}
