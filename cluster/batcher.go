@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 
+	"github.com/floodgate/floodgate/cluster/linger"
 	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
@@ -108,17 +109,22 @@ func (b *batcher) submit(ctx context.Context, checks []fsm.Check) (res []policy.
 func (b *batcher) loop() {
 	defer close(b.done)
 	var queue []*request
+	var lg linger.Policy
 	inflight := 0
-	committed := make(chan struct{}, b.maxInFlight)
+	committed := make(chan time.Time, b.maxInFlight) // when each batch was sent
 	for {
 		if len(queue) > 0 && inflight < b.maxInFlight {
-			n, size := 0, 0
+			if inflight == 0 {
+				queue = b.gather(queue, &lg)
+			}
+			n, size, queued := 0, 0, checksOf(queue)
 			for n < len(queue) && (n == 0 || size+len(queue[n].checks) <= b.maxBatch) {
 				size += len(queue[n].checks)
 				n++
 			}
 			batch := queue[:n:n]
 			queue = queue[n:]
+			lg.Sent(size, queued, time.Now())
 			b.apply(batch, committed)
 			inflight++
 			continue
@@ -126,8 +132,9 @@ func (b *batcher) loop() {
 		select {
 		case req := <-b.in:
 			queue = append(queue, req)
-		case <-committed:
+		case sent := <-committed:
 			inflight--
+			lg.Answered(sent, time.Now())
 		case <-b.stop:
 			for _, req := range queue {
 				req.err = b.notLeader()
@@ -141,11 +148,47 @@ func (b *batcher) loop() {
 	}
 }
 
+// gather waits, as lg says, for the callers of the last entry to come back
+// before the next entry goes out, so that under a steady load one entry
+// carries them all (package linger). It returns the queue grown.
+func (b *batcher) gather(queue []*request, lg *linger.Policy) []*request {
+	queued := checksOf(queue)
+	target, until := lg.Wait(queued)
+	wait := time.Until(until)
+	if queued >= target || wait <= 0 {
+		return queue
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for queued < target {
+		select {
+		case req := <-b.in:
+			queue = append(queue, req)
+			queued += len(req.checks)
+		case <-t.C:
+			return queue
+		case <-b.stop:
+			return queue // the loop refuses them
+		}
+	}
+	return queue
+}
+
+// checksOf counts the checks of queued requests.
+func checksOf(queue []*request) int {
+	n := 0
+	for _, r := range queue {
+		n += len(r.checks)
+	}
+	return n
+}
+
 // apply stamps the batch with the leader's clock, hands it to Raft and
 // answers its requests from another goroutine once it commits. Stamping and
 // enqueueing happen here, in order, so log order and time order agree.
-func (b *batcher) apply(batch []*request, committed chan<- struct{}) {
-	ts := time.Now().UnixNano()
+func (b *batcher) apply(batch []*request, committed chan<- time.Time) {
+	sent := time.Now()
+	ts := sent.UnixNano()
 	if ts <= b.lastTS {
 		ts = b.lastTS + 1
 	}
@@ -166,7 +209,7 @@ func (b *batcher) apply(batch []*request, committed chan<- struct{}) {
 	metrics.GroupCommitSize.Observe(float64(len(checks)))
 	f := b.r.Apply(fsm.EncodeAllow(nil, ts, checks), b.timeout)
 	go func() {
-		defer func() { committed <- struct{}{} }()
+		defer func() { committed <- sent }()
 		results, notOwned, err := b.wait(f)
 		for _, req := range batch {
 			n := len(req.checks)

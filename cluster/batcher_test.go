@@ -26,6 +26,7 @@ import (
 type gatedShard struct {
 	shard *fsm.Shard
 	gate  chan struct{}
+	delay time.Duration // how long each command entry takes to apply (fake time)
 
 	mu    sync.Mutex
 	sizes []int
@@ -34,6 +35,7 @@ type gatedShard struct {
 func (g *gatedShard) Apply(l *raft.Log) any {
 	if l.Type == raft.LogCommand {
 		<-g.gate
+		time.Sleep(g.delay)
 	}
 	resp := g.shard.Apply(l)
 	n := -1
