@@ -13,44 +13,110 @@ import (
 // batches; a bigger one (a burst of large entries) is let go.
 const maxKeptBuffer = 4 << 20
 
-// flusher is the group commit: it takes every record queued since its last
-// write, writes them together and syncs once. Records queued while it
-// syncs wait for the next round, so under load each fsync serves every
-// group that wrote meanwhile.
+// Group commit. A caller of commit that finds nobody writing becomes the
+// writer: it writes every record queued so far, its own among them, syncs
+// once and answers them all, on its own goroutine (no wakeup of another
+// and back, which on a virtual machine costs more than the write). Callers
+// that come meanwhile queue and wait; if any did, or the log needs
+// housekeeping (a full segment, segments to delete), the writer hands the
+// rest to the flusher goroutine and returns. Records queued during a sync
+// go out together in the next one, so under load each fsync serves every
+// group that wrote meanwhile. Whoever writes holds s.flushing: only one
+// goroutine at a time writes, rotates or collects.
+
+// flushInline is the round a committing caller runs itself when nobody is
+// writing.
+func (s *Store) flushInline() {
+	s.round(nil)
+	s.qmu.Lock()
+	if len(s.queue) == 0 && !s.maintenanceDue() {
+		s.release()
+		s.qmu.Unlock()
+		return
+	}
+	s.qmu.Unlock()
+	s.kick <- struct{}{} // the flusher takes over; flushing stays held
+}
+
+// flusher writes the rounds handed to it (kick), each followed by the
+// housekeeping, until nothing is queued; then the next caller writes.
 func (s *Store) flusher() {
 	defer close(s.done)
-	var buf []byte
+	buf := []byte{}
 	for {
-		stopping := false
 		select {
 		case <-s.kick:
 		case <-s.stop:
-			stopping = true
-		}
-		for {
-			s.qmu.Lock()
-			batch := s.queue
-			s.queue = nil
-			s.qmu.Unlock()
-			if len(batch) == 0 {
-				break
-			}
-			var err error
-			buf, err = s.writeBatch(batch, buf[:0])
-			for _, o := range batch {
-				o.done <- err
-			}
-			if cap(buf) > maxKeptBuffer {
-				buf = nil
-			}
-			if err == nil {
-				s.maintain()
-			}
-		}
-		if stopping {
 			return
 		}
+		for {
+			s.maintainIfHealthy()
+			if buf = s.round(buf); buf == nil {
+				buf = []byte{}
+				break
+			}
+		}
+		s.qmu.Lock()
+		s.release()
+		s.qmu.Unlock()
 	}
+}
+
+// round writes and syncs everything queued, answers it, and returns buf
+// to reuse, or nil when there was nothing to write.
+func (s *Store) round(buf []byte) []byte {
+	s.qmu.Lock()
+	batch := s.queue
+	s.queue = nil
+	s.qmu.Unlock()
+	if len(batch) == 0 {
+		return nil
+	}
+	buf, err := s.writeBatch(batch, buf[:0])
+	for _, o := range batch {
+		o.done <- err
+	}
+	if cap(buf) > maxKeptBuffer || buf == nil {
+		buf = []byte{}
+	}
+	return buf
+}
+
+// maintainIfHealthy does the housekeeping unless a write failed.
+func (s *Store) maintainIfHealthy() {
+	s.qmu.Lock()
+	failed := s.failed
+	s.qmu.Unlock()
+	if failed == nil {
+		s.maintain()
+	}
+}
+
+// release lets the next committing caller write; the caller holds qmu.
+func (s *Store) release() {
+	s.flushing = false
+	s.idle.Broadcast()
+}
+
+// maintenanceDue reports whether maintain has work: a full segment, a
+// segment no group needs, too many segments. The writer holds flushing.
+func (s *Store) maintenanceDue() bool {
+	if s.failed != nil {
+		return false
+	}
+	if s.active().size >= s.opts.SegmentSize || len(s.segs) > s.opts.MaxSegments {
+		return true
+	}
+	if len(s.segs) == 1 {
+		return false
+	}
+	oldest := s.segs[0].seq
+	for _, g := range s.groups {
+		if seq := g.firstSeg(); seq != 0 && seq <= oldest {
+			return false
+		}
+	}
+	return true
 }
 
 // writeBatch appends the batch's records to the active segment, syncs,

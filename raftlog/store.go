@@ -65,10 +65,12 @@ type Store struct {
 	handles map[string]*Group
 	segs    []*segment // oldest first; the last one is written
 
-	qmu    sync.Mutex
-	queue  []*op
-	failed error // sticky: a write or fsync failed
-	closed bool
+	qmu      sync.Mutex
+	queue    []*op
+	failed   error // sticky: a write or fsync failed
+	closed   bool
+	flushing bool       // a goroutine is writing (flush.go)
+	idle     *sync.Cond // on qmu: signalled when flushing ends
 
 	kick chan struct{}
 	stop chan struct{}
@@ -106,10 +108,11 @@ func openWith(dir string, opts Options, ops fileOps) (*Store, error) {
 		ops:     ops,
 		groups:  map[string]*groupState{},
 		handles: map[string]*Group{},
-		kick:    make(chan struct{}, 1),
+		kick:    make(chan struct{}),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	s.idle = sync.NewCond(&s.qmu)
 	if err := s.replay(); err != nil {
 		s.closeFiles()
 		return nil, err
@@ -179,6 +182,9 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	for s.flushing { // what was queued before Close is written
+		s.idle.Wait()
+	}
 	s.qmu.Unlock()
 	close(s.stop)
 	<-s.done
@@ -220,11 +226,13 @@ func (s *Store) commit(rec []byte, r record) error {
 		return ErrClosed
 	}
 	s.queue = append(s.queue, o)
-	s.qmu.Unlock()
-	select {
-	case s.kick <- struct{}{}:
-	default:
+	if s.flushing {
+		s.qmu.Unlock() // the writer takes it in its next round
+		return <-o.done
 	}
+	s.flushing = true
+	s.qmu.Unlock()
+	s.flushInline()
 	return <-o.done
 }
 
