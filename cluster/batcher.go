@@ -115,7 +115,7 @@ func (b *batcher) loop() {
 	for {
 		if len(queue) > 0 && inflight < b.maxInFlight {
 			if inflight == 0 {
-				queue = b.gather(queue, &lg)
+				queue = linger.Gather(&lg, queue, requestChecks, b.in, b.stop) // the stop case below refuses them
 			}
 			n, size, queued := 0, 0, checksOf(queue)
 			for n < len(queue) && (n == 0 || size+len(queue[n].checks) <= b.maxBatch) {
@@ -148,31 +148,8 @@ func (b *batcher) loop() {
 	}
 }
 
-// gather waits, as lg says, for the callers of the last entry to come back
-// before the next entry goes out, so that under a steady load one entry
-// carries them all (package linger). It returns the queue grown.
-func (b *batcher) gather(queue []*request, lg *linger.Policy) []*request {
-	queued := checksOf(queue)
-	target, until := lg.Wait(queued)
-	wait := time.Until(until)
-	if queued >= target || wait <= 0 {
-		return queue
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	for queued < target {
-		select {
-		case req := <-b.in:
-			queue = append(queue, req)
-			queued += len(req.checks)
-		case <-t.C:
-			return queue
-		case <-b.stop:
-			return queue // the loop refuses them
-		}
-	}
-	return queue
-}
+// requestChecks is a request's size for linger.
+func requestChecks(r *request) int { return len(r.checks) }
 
 // checksOf counts the checks of queued requests.
 func checksOf(queue []*request) int {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/cluster/linger"
 	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
@@ -135,11 +136,15 @@ type peerQueue struct {
 func (q *peerQueue) loop() {
 	defer close(q.done)
 	var queue []*fwdReq
+	var lg linger.Policy
 	inflight := 0
-	sent := make(chan struct{}, forwardInFlight)
+	sent := make(chan time.Time, forwardInFlight) // when each call went out
 	for {
 		if len(queue) > 0 && inflight < forwardInFlight {
-			n, size := 0, 0
+			if inflight == 0 {
+				queue = linger.Gather(&lg, queue, forwardChecks, q.in, q.peers.closed) // refused below when closed
+			}
+			n, size, queued := 0, 0, checksOf(queue)
 			for n < len(queue) && (n == 0 || size+len(queue[n].checks) <= forwardMaxChecks) {
 				size += len(queue[n].checks)
 				n++
@@ -147,17 +152,20 @@ func (q *peerQueue) loop() {
 			batch := queue[:n:n]
 			queue = queue[n:]
 			inflight++
+			start := time.Now()
+			lg.Sent(size, queued, start)
 			go func() {
 				q.send(batch)
-				sent <- struct{}{}
+				sent <- start
 			}()
 			continue
 		}
 		select {
 		case r := <-q.in:
 			queue = append(queue, r)
-		case <-sent:
+		case start := <-sent:
 			inflight--
+			lg.Answered(start, time.Now())
 		case <-q.peers.closed:
 			notSent := func(r *fwdReq) {
 				r.err = fmt.Errorf("forward to %s: %w", q.addr, errNotSent)
@@ -179,6 +187,18 @@ func (q *peerQueue) loop() {
 			}
 		}
 	}
+}
+
+// forwardChecks is a forward's size for linger.
+func forwardChecks(r *fwdReq) int { return len(r.checks) }
+
+// checksOf counts the checks of queued forwards.
+func checksOf(queue []*fwdReq) int {
+	n := 0
+	for _, r := range queue {
+		n += len(r.checks)
+	}
+	return n
 }
 
 // send makes one Forward call for batch and answers each request.

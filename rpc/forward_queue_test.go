@@ -26,7 +26,8 @@ import (
 // a token from gate; it records how many checks each call carried and
 // answers each check with Remaining set to the number its key ends with.
 type gatedPeer struct {
-	gate chan struct{}
+	gate  chan struct{}
+	delay time.Duration // when set, each call takes this long instead of waiting at the gate
 
 	mu    sync.Mutex
 	calls []int
@@ -36,10 +37,14 @@ func (p *gatedPeer) forward(ctx context.Context, req *peerv1.ForwardRequest, res
 	p.mu.Lock()
 	p.calls = append(p.calls, len(req.Checks))
 	p.mu.Unlock()
-	select {
-	case <-p.gate:
-	case <-ctx.Done():
-		return ctx.Err()
+	if p.delay > 0 {
+		time.Sleep(p.delay)
+	} else {
+		select {
+		case <-p.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	for _, c := range req.Checks {
 		n, _ := strconv.Atoi(c.Key[len("key-"):])
@@ -333,6 +338,45 @@ func TestWaitReady(t *testing.T) {
 			if idle := c.states[0] == connectivity.Idle; idle != (connects > 0) {
 				t.Errorf("%s: %d connects", c.name, connects)
 			}
+		}
+	})
+}
+
+// Callers that come back after each answer end up in one call: without
+// the linger they split into cohorts taking turns, each call carrying a
+// part of them (every call costs a gRPC round trip on both nodes).
+func TestForwardQueueGathersTheCallersOfTheLastCall(t *testing.T) {
+	var target atomic.Pointer[gatedPeer]
+	cc := readyPeerConn(t, &target)
+	synctest.Test(t, func(t *testing.T) {
+		rig := newForwardRig(cc, &target)
+		rig.peer.delay = 2 * time.Millisecond
+		defer rig.close()
+		const callers = 20
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		p := fuzzseed.Policies()[0]
+		for c := range callers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for !stop.Load() {
+					if _, err := rig.fwd.forward(context.Background(), "peer-1", 0, []fsm.Check{{Key: fmt.Sprint("key-", c), Policy: p, Cost: 1}}); err != nil {
+						t.Error(err)
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}()
+		}
+		time.Sleep(2 * time.Second)
+		stop.Store(true)
+		wg.Wait()
+		sizes := rig.peer.callSizes()
+		sizes = slices.Clone(sizes[len(sizes)/2:])
+		slices.Sort(sizes)
+		if m := sizes[len(sizes)/2]; m < callers*7/10 {
+			t.Fatalf("calls carry a median of %d checks of %d callers, want most of them", m, callers)
 		}
 	})
 }

@@ -57,3 +57,32 @@ func (p *Policy) Sent(n, queued int, now time.Time) {
 func (p *Policy) Answered(sent, now time.Time) {
 	p.took, p.answered = now.Sub(sent), now
 }
+
+// Gather grows queue, as p says, with what arrives on in: until the checks
+// queued (size of each item) reach the target, the wait ends, or stop
+// closes. Batchers call it with no batch in flight, before sending.
+func Gather[T any](p *Policy, queue []T, size func(T) int, in <-chan T, stop <-chan struct{}) []T {
+	queued := 0
+	for _, r := range queue {
+		queued += size(r)
+	}
+	target, until := p.Wait(queued)
+	wait := time.Until(until)
+	if queued >= target || wait <= 0 {
+		return queue
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for queued < target {
+		select {
+		case r := <-in:
+			queue = append(queue, r)
+			queued += size(r)
+		case <-t.C:
+			return queue
+		case <-stop:
+			return queue
+		}
+	}
+	return queue
+}
