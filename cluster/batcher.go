@@ -117,7 +117,7 @@ func (b *batcher) loop() {
 			if inflight == 0 {
 				queue = linger.Gather(&lg, queue, requestChecks, b.in, b.stop) // the stop case below refuses them
 			}
-			n, size, queued := 0, 0, checksOf(queue)
+			n, size, queued := 0, 0, linger.Total(queue, requestChecks)
 			for n < len(queue) && (n == 0 || size+len(queue[n].checks) <= b.maxBatch) {
 				size += len(queue[n].checks)
 				n++
@@ -151,14 +151,6 @@ func (b *batcher) loop() {
 // requestChecks is a request's size for linger.
 func requestChecks(r *request) int { return len(r.checks) }
 
-// checksOf counts the checks of queued requests.
-func checksOf(queue []*request) int {
-	n := 0
-	for _, r := range queue {
-		n += len(r.checks)
-	}
-	return n
-}
 
 // apply stamps the batch with the leader's clock, hands it to Raft and
 // answers its requests from another goroutine once it commits. Stamping and

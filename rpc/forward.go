@@ -144,7 +144,7 @@ func (q *peerQueue) loop() {
 			if inflight == 0 {
 				queue = linger.Gather(&lg, queue, forwardChecks, q.in, q.peers.closed) // refused below when closed
 			}
-			n, size, queued := 0, 0, checksOf(queue)
+			n, size, queued := 0, 0, linger.Total(queue, forwardChecks)
 			for n < len(queue) && (n == 0 || size+len(queue[n].checks) <= forwardMaxChecks) {
 				size += len(queue[n].checks)
 				n++
@@ -192,14 +192,6 @@ func (q *peerQueue) loop() {
 // forwardChecks is a forward's size for linger.
 func forwardChecks(r *fwdReq) int { return len(r.checks) }
 
-// checksOf counts the checks of queued forwards.
-func checksOf(queue []*fwdReq) int {
-	n := 0
-	for _, r := range queue {
-		n += len(r.checks)
-	}
-	return n
-}
 
 // send makes one Forward call for batch and answers each request.
 func (q *peerQueue) send(batch []*fwdReq) {

@@ -62,10 +62,7 @@ func (p *Policy) Answered(sent, now time.Time) {
 // queued (size of each item) reach the target, the wait ends, or stop
 // closes. Batchers call it with no batch in flight, before sending.
 func Gather[T any](p *Policy, queue []T, size func(T) int, in <-chan T, stop <-chan struct{}) []T {
-	queued := 0
-	for _, r := range queue {
-		queued += size(r)
-	}
+	queued := Total(queue, size)
 	target, until := p.Wait(queued)
 	wait := time.Until(until)
 	if queued >= target || wait <= 0 {
@@ -85,4 +82,13 @@ func Gather[T any](p *Policy, queue []T, size func(T) int, in <-chan T, stop <-c
 		}
 	}
 	return queue
+}
+
+// Total is the checks in queue, size giving each item's.
+func Total[T any](queue []T, size func(T) int) int {
+	n := 0
+	for _, r := range queue {
+		n += size(r)
+	}
+	return n
 }
