@@ -38,9 +38,12 @@ type options struct {
 	logLevel slog.Level
 	logJSON  bool
 	pprof    bool
-	tracing  tracing.Config
-	security securityFlags
-	policies []*policy.Policy // --policies: stored at start when the cluster has none
+	// gcHeadroom is how much the heap may grow between collections at
+	// least, in bytes (gctune); 0 leaves Go's default.
+	gcHeadroom uint64
+	tracing    tracing.Config
+	security   securityFlags
+	policies   []*policy.Policy // --policies: stored at start when the cluster has none
 }
 
 // parseOptions reads args, then the environment (FLOODGATE_GRPC_ADDR for
@@ -84,6 +87,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		otlpPlain  = fs.Bool("otlp-insecure", false, "send traces without TLS (a collector on loopback or a sidecar)")
 		sample     = fs.Float64("trace-sample", 1, "share of traces started here that are kept, 0..1 (a caller's sampled trace is always followed)")
 		profiles   = fs.Bool("pprof", false, "serve Go profiles at /debug/pprof/ on the HTTP address")
+		gcHeadroom = fs.Int("gc-headroom-mib", 256, "MiB the heap may grow by between garbage collections at least (a small heap is otherwise collected every few MiB); 0: Go's default; GOGC or GOMEMLIMIT in the environment win")
 		policyFile = fs.String("policies", "", "YAML policy file (floodgatectl's format) stored at start when the cluster has no policies yet; later changes: floodgatectl policy apply")
 	)
 	sec := defineSecurity(fs)
@@ -114,6 +118,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	if *sample < 0 || *sample > 1 {
 		return nil, fmt.Errorf("trace-sample: must be between 0 and 1, got %v", *sample)
+	}
+	if *gcHeadroom < 0 || *gcHeadroom > 1<<20 {
+		return nil, fmt.Errorf("gc-headroom-mib: must be between 0 and %d, got %d", 1<<20, *gcHeadroom)
 	}
 	if err := sec.check(); err != nil {
 		return nil, err
@@ -174,16 +181,17 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 			Fsync: *fsync, RaftTransport: *raftTrans, DeadAfter: *deadAfter, HeartbeatTimeout: *heartbeat, ElectionTimeout: *election,
 			LeaderLeaseTimeout: *lease, FastFlushInterval: *fastFlush, FastMaxPending: *fastMax,
 		},
-		rpc:      rpc.Config{MaxLogLength: *maxLog, LeaderWait: *leaderWait},
-		httpAddr: *httpAddr,
-		grpcBind: *grpcAddr,
-		headers:  headers,
-		logLevel: lvl,
-		logJSON:  *logFormat == "json",
-		tracing:  tracing.Config{Endpoint: *otlp, Insecure: *otlpPlain, SampleRatio: *sample, NodeID: id},
-		pprof:    *profiles,
-		security: *sec,
-		policies: startPolicies,
+		rpc:        rpc.Config{MaxLogLength: *maxLog, LeaderWait: *leaderWait},
+		httpAddr:   *httpAddr,
+		grpcBind:   *grpcAddr,
+		headers:    headers,
+		logLevel:   lvl,
+		logJSON:    *logFormat == "json",
+		tracing:    tracing.Config{Endpoint: *otlp, Insecure: *otlpPlain, SampleRatio: *sample, NodeID: id},
+		pprof:      *profiles,
+		gcHeadroom: uint64(*gcHeadroom) << 20,
+		security:   *sec,
+		policies:   startPolicies,
 	}, nil
 }
 

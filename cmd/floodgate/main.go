@@ -21,6 +21,7 @@ import (
 
 	"github.com/floodgate/floodgate/authz"
 	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/gctune"
 	"github.com/floodgate/floodgate/httpapi"
 	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/rpc"
@@ -71,6 +72,7 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 	cfg.PeerTLS, cfg.GossipKey = sec.raftTLS(), sec.gossipKey
 	sec.warnIfOpen(opts.grpcBind, cfg.RaftBind, log)
 	sec.watch(ctx, log)
+	go gctune.Run(ctx, opts.gcHeadroom, time.Second)
 	grpcLn, err := net.Listen("tcp", opts.grpcBind)
 	if err != nil {
 		return fmt.Errorf("grpc-addr: %w", err)
