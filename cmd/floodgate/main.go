@@ -72,7 +72,7 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 	cfg.PeerTLS, cfg.GossipKey = sec.raftTLS(), sec.gossipKey
 	sec.warnIfOpen(opts.grpcBind, cfg.RaftBind, log)
 	sec.watch(ctx, log)
-	go gctune.Run(ctx, opts.gcHeadroom, time.Second)
+	go gctune.Run(ctx, opts.gcHeadroom, 5*time.Second)
 	grpcLn, err := net.Listen("tcp", opts.grpcBind)
 	if err != nil {
 		return fmt.Errorf("grpc-addr: %w", err)
