@@ -271,3 +271,43 @@ func TestConcurrentGroups(t *testing.T) {
 		checkGroup(t, g, m)
 	}
 }
+
+// A record queued just as the flusher finds nothing left is still written:
+// its caller saw a writer at work and waits for it, so the flusher must
+// not let go without looking again (a lost wakeup hung the property test).
+func TestRecordQueuedAsFlusherStopsIsWritten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := &countingOps{}
+		s, err := openWith(t.TempDir(), Options{}, c.ops())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		late := make(chan error, 1)
+		var once sync.Once
+		s.beforeRelease = func() {
+			once.Do(func() {
+				go func() { late <- s.Group("late").StoreLog(entry("late", 1, 1)) }()
+				synctest.Wait() // queued behind the flusher, which still writes
+			})
+		}
+		hold := make(chan chan struct{})
+		c.hold.Store(&hold)
+		first := make(chan error, 1)
+		go func() { first <- s.Group("a").StoreLog(entry("a", 1, 1)) }()
+		release := <-hold // a writes inline
+		second := make(chan error, 1)
+		go func() { second <- s.Group("b").StoreLog(entry("b", 1, 1)) }()
+		synctest.Wait() // b queued: a hands it to the flusher
+		c.hold.Store(nil)
+		close(release)
+		for _, ch := range []chan error{first, second, late} {
+			if err := <-ch; err != nil {
+				t.Fatal(err)
+			}
+		}
+		m := newModel()
+		m.store([]*raft.Log{entry("late", 1, 1)})
+		checkGroup(t, s.Group("late"), m)
+	})
+}

@@ -53,12 +53,20 @@ func (s *Store) flusher() {
 			s.maintainIfHealthy()
 			if buf = s.round(buf); buf == nil {
 				buf = []byte{}
+			}
+			if s.beforeRelease != nil {
+				s.beforeRelease()
+			}
+			// Checked under the lock that releases: a caller that queued
+			// after the round saw flushing held and waits for a writer.
+			s.qmu.Lock()
+			if len(s.queue) == 0 {
+				s.release()
+				s.qmu.Unlock()
 				break
 			}
+			s.qmu.Unlock()
 		}
-		s.qmu.Lock()
-		s.release()
-		s.qmu.Unlock()
 	}
 }
 

@@ -72,6 +72,8 @@ type Store struct {
 	flushing bool       // a goroutine is writing (flush.go)
 	idle     *sync.Cond // on qmu: signalled when flushing ends
 
+	beforeRelease func() // tests: runs in the flusher after each round
+
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
