@@ -137,6 +137,7 @@ func (n *Node) Start(join ...string) error {
 	}
 	cmd := exec.Command(n.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = dieWithParent()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return err

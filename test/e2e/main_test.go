@@ -19,6 +19,9 @@ var bin Binaries
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	if os.Getenv(orphanEnv) != "" {
+		runOrphanHelper() // TestNodesDieWithTheHarness's helper process
+	}
 	if testing.Short() {
 		fmt.Println("e2e: skipped in -short mode")
 		os.Exit(0)
