@@ -151,7 +151,6 @@ func (b *batcher) loop() {
 // requestChecks is a request's size for linger.
 func requestChecks(r *request) int { return len(r.checks) }
 
-
 // apply stamps the batch with the leader's clock, hands it to Raft and
 // answers its requests from another goroutine once it commits. Stamping and
 // enqueueing happen here, in order, so log order and time order agree.

@@ -192,7 +192,6 @@ func (q *peerQueue) loop() {
 // forwardChecks is a forward's size for linger.
 func forwardChecks(r *fwdReq) int { return len(r.checks) }
 
-
 // send makes one Forward call for batch and answers each request.
 func (q *peerQueue) send(batch []*fwdReq) {
 	// Callers that gave up while queued have been answered (outcome
