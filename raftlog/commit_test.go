@@ -311,3 +311,39 @@ func TestRecordQueuedAsFlusherStopsIsWritten(t *testing.T) {
 		checkGroup(t, s.Group("late"), m)
 	})
 }
+
+// The flusher does the housekeeping its last write calls for before it
+// lets go: a write that fills the segment starts the next one at once, not
+// at some later commit.
+func TestFlusherRotatesAfterItsLastWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := &countingOps{}
+		dir := t.TempDir()
+		s, err := openWith(dir, Options{SegmentSize: 1024}, c.ops())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		hold := make(chan chan struct{})
+		c.hold.Store(&hold)
+		first := make(chan error, 1)
+		go func() { first <- s.Group("a").StoreLog(entry("a", 1, 1)) }()
+		release := <-hold // a writes inline
+		big := entry("b", 1, 1)
+		big.Data = make([]byte, 2048)
+		second := make(chan error, 1)
+		go func() { second <- s.Group("b").StoreLog(big) }()
+		synctest.Wait() // b queued: a hands it to the flusher
+		c.hold.Store(nil)
+		close(release)
+		for _, ch := range []chan error{first, second} {
+			if err := <-ch; err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait() // the flusher is done
+		if got := len(segFiles(t, dir)); got != 2 {
+			t.Fatalf("%d segment files after a write past the segment size; want 2 (rotated)", got)
+		}
+	})
+}

@@ -39,7 +39,8 @@ func (s *Store) flushInline() {
 }
 
 // flusher writes the rounds handed to it (kick), each followed by the
-// housekeeping, until nothing is queued; then the next caller writes.
+// housekeeping, until a round finds nothing queued; then the next caller
+// writes.
 func (s *Store) flusher() {
 	defer close(s.done)
 	buf := []byte{}
@@ -51,14 +52,16 @@ func (s *Store) flusher() {
 		}
 		for {
 			s.maintainIfHealthy()
-			if buf = s.round(buf); buf == nil {
-				buf = []byte{}
+			if next := s.round(buf); next != nil {
+				buf = next
+				continue // the housekeeping after this write comes first
 			}
 			if s.beforeRelease != nil {
 				s.beforeRelease()
 			}
 			// Checked under the lock that releases: a caller that queued
-			// after the round saw flushing held and waits for a writer.
+			// after the empty round saw flushing held and waits for a
+			// writer.
 			s.qmu.Lock()
 			if len(s.queue) == 0 {
 				s.release()

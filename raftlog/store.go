@@ -72,7 +72,7 @@ type Store struct {
 	flushing bool       // a goroutine is writing (flush.go)
 	idle     *sync.Cond // on qmu: signalled when flushing ends
 
-	beforeRelease func() // tests: runs in the flusher after each round
+	beforeRelease func() // tests: runs in the flusher after an empty round, before it lets go
 
 	kick chan struct{}
 	stop chan struct{}
