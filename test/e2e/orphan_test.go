@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -28,6 +29,11 @@ func runOrphanHelper() {
 	if err == nil {
 		err = n.Start()
 	}
+	if err == nil { // serving: it would not exit on its own meanwhile
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = n.WaitServing(ctx)
+		cancel()
+	}
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
@@ -45,6 +51,7 @@ func TestNodesDieWithTheHarness(t *testing.T) {
 	}
 	helper := exec.Command(os.Args[0], "-test.run=^$")
 	helper.Env = append(os.Environ(), orphanEnv+"="+bin.Floodgate, orphanDirEnv+"="+t.TempDir())
+	helper.SysProcAttr = dieWithParent() // this test killed, the helper goes too
 	out, err := helper.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -55,12 +62,14 @@ func TestNodesDieWithTheHarness(t *testing.T) {
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
 		helper.Process.Kill()
+		helper.Wait()
 		t.Fatalf("helper: %v", err)
 	}
 	pidText, ok := strings.CutPrefix(strings.TrimSpace(line), "pid ")
 	pid, err := strconv.Atoi(pidText)
 	if !ok || err != nil {
 		helper.Process.Kill()
+		helper.Wait()
 		t.Fatalf("helper said %q", line)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) }) // if the test fails
