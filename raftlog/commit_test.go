@@ -272,6 +272,28 @@ func TestConcurrentGroups(t *testing.T) {
 	}
 }
 
+// viaFlusher makes the flusher goroutine write l to group: a first store
+// writes inline and is held in its fsync while l queues behind it, so the
+// inline writer hands l to the flusher. It returns once both are answered.
+func viaFlusher(t *testing.T, s *Store, c *countingOps, group string, l *raft.Log) {
+	t.Helper()
+	hold := make(chan chan struct{})
+	c.hold.Store(&hold)
+	first := make(chan error, 1)
+	go func() { first <- s.Group("inline").StoreLog(entry("inline", 1, 1)) }()
+	release := <-hold // the inline writer is in its fsync
+	second := make(chan error, 1)
+	go func() { second <- s.Group(group).StoreLog(l) }()
+	synctest.Wait() // l queued: the inline writer hands it to the flusher
+	c.hold.Store(nil)
+	close(release)
+	for _, ch := range []chan error{first, second} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // A record queued just as the flusher finds nothing left is still written:
 // its caller saw a writer at work and waits for it, so the flusher must
 // not let go without looking again (a lost wakeup hung the property test).
@@ -291,20 +313,9 @@ func TestRecordQueuedAsFlusherStopsIsWritten(t *testing.T) {
 				synctest.Wait() // queued behind the flusher, which still writes
 			})
 		}
-		hold := make(chan chan struct{})
-		c.hold.Store(&hold)
-		first := make(chan error, 1)
-		go func() { first <- s.Group("a").StoreLog(entry("a", 1, 1)) }()
-		release := <-hold // a writes inline
-		second := make(chan error, 1)
-		go func() { second <- s.Group("b").StoreLog(entry("b", 1, 1)) }()
-		synctest.Wait() // b queued: a hands it to the flusher
-		c.hold.Store(nil)
-		close(release)
-		for _, ch := range []chan error{first, second, late} {
-			if err := <-ch; err != nil {
-				t.Fatal(err)
-			}
+		viaFlusher(t, s, c, "b", entry("b", 1, 1))
+		if err := <-late; err != nil {
+			t.Fatal(err)
 		}
 		m := newModel()
 		m.store([]*raft.Log{entry("late", 1, 1)})
@@ -324,23 +335,9 @@ func TestFlusherRotatesAfterItsLastWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		hold := make(chan chan struct{})
-		c.hold.Store(&hold)
-		first := make(chan error, 1)
-		go func() { first <- s.Group("a").StoreLog(entry("a", 1, 1)) }()
-		release := <-hold // a writes inline
 		big := entry("b", 1, 1)
-		big.Data = make([]byte, 2048)
-		second := make(chan error, 1)
-		go func() { second <- s.Group("b").StoreLog(big) }()
-		synctest.Wait() // b queued: a hands it to the flusher
-		c.hold.Store(nil)
-		close(release)
-		for _, ch := range []chan error{first, second} {
-			if err := <-ch; err != nil {
-				t.Fatal(err)
-			}
-		}
+		big.Data = append(big.Data, make([]byte, 2048)...)
+		viaFlusher(t, s, c, "b", big)
 		synctest.Wait() // the flusher is done
 		if got := len(segFiles(t, dir)); got != 2 {
 			t.Fatalf("%d segment files after a write past the segment size; want 2 (rotated)", got)
