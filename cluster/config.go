@@ -91,7 +91,8 @@ type Config struct {
 	// ReconcileInterval is how often leaders compare shard replicas with
 	// the placement.
 	ReconcileInterval time.Duration
-	// GossipInterval scales memberlist's probe and gossip intervals.
+	// GossipInterval scales memberlist's intervals: a probe and a gossip
+	// round every five, a full state sync every 75.
 	GossipInterval time.Duration
 	// MaxBatch is the most checks one shard log entry carries.
 	MaxBatch int
@@ -100,8 +101,10 @@ type Config struct {
 	MaxInFlight int
 	// CommitTimeout bounds how long a check waits for its entry to commit.
 	CommitTimeout time.Duration
-	// FastFlushInterval is how often a shard leader replicates the counts
-	// of fast-consistency checks; FastMaxPending is the cost it lets wait
+	// FastFlushInterval is the longest the count of a fast-consistency
+	// check waits on its shard leader before it is replicated (a timer
+	// starts with the first count waiting, so an idle shard never wakes);
+	// FastMaxPending is the cost it lets wait
 	// (it flushes early when that much is waiting, and makes further fast
 	// checks wait while a flush is in flight). A failover can lose at most
 	// 2×FastMaxPending cost per shard: fast mode's overshoot bound.
@@ -133,6 +136,9 @@ type PeerTLS struct {
 	// certificates reload between connections).
 	Client func() *tls.Config
 }
+
+// minRaftTimeout is the least timeout hashicorp/raft accepts.
+const minRaftTimeout = 5 * time.Millisecond
 
 // WithDefaults fills unset fields.
 func (c Config) WithDefaults() Config {
@@ -234,6 +240,14 @@ func (c Config) Validate() error {
 	}
 	if c.FastMaxPending < 1 {
 		return fmt.Errorf("%w: fast-max-pending: must be at least 1, got %d", ErrConfig, c.FastMaxPending)
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"raft-heartbeat-timeout", c.HeartbeatTimeout}, {"raft-election-timeout", c.ElectionTimeout}, {"raft-lease-timeout", c.LeaderLeaseTimeout}} {
+		if d.v < minRaftTimeout {
+			return fmt.Errorf("%w: %s: must be at least %s (raft's least), got %s", ErrConfig, d.flag, minRaftTimeout, d.v)
+		}
 	}
 	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
 		return fmt.Errorf("%w: leader lease timeout must not exceed the heartbeat timeout", ErrConfig)

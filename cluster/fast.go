@@ -13,8 +13,9 @@ import (
 )
 
 // fastLane answers a shard's fast-consistency checks on its leader at once,
-// from the FSM's overlay, and replicates what they counted in batches: every
-// FastFlushInterval, or sooner once FastMaxPending cost is waiting. One batch
+// from the FSM's overlay, and replicates what they counted in batches: a
+// FastFlushInterval after the first hit of a batch was counted, or sooner
+// once FastMaxPending cost is waiting. One batch
 // is in flight at a time, and a check waits while FastMaxPending cost is
 // already waiting behind it, so at any moment at most 2×FastMaxPending cost
 // has been answered but not committed: that is all a leader failover can
@@ -38,7 +39,8 @@ type fastLane struct {
 	inflight bool
 	stopped  bool
 
-	kick chan struct{}
+	kick chan struct{} // flush now
+	arm  chan struct{} // the first hit waits: flush within interval
 	stop chan struct{}
 	done chan struct{}
 }
@@ -52,7 +54,7 @@ func newFastLane(r *raft.Raft, shard *fsm.Shard, cfg Config, notLeader func() er
 	f := &fastLane{
 		r: r, shard: shard, interval: cfg.FastFlushInterval, maxPending: cfg.FastMaxPending,
 		timeout: cfg.CommitTimeout, notLeader: notLeader,
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		kick: make(chan struct{}, 1), arm: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	f.room = sync.NewCond(&f.mu)
 	go f.loop()
@@ -128,9 +130,12 @@ func (f *fastLane) lock(keys ...string) error {
 
 // counted queues a decided hit that counts for the log. f.mu is held.
 func (f *fastLane) counted(h fsm.Hit, gen uint64) {
+	first := len(f.pending) == 0
 	f.pending = append(f.pending, fastHit{h, gen})
 	if f.cost += max(h.Cost, 1); f.cost >= f.maxPending {
 		f.nudge()
+	} else if first {
+		signal(f.arm)
 	}
 }
 
@@ -191,21 +196,30 @@ func (f *fastLane) pendingCost() int64 {
 	return f.cost
 }
 
-func (f *fastLane) nudge() {
+func (f *fastLane) nudge() { signal(f.kick) }
+
+// signal sends on ch, a channel of one slot, unless a signal waits there.
+func signal(ch chan struct{}) {
 	select {
-	case f.kick <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
 
 func (f *fastLane) loop() {
 	defer close(f.done)
-	t := time.NewTicker(f.interval)
+	// The timer runs only while hits wait, so an idle shard's lane never
+	// wakes (a ticker would, every interval, on every replica).
+	t := time.NewTimer(f.interval)
+	t.Stop()
 	defer t.Stop()
 	for {
 		select {
 		case <-f.stop:
 			return
+		case <-f.arm:
+			t.Reset(f.interval)
+			continue
 		case <-t.C:
 		case <-f.kick:
 		}

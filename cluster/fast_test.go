@@ -137,3 +137,36 @@ func TestFastHandOverResumesWhenTransferFails(t *testing.T) {
 		}
 	})
 }
+
+// A lane replicates a batch one interval after its first count, not on a
+// ticker: an idle shard's lane never wakes, and no count waits longer
+// than the interval.
+func TestFastLaneFlushesAnIntervalAfterTheFirstCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newMemGroup(t, 3)
+		defer g.close()
+		li := g.leader()
+		cfg := testFastConfig()
+		lane := newFastLane(g.rafts[li], g.shards[li], cfg, func() error { return &NotLeaderError{Group: "shard-0"} })
+		defer lane.close()
+		var want int64
+		for _, idle := range []time.Duration{time.Second, 17 * time.Millisecond, 333 * time.Millisecond} {
+			time.Sleep(idle) // a ticker's phase would be anywhere by now
+			for range 3 {
+				if _, err := lane.decide(fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1}); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(5 * time.Millisecond) // later counts join the batch
+			}
+			time.Sleep(cfg.FastFlushInterval - 16*time.Millisecond)
+			if got := committedCount(t, g, "k"); got != want {
+				t.Fatalf("after %s idle: %d committed 1ms before the interval since the first count, want %d", idle, got, want)
+			}
+			time.Sleep(2 * time.Millisecond)
+			synctest.Wait()
+			if want += 3; committedCount(t, g, "k") != want {
+				t.Fatalf("after %s idle: %d committed 1ms past the interval since the first count, want %d", idle, committedCount(t, g, "k"), want)
+			}
+		}
+	})
+}

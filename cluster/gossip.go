@@ -74,7 +74,11 @@ func startGossip(cfg Config, onMsg func([]byte)) (*gossip, error) {
 	mc.BindAddr, mc.BindPort = bindHost, bindPort
 	mc.AdvertiseAddr, mc.AdvertisePort = host, port
 	gi := cfg.GossipInterval
-	mc.GossipInterval = gi
+	// Gossip rounds only spread memberlist's own news (joins, suspicions,
+	// deaths; rates go straight to each node), and that news also rides
+	// every probe: a round per probe is plenty, where five were the most
+	// frequent wakeup of an idle node after Raft's.
+	mc.GossipInterval = 5 * gi
 	mc.ProbeInterval = 5 * gi
 	mc.ProbeTimeout = 5 * gi / 2
 	mc.SuspicionMult = 4

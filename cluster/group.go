@@ -36,8 +36,12 @@ type groupOptions struct {
 	mux    *Mux
 	rnet   *raftnet.Network // nil: the legacy transport
 	wal    *raftlog.Store
-	cfg    Config
-	addrs  raft.ServerAddressProvider // nil: the configuration's addresses
+	grid   *grid // the node's heartbeat clock
+	// onLeader is called when the group's leader changes (from the
+	// pacer's goroutine; it must not block).
+	onLeader func()
+	cfg      Config
+	addrs    raft.ServerAddressProvider // nil: the configuration's addresses
 }
 
 // idleCommitTimeout is how often a leader with nothing new to replicate
@@ -83,7 +87,7 @@ func openGroup(o groupOptions) (*Group, error) {
 		return nil, fmt.Errorf("start raft group %s: %w", o.name, err)
 	}
 	return &Group{name: o.name, dir: o.dir, openedAt: time.Now(), raft: r, store: store, trans: trans, wal: o.wal,
-		pace: startPacer(r, groupKind(o.name), followerTiming(rc), rc.LeaderLeaseTimeout)}, nil
+		pace: startPacer(r, groupKind(o.name), followerTiming(rc), o.grid, o.onLeader)}, nil
 }
 
 // groupKind is the metrics label of a group: meta, or shard.

@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"io"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,42 @@ type memGroup struct {
 	rafts  []*raft.Raft
 	shards []*fsm.Shard
 	trans  []*raft.InmemTransport
+
+	mu   sync.Mutex
+	sent []heartbeat // the heartbeats leaders sent
+}
+
+// heartbeat is one heartbeat a leader sent.
+type heartbeat struct {
+	from, to int
+	at       time.Time
+}
+
+// memTransport is a replica's transport that records its heartbeats.
+type memTransport struct {
+	*raft.InmemTransport
+	g    *memGroup
+	from int
+}
+
+func (m *memTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if len(args.Entries) == 0 && args.PrevLogEntry == 0 && args.LeaderCommitIndex == 0 {
+		var to int
+		fmt.Sscanf(string(target), "r%d", &to)
+		m.g.mu.Lock()
+		m.g.sent = append(m.g.sent, heartbeat{from: m.from, to: to, at: time.Now()})
+		m.g.mu.Unlock()
+	}
+	return m.InmemTransport.AppendEntries(id, target, args, resp)
+}
+
+// heartbeats returns the heartbeats sent since the last call.
+func (g *memGroup) heartbeats() []heartbeat {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	hb := g.sent
+	g.sent = nil
+	return hb
 }
 
 // newMemGroup starts n replicas, bootstraps them as one group and waits
@@ -54,7 +91,7 @@ func newMemGroup(t *testing.T, n int) *memGroup {
 		rc.LeaderLeaseTimeout = 50 * time.Millisecond
 		rc.BatchApplyCh = true
 		s := fsm.NewShard()
-		r, err := raft.NewRaft(rc, s, raft.NewInmemStore(), raft.NewInmemStore(), raft.NewInmemSnapshotStore(), g.trans[i])
+		r, err := raft.NewRaft(rc, s, raft.NewInmemStore(), raft.NewInmemStore(), raft.NewInmemSnapshotStore(), &memTransport{g.trans[i], g, i})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -69,6 +69,7 @@ type Node struct {
 	mux    *Mux
 	rnet   *raftnet.Network // every group's links to peers; nil with the legacy transport
 	wal    *raftlog.Store   // every group's log and stable state
+	grid   *grid            // every group's heartbeat clock
 	gossip *gossip
 
 	mu      sync.RWMutex // guards meta, metaFSM, shards, state below
@@ -120,6 +121,8 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 		peers:   peers,
 		shards:  map[int]*replica{},
 		rates:   newRates(),
+		grid:    newGrid(gridEvery(cfg.HeartbeatTimeout, cfg.LeaderLeaseTimeout)),
+		recon:   reconcileState{kick: make(chan struct{}, 1)},
 		started: make(chan struct{}),
 		left:    make(chan struct{}),
 		stop:    make(chan struct{}),
@@ -193,7 +196,7 @@ func (n *Node) openMeta() error {
 	m := fsm.NewMeta()
 	g, err := openGroup(groupOptions{
 		name: "meta", dir: filepath.Join(n.cfg.DataDir, "meta"), nodeID: n.cfg.NodeID,
-		fsm: m, mux: n.mux, rnet: n.rnet, wal: n.wal, cfg: n.cfg, addrs: addrBook{n},
+		fsm: m, mux: n.mux, rnet: n.rnet, wal: n.wal, grid: n.grid, onLeader: n.leaderChanged, cfg: n.cfg, addrs: addrBook{n},
 	})
 	if err != nil {
 		return err

@@ -9,20 +9,16 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// leaderPace is how much longer than its followers' heartbeat timeout a
-// leader takes as its own. hashicorp/raft uses one timeout for two jobs: a
-// follower starts an election when it has heard nothing for one timeout,
-// and a leader heartbeats every 1/10 to 1/5 of it. Ten or more heartbeats
-// per timeout are far more than detection needs, and on an idle cluster
-// they are nearly all the work. With the leader's copy three times
-// longer it still heartbeats every 0.3 to 0.6 of the followers' timeout,
-// so followers detect a dead leader as fast, at a third of the messages
-// and wakeups.
-//
-// The leader lease bounds it too: a leader that has not heard from a
-// quorum for one lease steps down, so it must hear from them well within
-// it (every 0.6 of the lease at most).
-const leaderPace = 3
+// leaderTimeouts is how many grid periods a leader's Raft heartbeat timeout
+// spans. hashicorp/raft uses one timeout for two jobs: a follower starts an
+// election when it has heard nothing for one timeout, and a leader
+// heartbeats each follower a tenth to a fifth of one after the last
+// heartbeat, on a timer of its own. On the grid (grid.go) the pacer makes
+// the leader heartbeat every follower at each instant instead; with a
+// timeout of ten periods raft's own timer never fires first (a tenth of
+// it is one period), and if the instants ever stopped coming it would
+// still heartbeat within two periods, 0.8 of the lease.
+const leaderTimeouts = 10
 
 // watchJitter is the most a follower waits past its heartbeat timeout
 // before it calls an election, as a share of the timeout (1/4). A
@@ -36,37 +32,45 @@ const leaderPace = 3
 // random slice keeps two of them from splitting the vote.
 const watchJitter = 4
 
-// pacer switches a group's reloadable Raft timing between its leader and
-// follower values as the group's state changes, and, on a follower, watches
-// the leader's silence so that a dead leader is replaced within 1.25
-// heartbeat timeouts (watchJitter); it also counts the group's leader
-// changes for the metrics (kind is "meta" or "shard").
+// pacer runs a group's side of the node's heartbeat grid, and switches the
+// group's reloadable Raft timing between its leader and follower values as
+// its state changes. On each instant of the grid, a leader heartbeats
+// every follower (raft.VerifyLeader sends them at once), and a follower
+// checks it heard its leader's heartbeat of the instant before. When it
+// did not, the pacer watches the silence so that a dead leader is replaced
+// within 1.25 heartbeat timeouts (watchJitter). It also counts the group's
+// leader changes for the metrics (kind is "meta" or "shard").
 type pacer struct {
 	r        *raft.Raft
 	kind     string
 	follower raft.ReloadableConfig
 	leader   raft.ReloadableConfig
+	grid     *grid
+	onLeader func() // may be nil
 	ch       chan raft.Observation
 	obs      *raft.Observer
 	stop     chan struct{}
 	done     chan struct{}
 }
 
-// paceOf returns the leader's timing for follower timing rc and lease.
-func paceOf(rc raft.ReloadableConfig, lease time.Duration) raft.ReloadableConfig {
+// paceOf returns the timing of a leader on a grid of period every, for
+// follower timing rc: a heartbeat timeout of leaderTimeouts periods, so
+// that the grid, not raft's timer, spaces the heartbeats.
+func paceOf(rc raft.ReloadableConfig, every time.Duration) raft.ReloadableConfig {
 	l := rc
-	l.HeartbeatTimeout = max(rc.HeartbeatTimeout, leaderPace*min(rc.HeartbeatTimeout, lease))
+	l.HeartbeatTimeout = max(rc.HeartbeatTimeout, leaderTimeouts*every)
 	// raft insists on election >= heartbeat; a leader runs no election
 	// (it waits this long only for a leadership transfer that failed).
 	l.ElectionTimeout = max(rc.ElectionTimeout, l.HeartbeatTimeout)
 	return l
 }
 
-// startPacer watches r's state. rc is the configuration r started with,
-// its follower timing; lease is its leader lease timeout.
-func startPacer(r *raft.Raft, kind string, rc raft.ReloadableConfig, lease time.Duration) *pacer {
+// startPacer runs r's side of grid g. rc is the configuration r started
+// with, its follower timing; onLeader, when not nil, is called on every
+// change of leader.
+func startPacer(r *raft.Raft, kind string, rc raft.ReloadableConfig, g *grid, onLeader func()) *pacer {
 	p := &pacer{
-		r: r, kind: kind, follower: rc, leader: paceOf(rc, lease),
+		r: r, kind: kind, follower: rc, leader: paceOf(rc, g.every), grid: g, onLeader: onLeader,
 		ch: make(chan raft.Observation, 8), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	p.obs = raft.NewObserver(p.ch, false, func(o *raft.Observation) bool {
@@ -86,34 +90,56 @@ func (p *pacer) loop() {
 	leading := false
 	p.apply(&leading)
 	hb := p.follower.HeartbeatTimeout
+	// A follower suspects its leader when the last heartbeat is older than
+	// one period and a half: it missed the one of the instant before (half
+	// a period allows for the clocks of two nodes and the trip).
+	suspect := p.grid.every * 3 / 2
 	slack := watchSlack(hb)
 	watch := time.NewTimer(hb)
-	defer watch.Stop()
+	watch.Stop()
+	watching := false // the watch runs only while the leader seems silent
 	for {
 		select {
 		case <-p.stop:
+			watch.Stop()
 			return
 		case o := <-p.ch:
 			if _, ok := o.Data.(raft.LeaderObservation); ok {
 				metrics.LeaderChanges.WithLabelValues(p.kind).Inc()
+				if p.onLeader != nil {
+					p.onLeader()
+				}
 			}
 			// Observations may be dropped when the channel is full; the
 			// state read now is the newest, which is all that matters.
 			p.apply(&leading)
-		case <-watch.C:
+		case <-p.grid.tick():
 			p.apply(&leading)
-			next := hb
-			if !leading && p.r.State() == raft.Follower {
-				if last := p.r.LastContact(); !last.IsZero() {
-					if due := time.Until(last.Add(hb + slack)); due > 0 {
-						next = due
-					} else {
-						p.poke()
-						slack = watchSlack(hb)
-					}
-				}
+			if leading {
+				p.r.VerifyLeader() // heartbeats every follower now; the answer does not matter
+				continue
 			}
-			watch.Reset(next)
+			if last := p.r.LastContact(); !watching && p.r.State() == raft.Follower && !last.IsZero() && time.Since(last) > suspect {
+				watching = true
+				watch.Reset(max(time.Until(last.Add(hb+slack)), 0))
+			}
+		case <-watch.C:
+			watching = false
+			last := p.r.LastContact()
+			if leading || p.r.State() != raft.Follower || last.IsZero() {
+				continue // an election runs on raft's own timers
+			}
+			if due := time.Until(last.Add(hb + slack)); due > 0 {
+				if time.Since(last) > suspect { // still silent: not yet due
+					watching = true
+					watch.Reset(due)
+				}
+				continue
+			}
+			p.poke()
+			slack = watchSlack(hb)
+			watching = true
+			watch.Reset(hb) // raft elects, or the leader is back by then
 		}
 	}
 }

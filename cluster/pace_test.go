@@ -8,13 +8,18 @@ import (
 	"github.com/hashicorp/raft"
 )
 
+// testEvery is the grid period of the memGroup's timing (heartbeat timeout
+// 100ms, lease 50ms).
+var testEvery = gridEvery(100*time.Millisecond, 50*time.Millisecond)
+
 // pacedGroup is a memGroup whose replicas pace their heartbeats.
 func pacedGroup(t *testing.T) (*memGroup, []*pacer) {
 	g := newMemGroup(t, 3)
 	var ps []*pacer
+	testGrid := newGrid(testEvery) // a grid's channels belong to one bubble
 	for _, r := range g.rafts {
 		rc := r.ReloadableConfig()
-		ps = append(ps, startPacer(r, "shard", rc, 50*time.Millisecond))
+		ps = append(ps, startPacer(r, "shard", rc, testGrid, nil))
 	}
 	time.Sleep(50 * time.Millisecond)
 	synctest.Wait()
@@ -35,7 +40,7 @@ func wantTiming(t *testing.T, g *memGroup) {
 		hb := r.ReloadableConfig().HeartbeatTimeout
 		want := 100 * time.Millisecond
 		if r.State() == raft.Leader {
-			want = leaderPace * 50 * time.Millisecond // the lease (50ms) binds
+			want = leaderTimeouts * testEvery
 		}
 		if hb != want {
 			t.Fatalf("replica %d (%s): heartbeat timeout %s, want %s", i, r.State(), hb, want)
@@ -129,20 +134,45 @@ func TestPacedFollowersDetectADeadLeaderAsFast(t *testing.T) {
 
 func TestPaceOf(t *testing.T) {
 	ms := time.Millisecond
-	for _, c := range []struct{ hb, election, lease, wantHB, wantElection time.Duration }{
-		{500 * ms, 500 * ms, 500 * ms, 1500 * ms, 1500 * ms},
-		{500 * ms, 500 * ms, 250 * ms, 750 * ms, 750 * ms},    // the lease binds
-		{500 * ms, 2000 * ms, 500 * ms, 1500 * ms, 2000 * ms}, // a longer election stays
-		{500 * ms, 500 * ms, 100 * ms, 500 * ms, 500 * ms},    // never below the followers'
+	for _, c := range []struct{ hb, election, every, wantHB, wantElection time.Duration }{
+		{500 * ms, 500 * ms, 200 * ms, 2000 * ms, 2000 * ms},
+		{500 * ms, 3000 * ms, 200 * ms, 2000 * ms, 3000 * ms}, // a longer election stays
+		{5000 * ms, 500 * ms, 200 * ms, 5000 * ms, 5000 * ms}, // never below the followers'
 	} {
-		got := paceOf(raft.ReloadableConfig{HeartbeatTimeout: c.hb, ElectionTimeout: c.election, TrailingLogs: 7}, c.lease)
+		rc := raft.ReloadableConfig{HeartbeatTimeout: c.hb, ElectionTimeout: c.election, TrailingLogs: 7}
+		got := paceOf(rc, c.every)
 		if got.HeartbeatTimeout != c.wantHB || got.ElectionTimeout != c.wantElection || got.TrailingLogs != 7 {
-			t.Errorf("paceOf(hb %s, election %s, lease %s) = %+v", c.hb, c.election, c.lease, got)
+			t.Errorf("paceOf(hb %s, election %s, every %s) = %+v", c.hb, c.election, c.every, got)
 		}
-		// A leader's longest heartbeat gap (a fifth of its timeout) stays
-		// within 0.6 of the lease and of the followers' timeout.
-		if gap := got.HeartbeatTimeout / 5; gap > 6*min(c.lease, c.hb)/10 && got.HeartbeatTimeout != c.hb {
-			t.Errorf("hb %s lease %s: leader gaps up to %s", c.hb, c.lease, gap)
+	}
+}
+
+// The grid's period lets a follower learn of a missed heartbeat before
+// its timeout ends, and raft's own leader timer, which the grid's
+// heartbeats keep resetting, neither fires before the next instant nor,
+// were the instants to stop, leaves a gap that ends the lease.
+func TestGridEvery(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct{ hb, lease, want time.Duration }{
+		{500 * ms, 500 * ms, 200 * ms}, // the defaults
+		{1000 * ms, 500 * ms, 200 * ms},
+		{500 * ms, 250 * ms, 100 * ms},
+		{5 * ms, 5 * ms, 2 * ms}, // raft's least timeouts
+		{10 * time.Second, 10 * time.Second, 4 * time.Second},
+	} {
+		every := gridEvery(c.hb, c.lease)
+		if every != c.want {
+			t.Errorf("gridEvery(hb %s, lease %s) = %s, want %s", c.hb, c.lease, every, c.want)
+		}
+		if 2*every > c.hb {
+			t.Errorf("hb %s: a missed heartbeat is noticed %s after the last, past the timeout", c.hb, 2*every)
+		}
+		lead := paceOf(raft.ReloadableConfig{HeartbeatTimeout: c.hb, ElectionTimeout: c.hb}, every)
+		if first := lead.HeartbeatTimeout / 10; first < every {
+			t.Errorf("hb %s lease %s: raft's leader timer may fire %s after a heartbeat, before the next instant (%s)", c.hb, c.lease, first, every)
+		}
+		if last := lead.HeartbeatTimeout / 5; last > 8*c.lease/10 && lead.HeartbeatTimeout == leaderTimeouts*every {
+			t.Errorf("hb %s lease %s: without the grid raft's timer leaves gaps up to %s, past 0.8 of the lease", c.hb, c.lease, last)
 		}
 	}
 }
@@ -176,9 +206,9 @@ func TestWatchedFollowersReplaceADeadLeaderWithinATimeoutAndAQuarter(t *testing.
 		g, ps := pacedGroup(t)
 		defer closePaced(g, ps)
 		const hb = 100 * time.Millisecond
-		// The leader's last heartbeat came at most a fifth of its own
-		// timeout (150ms here: the lease binds) before the cut.
-		bound := hb + hb/watchJitter + leaderPace*50*time.Millisecond/5 + 2*time.Millisecond
+		// The leader's last heartbeat came at most one grid period (20ms)
+		// before the cut.
+		bound := hb + hb/watchJitter + testEvery + 2*time.Millisecond
 		var worst time.Duration
 		for round := range 20 {
 			old := g.leader()
@@ -202,5 +232,36 @@ func TestWatchedFollowersReplaceADeadLeaderWithinATimeoutAndAQuarter(t *testing.
 			t.Fatalf("a new leader took %s, want within %s", worst, bound)
 		}
 		t.Logf("worst of 20 failovers: %s (bound %s)", worst, bound)
+	})
+}
+
+// A paced leader heartbeats each follower once per instant of the grid,
+// at the instant, and never on raft's own timer.
+func TestPacedLeaderHeartbeatsOnTheGrid(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, ps := pacedGroup(t)
+		defer closePaced(g, ps)
+		time.Sleep(time.Second)
+		l := g.leader()
+		g.heartbeats()
+		time.Sleep(time.Second)
+		sent := g.heartbeats()
+		if g.leader() != l {
+			t.Fatal("the leader changed")
+		}
+		per := map[int]int{}
+		for _, hb := range sent {
+			if hb.from != l {
+				t.Fatalf("replica %d, not the leader %d, sent a heartbeat", hb.from, l)
+			}
+			if off := hb.at.UnixNano() % int64(testEvery); off != 0 {
+				t.Fatalf("a heartbeat to %d left %s past an instant, off the grid", hb.to, time.Duration(off))
+			}
+			per[hb.to]++
+		}
+		want := int(time.Second / testEvery)
+		if len(per) != 2 || per[(l+1)%3] != want || per[(l+2)%3] != want {
+			t.Fatalf("heartbeats per follower in a second: %v, want %d to each of 2", per, want)
+		}
 	})
 }

@@ -33,6 +33,10 @@ const (
 type reconcileState struct {
 	pause sync.Mutex // held while the node resets to join another cluster
 
+	// kick starts a pass at once: a group's leader changed (the meta
+	// state learns of it only from the pass).
+	kick chan struct{}
+
 	mu           sync.Mutex
 	busy         map[int]bool
 	lastTransfer map[int]time.Time
@@ -49,7 +53,8 @@ type reconcileState struct {
 // every meta change and on every gossip event.
 func (n *Node) reconcileLoop() {
 	defer n.wg.Done()
-	t := time.NewTicker(n.cfg.ReconcileInterval)
+	pause := n.cfg.ReconcileInterval
+	t := time.NewTimer(pause)
 	defer t.Stop()
 	n.recon.busy = map[int]bool{}
 	n.recon.lastTransfer = map[int]time.Time{}
@@ -62,14 +67,18 @@ func (n *Node) reconcileLoop() {
 		case <-t.C:
 		case <-changed:
 		case <-n.gossip.events:
+		case <-n.recon.kick:
 		}
-		n.reconcileOnce()
+		pause = nextPause(pause, n.cfg.ReconcileInterval, n.reconcileOnce())
+		t.Reset(pause)
 	}
 }
 
-func (n *Node) reconcileOnce() {
+// reconcileOnce makes one pass and reports whether the cluster, as far as
+// this node sees it, is at rest (rest.go).
+func (n *Node) reconcileOnce() bool {
 	if !n.recon.pause.TryLock() {
-		return
+		return false
 	}
 	defer n.recon.pause.Unlock()
 	v := n.View()
@@ -83,7 +92,7 @@ func (n *Node) reconcileOnce() {
 				close(n.left)
 			})
 		}
-		return
+		return false
 	}
 	n.rejoinGossip(v)
 	if n.recon.placedOf != v {
@@ -91,6 +100,9 @@ func (n *Node) reconcileOnce() {
 	}
 	pl := n.recon.placed
 	n.manageReplicas(v, pl)
+	// Judged before this pass spawns its steps (which find nothing to do
+	// in a cluster at rest), with the steps of earlier passes that still run.
+	rest := atRest(v, pl, n.slotsToMove(v)) && n.localAtRest(v, pl)
 	for _, r := range n.replicas() {
 		if !r.group.isLeader() {
 			n.recon.mu.Lock()
@@ -109,6 +121,7 @@ func (n *Node) reconcileOnce() {
 			_ = n.applyMeta(ctx, fsm.MetaUpsertNode, &metav1.UpsertNode{Node: n.self()})
 		})
 	}
+	return rest
 }
 
 // selfUpdate is the busy key of this node's update of its own record
@@ -119,6 +132,10 @@ func addrsDiffer(a, b *metav1.Node) bool {
 	return a.GrpcAddr != b.GrpcAddr || a.HttpAddr != b.HttpAddr || a.RaftAddr != b.RaftAddr ||
 		a.GossipAddr != b.GossipAddr || a.Region != b.Region || a.Version != b.Version
 }
+
+// leaderChanged starts a reconcile pass at once: a new shard leader
+// reports itself to the meta state from the pass.
+func (n *Node) leaderChanged() { signal(n.recon.kick) }
 
 // untilStop returns a context of parent that also ends when the node
 // stops, so background work does not hold up Close.

@@ -63,7 +63,7 @@ func (n *Node) ensureReplica(id int) (*replica, error) {
 	f := fsm.NewShard()
 	g, err := openGroup(groupOptions{
 		name: shardName(id), dir: n.shardDir(id), nodeID: n.cfg.NodeID,
-		fsm: f, mux: n.mux, rnet: n.rnet, wal: n.wal, cfg: n.cfg, addrs: addrBook{n},
+		fsm: f, mux: n.mux, rnet: n.rnet, wal: n.wal, grid: n.grid, onLeader: n.leaderChanged, cfg: n.cfg, addrs: addrBook{n},
 	})
 	if err != nil {
 		return nil, err

@@ -79,7 +79,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		lease      = fs.Duration("raft-lease-timeout", 500*time.Millisecond, "Raft leader lease timeout")
 		maxLog     = fs.Int64("max-log-length", 10_000, "largest limit a sliding log may have")
 		leaderWait = fs.Duration("leader-wait", 2*time.Second, "how long a check waits for its shard to elect a leader")
-		fastFlush  = fs.Duration("fast-flush-interval", 500*time.Millisecond, "how often a shard leader replicates the counts of fast-consistency checks")
+		fastFlush  = fs.Duration("fast-flush-interval", 500*time.Millisecond, "the longest the count of a fast-consistency check waits on its shard leader before it is replicated")
 		fastMax    = fs.Int64("fast-max-pending", 1000, "cost of fast checks a shard leader may answer before their batch is replicated (a failover may lose up to twice this)")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		logFormat  = fs.String("log-format", "text", "text or json")

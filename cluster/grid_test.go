@@ -1,0 +1,42 @@
+package cluster
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// tick's channel closes at the next instant of the grid, the same one for
+// everybody who asks before it; asked at an instant, it is the next one.
+func TestGridTicksOnItsInstants(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const every = 200 * time.Millisecond
+		g := newGrid(every)
+		for _, off := range []time.Duration{0, time.Millisecond, 73 * time.Millisecond, every - time.Nanosecond} {
+			time.Sleep((off - time.Duration(time.Now().UnixNano()%int64(every)) + every) % every)
+			start := time.Now()
+			a := g.tick()
+			time.Sleep(min(every-off, every) / 2)
+			if b := g.tick(); b != a {
+				t.Fatalf("%s past an instant: a second caller waits for another instant", off)
+			}
+			<-a
+			want := every - off
+			if took := time.Since(start); took != want {
+				t.Fatalf("%s past an instant: the tick came after %s, want %s", off, took, want)
+			}
+			if time.Now().UnixNano()%int64(every) != 0 {
+				t.Fatalf("%s past an instant: the tick came off the grid", off)
+			}
+			if c := g.tick(); c == a {
+				t.Fatal("asked at an instant, tick gave the instant that passed")
+			}
+		}
+	})
+}
+
+func TestGridEveryIsNeverZeroForRaftTimeouts(t *testing.T) {
+	if every := gridEvery(minRaftTimeout, minRaftTimeout); every <= 0 {
+		t.Fatalf("gridEvery of raft's least timeouts = %s", every)
+	}
+}
