@@ -49,8 +49,10 @@ type reconcileState struct {
 	placed   *placement
 }
 
-// reconcileLoop moves the cluster toward the placement: on a timer, on
-// every meta change and on every gossip event.
+// reconcileLoop moves the cluster toward the placement: on every meta
+// change, gossip event and change of a local group's leader, and on a
+// timer of ReconcileInterval that backs off to restPause while the
+// cluster is at rest.
 func (n *Node) reconcileLoop() {
 	defer n.wg.Done()
 	pause := n.cfg.ReconcileInterval
