@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -38,5 +40,26 @@ func TestGridTicksOnItsInstants(t *testing.T) {
 func TestGridEveryIsNeverZeroForRaftTimeouts(t *testing.T) {
 	if every := gridEvery(minRaftTimeout, minRaftTimeout); every <= 0 {
 		t.Fatalf("gridEvery of raft's least timeouts = %s", every)
+	}
+}
+
+// Raft timeouts below raft's least are refused at start, naming the flag:
+// the grid's period derives from them and must not be zero.
+func TestRaftTimeoutsBelowRaftsLeastAreRefused(t *testing.T) {
+	base := Config{NodeID: "n1", DataDir: t.TempDir(), GRPCAddr: "127.0.0.1:7700", RaftAddr: "127.0.0.1:7702",
+		GossipAddr: "127.0.0.1:7703"}.WithDefaults()
+	if err := base.Validate(); err != nil {
+		t.Fatalf("the base config: %v", err)
+	}
+	for flag, set := range map[string]func(*Config){
+		"raft-heartbeat-timeout": func(c *Config) { c.HeartbeatTimeout = time.Millisecond },
+		"raft-election-timeout":  func(c *Config) { c.ElectionTimeout = -time.Second },
+		"raft-lease-timeout":     func(c *Config) { c.LeaderLeaseTimeout = 4 * time.Millisecond },
+	} {
+		c := base
+		set(&c)
+		if err := c.Validate(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), flag) {
+			t.Errorf("%s below 5ms: %v, want a config error naming it", flag, err)
+		}
 	}
 }
