@@ -8,7 +8,9 @@
 // group of a node shares one Raft TCP port through Mux, and one log and
 // one fsync per flush through the node's raftlog.Store. A shard leader's
 // batcher gathers concurrent checks into one log entry (group commit)
-// stamped with the leader's clock.
+// stamped with the leader's clock. The groups heartbeat on one grid of
+// instants per node (grid.go, pace.go), so an idle node wakes a few times a
+// second whatever the number of its groups.
 //
 // The package knows Raft but not gRPC: calls to other nodes go through the
 // Peers interface, which the rpc package implements.
