@@ -104,10 +104,10 @@ type Config struct {
 	// FastFlushInterval is the longest the count of a fast-consistency
 	// check waits on its shard leader before it is replicated (a timer
 	// starts with the first count waiting, so an idle shard never wakes);
-	// FastMaxPending is the cost it lets wait
-	// (it flushes early when that much is waiting, and makes further fast
-	// checks wait while a flush is in flight). A failover can lose at most
-	// 2×FastMaxPending cost per shard: fast mode's overshoot bound.
+	// FastMaxPending is the cost it lets wait (it flushes early when that
+	// much is waiting, and makes further fast checks wait while a flush is
+	// in flight). A failover can lose at most 2×FastMaxPending cost per
+	// shard: fast mode's overshoot bound.
 	FastFlushInterval time.Duration
 	FastMaxPending    int64
 

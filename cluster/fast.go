@@ -15,11 +15,11 @@ import (
 // fastLane answers a shard's fast-consistency checks on its leader at once,
 // from the FSM's overlay, and replicates what they counted in batches: a
 // FastFlushInterval after the first hit of a batch was counted, or sooner
-// once FastMaxPending cost is waiting. One batch
-// is in flight at a time, and a check waits while FastMaxPending cost is
-// already waiting behind it, so at any moment at most 2×FastMaxPending cost
-// has been answered but not committed: that is all a leader failover can
-// lose, and so the most a key can be admitted beyond its limit.
+// once FastMaxPending cost is waiting. One batch is in flight at a time,
+// and a check waits while FastMaxPending cost is already waiting behind
+// it, so at any moment at most 2×FastMaxPending cost has been answered but
+// not committed: that is all a leader failover can lose, and so the most a
+// key can be admitted beyond its limit.
 type fastLane struct {
 	r          *raft.Raft
 	shard      *fsm.Shard
