@@ -140,12 +140,7 @@ func (g *gossip) alive(id string) bool {
 }
 
 // notify wakes whoever waits on events, without blocking.
-func (g *gossip) notify() {
-	select {
-	case g.events <- struct{}{}:
-	default:
-	}
-}
+func (g *gossip) notify() { signal(g.events) }
 
 // NotifyJoin implements memberlist.EventDelegate.
 func (g *gossip) NotifyJoin(n *memberlist.Node) {

@@ -15,7 +15,7 @@ func TestGridTicksOnItsInstants(t *testing.T) {
 		const every = 200 * time.Millisecond
 		g := newGrid(every)
 		for _, off := range []time.Duration{0, time.Millisecond, 73 * time.Millisecond, every - time.Nanosecond} {
-			time.Sleep((off - time.Duration(time.Now().UnixNano()%int64(every)) + every) % every)
+			sleepPastInstant(every, off)
 			start := time.Now()
 			a := g.tick()
 			time.Sleep(min(every-off, every) / 2)
@@ -37,10 +37,10 @@ func TestGridTicksOnItsInstants(t *testing.T) {
 	})
 }
 
-func TestGridEveryIsNeverZeroForRaftTimeouts(t *testing.T) {
-	if every := gridEvery(minRaftTimeout, minRaftTimeout); every <= 0 {
-		t.Fatalf("gridEvery of raft's least timeouts = %s", every)
-	}
+// sleepPastInstant sleeps until off past an instant of a grid of period
+// every.
+func sleepPastInstant(every, off time.Duration) {
+	time.Sleep((off - time.Duration(time.Now().UnixNano()%int64(every)) + every) % every)
 }
 
 // Raft timeouts below raft's least are refused at start, naming the flag:

@@ -242,9 +242,7 @@ func TestPacedLeaderHeartbeatsOnTheGrid(t *testing.T) {
 		g, ps := pacedGroup(t)
 		defer closePaced(g, ps)
 		time.Sleep(time.Second)
-		// Count over a second that starts between two instants.
-		off := time.Duration(time.Now().UnixNano() % int64(testEvery))
-		time.Sleep((testEvery + testEvery/2 - off) % testEvery)
+		sleepPastInstant(testEvery, testEvery/2) // count over a second that starts between two instants
 		l := g.leader()
 		g.heartbeats()
 		time.Sleep(time.Second)

@@ -50,14 +50,12 @@ func atRest(v *fsm.MetaView, pl *placement, toMove int) bool {
 		if s >= len(v.Reports) || v.Reports[s] == nil {
 			return false
 		}
-		rep := v.Reports[s]
-		if rep.Leader != want[0] || len(rep.Replicas) != len(want) {
-			return false
+		voters := make([]*metav1.Replica, len(want))
+		for i, id := range want {
+			voters[i] = &metav1.Replica{NodeId: id, Voter: true}
 		}
-		for _, r := range rep.Replicas {
-			if !r.Voter || !slices.Contains(want, r.NodeId) {
-				return false
-			}
+		if rep := v.Reports[s]; rep.Leader != want[0] || !sameReplicas(rep.Replicas, voters) {
+			return false
 		}
 	}
 	return true
