@@ -32,11 +32,11 @@ func stubDecision(key string) *pb.AllowResponse {
 }
 
 // benchCeiling measures, with ghz, the health check and a single Allow
-// against an in-process server that does no work: the ratio between them
-// is the most any Allow can reach against the health check with this
-// client on this machine (an Allow request and answer cost ghz more to
-// build, send and decode than the health check's empty ones).
-func benchCeiling(ctx context.Context, rp *report, g *ghzRunner, w workload, keys int, duration, warmup time.Duration) error {
+// against an in-process server that does no work, in rounds: the ratio
+// between them is the most any Allow can reach against the health check
+// with this client on this machine (an Allow request and answer cost ghz
+// more to build, send and decode than the health check's empty ones).
+func benchCeiling(ctx context.Context, rp *report, g *ghzRunner, w workload, keys, rounds int, duration, warmup time.Duration) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -49,20 +49,28 @@ func benchCeiling(ctx context.Context, rp *report, g *ghzRunner, w workload, key
 	defer srv.Stop()
 	addr := ln.Addr().String()
 	fmt.Printf("\nclient ceiling: ghz against a stub server in this process (%s) that answers at once\n", addr)
-	health, err := g.run(ctx, addr, ghzRun{call: healthCall, data: "{}", decisions: 1}, duration, warmup)
-	if err != nil {
-		return err
-	}
-	rp.add(healthRow("gRPC health check, stub server (reference)", ghzClient+" stub", health))
 	run, err := w.ghz(keys, g.dir)
 	if err != nil {
 		return err
 	}
-	res, err := g.run(ctx, addr, run, duration, warmup)
+	hm := measurement{name: "gRPC health check, stub server", run: func(int) (*result, error) {
+		return g.run(ctx, addr, ghzRun{call: healthCall, data: "{}", decisions: 1}, duration, warmup)
+	}}
+	stub := measurement{name: "Allow on a stub server", run: func(int) (*result, error) {
+		return g.run(ctx, addr, run, duration, warmup)
+	}}
+	healths, samples, errs, err := inRounds(rp.out, rounds, hm, []measurement{stub})
 	if err != nil {
 		return err
 	}
-	r := rateRow("Allow on a stub server that does nothing (the client's ceiling)", ghzClient+" stub", res, health, 0)
+	if errs[0] != nil {
+		return errs[0]
+	}
+	_, hr := medianHealth("gRPC health check, stub server (reference)", ghzClient+" stub", healths)
+	rp.add(hr)
+	w.name = "Allow on a stub server that does nothing (the client's ceiling)"
+	w.kind = info
+	r, _ := w.judgeRounds(ghzClient+" stub", samples[0])
 	r.figure += " (no Allow can do better with ghz here)"
 	rp.add(r)
 	return nil

@@ -16,6 +16,7 @@ import (
 // options are the command's flags.
 type options struct {
 	clients, batch, keys, heldRate, shards int
+	rounds                                 int
 	duration, warmup, perAlgorithm         time.Duration
 	idle, idleSettle                       time.Duration
 	failover                               failoverOptions
@@ -37,8 +38,9 @@ func (o options) runs(phase string) bool { return len(o.only) == 0 || o.only[pha
 func parseFlags() options {
 	var o options
 	flag.IntVar(&o.clients, "clients", 64, "concurrent callers of every closed-loop workload (ghz --concurrency and SDK goroutines)")
-	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measurement")
-	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured load before each measurement")
+	flag.IntVar(&o.rounds, "rounds", 3, "rounds of the health check and every workload, each figure the median round's (see rounds.go)")
+	flag.DurationVar(&o.duration, "duration", 5*time.Second, "length of each measurement")
+	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load before each measurement")
 	flag.IntVar(&o.batch, "batch", 100, "checks per AllowBatch call")
 	flag.IntVar(&o.keys, "keys", 100_000, "distinct random keys the load spreads over")
 	flag.IntVar(&o.heldRate, "held-rate", 1000, "calls/s of the held-rate workloads")
@@ -57,17 +59,21 @@ func parseFlags() options {
 	flag.StringVar(&o.nodeArgs, "node-args", "", "extra flags for every node, space-separated (default: none, the daemon's defaults)")
 	flag.StringVar(&o.profile, "profile", "", "save node n1's CPU profile of each workload into this directory (adds --pprof)")
 	only := flag.String("only", "", "comma-separated phases to run, of "+strings.Join(phaseNames, ", ")+" (default: all; scale needs ghz)")
-	quick := flag.Bool("quick", false, "short run: 3s measurements, 1s warmups, 5s idle, 2 kills, no per-algorithm runs, only the memory benchmarks (explicit flags win)")
+	quick := flag.Bool("quick", false, "short run: one round, 3s measurements, 5s idle, 2 kills, no per-algorithm runs, only the memory benchmarks (explicit flags win)")
 	flag.Parse()
 	if *quick {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		for name, v := range map[string]string{"duration": "3s", "warmup": "1s", "per-algorithm": "0", "idle": "5s",
+		for name, v := range map[string]string{"rounds": "1", "duration": "3s", "per-algorithm": "0", "idle": "5s",
 			"idle-settle": "2s", "failover-reps": "2", "micro": "false"} {
 			if !set[name] {
 				_ = flag.Set(name, v)
 			}
 		}
+	}
+	if o.rounds < 1 {
+		fmt.Fprintln(os.Stderr, "bench: --rounds must be at least 1")
+		os.Exit(2)
 	}
 	o.failover.retry = 20 * time.Millisecond
 	for _, p := range strings.FieldsFunc(*only, func(r rune) bool { return r == ',' }) {

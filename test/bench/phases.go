@@ -26,7 +26,7 @@ func benchClusters(ctx context.Context, rp *report, o options, args []string, di
 	g := &ghzRunner{bin: ghzBin, dir: dir, concurrency: o.clients, connections: o.ghzConns}
 	ws := workloads(o.batch, o.heldRate)
 	if o.runs("ceiling") {
-		if err := benchCeiling(ctx, rp, g, ws[0], o.keys, o.duration, o.warmup); err != nil {
+		if err := benchCeiling(ctx, rp, g, ws[0], o.keys, o.rounds, o.duration, o.warmup); err != nil {
 			rp.failed("Allow on a stub server that does nothing (the client's ceiling)", ghzClient+" stub", "", err)
 		}
 	}
@@ -59,17 +59,16 @@ func benchClusters(ctx context.Context, rp *report, o options, args []string, di
 		prof = &profiler{httpAddr: c.Nodes[0].HTTP, dir: o.profile, warmup: o.warmup, duration: o.duration}
 	}
 
-	var health3, strict3 *result
+	var strict3 *sample
 	if o.runs("ghz") {
-		fmt.Printf("\nghz against n1 (%s), %d callers, %d connection(s), %s per run after %s warmup\n",
-			c.Nodes[0].GRPC, o.clients, o.ghzConns, o.duration, o.warmup)
-		health3, strict3, err = benchGhz(ctx, rp, g, c, ws, o.keys, o.duration, o.warmup, prof)
+		fmt.Printf("\nghz against n1 (%s), %d callers, %d connection(s), %d rounds, %s per run after %s warmup\n",
+			c.Nodes[0].GRPC, o.clients, o.ghzConns, o.rounds, o.duration, o.warmup)
+		strict3, err = benchGhz(ctx, rp, g, c, ws, o.keys, o.rounds, o.duration, o.warmup, prof)
 		if err != nil {
 			rp.failed("gRPC health check (reference)", ghzClient, "", err)
 		}
 	}
 
-	fmt.Printf("\nGo SDK to every node, %d callers\n", o.clients)
 	cl, err := client.New(ctx, client.Options{Addrs: addrs(c)})
 	if err != nil {
 		return fmt.Errorf("SDK client: %w", err)
@@ -78,7 +77,8 @@ func benchClusters(ctx context.Context, rp *report, o options, args []string, di
 	defer closeClient()
 	var sdkHealth *result
 	if o.runs("sdk") {
-		sdkHealth = benchSDK(rp, c, cl, ws, o.keys, o.clients, o.duration, o.warmup, prof)
+		fmt.Printf("\nGo SDK to every node, %d callers, %d rounds\n", o.clients, o.rounds)
+		sdkHealth = benchSDK(rp, c, cl, ws, o.keys, o.clients, o.rounds, o.duration, o.warmup, prof)
 	}
 	if o.perAlgorithm > 0 && sdkHealth != nil && o.runs("algorithms") {
 		fmt.Printf("\nsingle Allow per algorithm and consistency through the SDK, %s each\n", o.perAlgorithm)
@@ -103,12 +103,12 @@ func benchClusters(ctx context.Context, rp *report, o options, args []string, di
 		fmt.Printf("\n%d-node cluster, ghz against n1\n", o.scaleNodes)
 		target := fmt.Sprintf("≥ %.1f× 3-node", targetScale)
 		switch {
-		case health3 == nil || strict3 == nil:
+		case strict3 == nil:
 			rp.failed(fmt.Sprintf("%s, %d nodes", ws[0].name, o.scaleNodes), ghzClient, target,
 				fmt.Errorf("no 3-node figure to compare with"))
 		default:
-			if err := measureScale(ctx, rp, g, bin, dir, o.scaleNodes, args, ws[0], o.keys, o.duration, o.warmup,
-				health3, strict3); err != nil {
+			if err := measureScale(ctx, rp, g, bin, dir, o.scaleNodes, args, ws[0], o.keys, o.rounds, o.duration, o.warmup,
+				*strict3); err != nil {
 				rp.failed(fmt.Sprintf("%s, %d nodes", ws[0].name, o.scaleNodes), ghzClient, target, err)
 			}
 		}
@@ -128,9 +128,9 @@ func header(o options, args []string) []string {
 		fmt.Sprintf("floodgate `make bench`, %s, commit %s, %s, %d CPUs, load average %s at the start",
 			time.Now().Format("2006-01-02 15:04"), commit, runtime.Version(), runtime.NumCPU(),
 			strings.Join(strings.Fields(string(load))[:min(3, len(strings.Fields(string(load))))], " ")),
-		fmt.Sprintf("nodes: real bin/floodgate processes on loopback, node flags: %s; %d callers, %d random keys, %s per measurement after %s warmup",
-			flags, o.clients, o.keys, o.duration, o.warmup),
-		"ratios are to the bare gRPC health check of the same client in the same run; absolute figures move with the machine's load",
+		fmt.Sprintf("nodes: real bin/floodgate processes on loopback, node flags: %s; %d callers, %d random keys, %s per measurement after %s warmup, %d rounds",
+			flags, o.clients, o.keys, o.duration, o.warmup, o.rounds),
+		"ratios are to the bare gRPC health check of the same client and round; each row is the round with the median figure, then every round's spread; absolute figures move with the machine's load",
 	}
 }
 

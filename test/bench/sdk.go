@@ -17,23 +17,32 @@ const sdkClient = "Go SDK"
 
 // benchSDK measures every workload through the Go SDK (which sends each
 // check to its shard's leader), from clients goroutines in this process,
-// against a bare health-check loop spread over all the nodes the same way.
-// It returns the health result.
-func benchSDK(rp *report, c *e2e.Cluster, cl *client.Client, ws []workload, keys, clients int,
+// against a bare health-check loop spread over all the nodes the same way,
+// in rounds. It returns the median health result.
+func benchSDK(rp *report, c *e2e.Cluster, cl *client.Client, ws []workload, keys, clients, rounds int,
 	duration, warmup time.Duration, prof *profiler) *result {
-	done := prof.start("sdk-health")
-	health := measure(clients, duration, warmup, func(i int, _ *rand.Rand) (int, error) {
-		n := c.Nodes[i%len(c.Nodes)]
-		_, err := healthpb.NewHealthClient(n.Conn()).Check(context.Background(), &healthpb.HealthCheckRequest{})
-		return 1, err
-	})
-	done()
-	rp.add(healthRow("gRPC health check, over all nodes (reference)", sdkClient, health))
+	health := measurement{name: "gRPC health check", run: func(round int) (*result, error) {
+		defer firstRound(prof, round, "sdk-health")()
+		return measure(clients, duration, warmup, func(i int, _ *rand.Rand) (int, error) {
+			n := c.Nodes[i%len(c.Nodes)]
+			_, err := healthpb.NewHealthClient(n.Conn()).Check(context.Background(), &healthpb.HealthCheckRequest{})
+			return 1, err
+		}), nil
+	}}
+	loads := make([]measurement, len(ws))
 	for i, w := range ws {
-		done := prof.start(fmt.Sprintf("sdk-%d", i))
-		res := w.measureSDK(cl, keys, clients, duration, warmup)
-		done()
-		rp.add(w.judge(sdkClient, res, health))
+		loads[i] = measurement{name: w.name, run: func(round int) (*result, error) {
+			defer firstRound(prof, round, fmt.Sprintf("sdk-%d", i))()
+			return w.measureSDK(cl, keys, clients, duration, warmup), nil
+		}}
 	}
-	return health
+	// The Go loops count failed calls in their results: no error here.
+	healths, samples, _, _ := inRounds(rp.out, rounds, health, loads)
+	mid, hr := medianHealth("gRPC health check, over all nodes (reference)", sdkClient, healths)
+	rp.add(hr)
+	for i, w := range ws {
+		r, _ := w.judgeRounds(sdkClient, samples[i])
+		rp.add(r)
+	}
+	return mid
 }
