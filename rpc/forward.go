@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -71,11 +72,19 @@ type fwdReq struct {
 func (f *forwarder) forward(ctx context.Context, addr string, shard int, checks []fsm.Check) ([]policy.Result, error) {
 	req := &fwdReq{ctx: ctx, shard: shard, checks: checks, done: make(chan struct{})}
 	q := f.queue(addr)
+	if q.takeIdle() {
+		q.send([]*fwdReq{req})
+		q.giveBack()
+		return req.results, req.err
+	}
+	q.waiting.Add(1)
 	select {
 	case q.in <- req:
 	case <-f.peers.closed:
+		q.waiting.Add(-1)
 		return nil, fmt.Errorf("forward to %s: %w", addr, errNotSent)
 	case <-ctx.Done():
+		q.waiting.Add(-1)
 		return nil, fmt.Errorf("forward to %s: %w: %w", addr, cluster.ErrNoLeader, ctx.Err())
 	}
 	select {
@@ -118,29 +127,84 @@ func (f *forwarder) queue(addr string) *peerQueue {
 	defer f.mu.Unlock()
 	q := f.queues[addr]
 	if q == nil {
-		q = &peerQueue{addr: addr, peers: f.peers, in: make(chan *fwdReq, 1024), done: make(chan struct{})}
+		q = newPeerQueue(addr, f.peers)
 		f.queues[addr] = q
 		go q.loop()
 	}
 	return q
 }
 
-// peerQueue batches forwards to one peer.
+// newPeerQueue returns the queue of forwards to the peer at addr; its loop
+// is not running yet.
+func newPeerQueue(addr string, peers *Peers) *peerQueue {
+	return &peerQueue{addr: addr, peers: peers, in: make(chan *fwdReq, 1024), done: make(chan struct{}),
+		slots: make(chan struct{}, forwardInFlight), freed: make(chan struct{}, 1)}
+}
+
+// peerQueue batches forwards to one peer. A forward that finds the
+// queue idle (no call in flight, nothing waiting) is sent by its caller,
+// on its own goroutine: at a light load nearly every forward is, and it
+// then costs no wakeup of the loop, of a sending goroutine and of the
+// caller again, each of which on a virtual machine costs more than the
+// call's own work and adds to its tail latency. Forwards that come while
+// a call is in flight wait for the loop, which sends them together.
 type peerQueue struct {
 	addr  string
 	peers *Peers
 	in    chan *fwdReq
 	done  chan struct{} // closed when loop returns
+	// slots holds a token for each Forward call in flight to the peer,
+	// the loop's and the callers' own alike: forwardInFlight at most.
+	slots chan struct{}
+	// waiting counts forwards handed to the loop and not yet sent or
+	// answered: a caller sends its own only when none waits.
+	waiting atomic.Int64
+	// freed wakes the loop when a caller's own call gives its slot back.
+	freed chan struct{}
+}
+
+// takeIdle takes a call slot for a caller to send its own forward, when
+// nothing waits for the loop and a slot is free.
+func (q *peerQueue) takeIdle() bool {
+	if q.waiting.Load() > 0 {
+		return false
+	}
+	select {
+	case <-q.peers.closed:
+		return false // the loop answers it: not sent
+	default:
+	}
+	return q.take()
+}
+
+// take takes a call slot, if one is free.
+func (q *peerQueue) take() bool {
+	select {
+	case q.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// giveBack returns a caller's call slot and wakes the loop, which may
+// have forwards waiting for it (unless a wakeup is pending already).
+func (q *peerQueue) giveBack() {
+	<-q.slots
+	select {
+	case q.freed <- struct{}{}:
+	default:
+	}
 }
 
 func (q *peerQueue) loop() {
 	defer close(q.done)
 	var queue []*fwdReq
 	var lg linger.Policy
-	inflight := 0
+	inflight := 0                                 // the loop's own calls
 	sent := make(chan time.Time, forwardInFlight) // when each call went out
 	for {
-		if len(queue) > 0 && inflight < forwardInFlight {
+		if len(queue) > 0 && q.take() {
 			if inflight == 0 {
 				queue = linger.Gather(&lg, queue, forwardChecks, q.in, q.peers.closed) // refused below when closed
 			}
@@ -151,11 +215,13 @@ func (q *peerQueue) loop() {
 			}
 			batch := queue[:n:n]
 			queue = queue[n:]
+			q.waiting.Add(-int64(n))
 			inflight++
 			start := time.Now()
 			lg.Sent(size, queued, start)
 			go func() {
 				q.send(batch)
+				<-q.slots
 				sent <- start
 			}()
 			continue
@@ -166,8 +232,10 @@ func (q *peerQueue) loop() {
 		case start := <-sent:
 			inflight--
 			lg.Answered(start, time.Now())
+		case <-q.freed:
 		case <-q.peers.closed:
 			notSent := func(r *fwdReq) {
+				q.waiting.Add(-1)
 				r.err = fmt.Errorf("forward to %s: %w", q.addr, errNotSent)
 				close(r.done)
 			}

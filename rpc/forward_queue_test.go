@@ -95,7 +95,7 @@ func (l *memListener) dial(ctx context.Context, _ string) (net.Conn, error) {
 // goroutine (a client interceptor). gRPC's own goroutines cannot run in a
 // synctest bubble, so the connection is made outside it, before the test
 // enters one, and the forwarder under test, made inside, is handed it.
-func readyPeerConn(t *testing.T, target *atomic.Pointer[gatedPeer]) *grpc.ClientConn {
+func readyPeerConn(t testing.TB, target *atomic.Pointer[gatedPeer]) *grpc.ClientConn {
 	t.Helper()
 	ln := &memListener{conns: make(chan net.Conn), done: make(chan struct{})}
 	srv := grpc.NewServer()
@@ -210,6 +210,42 @@ func TestForwardQueueBatchesBehindInFlightCap(t *testing.T) {
 			if f := <-ch; f.err != nil || !f.ok {
 				t.Fatalf("forward %d: %d answers, matching=%v, %v", i, f.n, f.ok, f.err)
 			}
+		}
+	})
+}
+
+// A forward that finds its peer's queue idle is sent by its caller: it is
+// answered with the queue's loop not running at all. One that comes while
+// that call is in flight waits for the loop, which sends it once the slot
+// is given back: the caller's own call counts against forwardInFlight.
+func TestForwardToAnIdleQueueIsSentByItsCaller(t *testing.T) {
+	var target atomic.Pointer[gatedPeer]
+	cc := readyPeerConn(t, &target)
+	synctest.Test(t, func(t *testing.T) {
+		rig := newForwardRig(cc, &target)
+		defer rig.close()
+		q := newPeerQueue("peer-1", rig.peers) // its loop starts below
+		rig.fwd.queues["peer-1"] = q
+		first := rig.forward(1, 1)
+		second := rig.forward(2, 1)
+		if got := rig.peer.callSizes(); !slices.Equal(got, []int{1}) {
+			t.Fatalf("calls %v, want the idle forward's alone", got)
+		}
+		rig.peer.gate <- struct{}{}
+		if f := <-first; f.err != nil || !f.ok {
+			t.Fatalf("idle forward: %d answers, matching=%v, %v", f.n, f.ok, f.err)
+		}
+		synctest.Wait()
+		if got := rig.peer.callSizes(); len(got) != 1 {
+			t.Fatalf("calls %v: the forward that waited was sent by its caller", got)
+		}
+		go q.loop()
+		close(rig.peer.gate)
+		if f := <-second; f.err != nil || !f.ok {
+			t.Fatalf("waiting forward: %d answers, matching=%v, %v", f.n, f.ok, f.err)
+		}
+		if got := rig.peer.callSizes(); !slices.Equal(got, []int{1, 1}) {
+			t.Fatalf("calls %v, want two of one check", got)
 		}
 	})
 }
@@ -379,4 +415,21 @@ func TestForwardQueueGathersTheCallersOfTheLastCall(t *testing.T) {
 			t.Fatalf("calls carry a median of %d checks of %d callers, want most of them", m, callers)
 		}
 	})
+}
+
+// BenchmarkForwardOneCaller is one caller forwarding one check at a time
+// to a peer that answers at once: what the queue costs a forward at a
+// light load, where nothing else is in flight.
+func BenchmarkForwardOneCaller(b *testing.B) {
+	var target atomic.Pointer[gatedPeer]
+	cc := readyPeerConn(b, &target)
+	rig := newForwardRig(cc, &target)
+	close(rig.peer.gate)
+	defer rig.peers.Close()
+	checks := []fsm.Check{{Key: "key-1", Policy: fuzzseed.Policies()[0], Cost: 1}}
+	for b.Loop() {
+		if _, err := rig.fwd.forward(context.Background(), "peer-1", 0, checks); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
