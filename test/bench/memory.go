@@ -84,7 +84,7 @@ func memoryRows(metrics map[string]map[string]float64) []row {
 	var rows []row
 	fixed, ok := get("fixed_window")
 	r := row{workload: "memory per key, fixed window (1M keys in a shard)", client: "Go benchmark",
-		target: fmt.Sprintf("≤ %.0f B", targetMemFixed)}
+		target: fmt.Sprintf("≤ %.0f B, to the nearest byte", targetMemFixed)}
 	if ok {
 		r.figure = fmt.Sprintf("%.1f B beyond the key's bytes", fixed)
 		r.verdict = judge(fixed <= targetMemFixed+0.5)
@@ -95,7 +95,7 @@ func memoryRows(metrics map[string]map[string]float64) []row {
 	one, ok1 := get("sliding_log_1_hit")
 	ten, ok10 := get("sliding_log_10_full")
 	r = row{workload: "memory per logged timestamp, sliding log", client: "Go benchmark",
-		target: fmt.Sprintf("+%.0f B per timestamp", targetMemPerStamp)}
+		target: fmt.Sprintf("+%.0f B per timestamp, to the nearest byte", targetMemPerStamp)}
 	if ok1 && ok10 {
 		per := (ten - one) / 9
 		r.figure = fmt.Sprintf("%.1f B per timestamp (%.1f B at 1, %.1f B at 10)", per, one, ten)
