@@ -21,7 +21,11 @@
 //   - the Go benchmarks of window/ and fsm/, of which BenchmarkStateMemory
 //     gives the memory per key.
 //
-// Each figure is printed with its ratio to the health check of the same run
-// and the target, marked met or not met. --quick shortens every
-// phase. Machine load changes absolute numbers: compare ratios.
+// The ghz, SDK, ceiling and 5-node comparisons run in rounds (rounds.go):
+// each round measures the health check and then every workload once. Each
+// figure is printed with its ratio to the health check of its own round,
+// from the round whose figure is the median, with the spread of all
+// rounds, and the target, marked met or not met. --quick runs one
+// round and shortens every phase. Machine load changes absolute numbers:
+// compare ratios.
 package main
