@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,6 +49,7 @@ func (s *Server) dispatch(ctx context.Context, checks []fsm.Check) ([]policy.Res
 		// Taken before routing, so a change during the calls is not missed.
 		changed = s.node.MetaChanged()
 		byShard := map[int][]int{}
+		var order []int // the groups in the order their first check came
 		shard, err := 0, error(nil)
 		for _, i := range pending {
 			// An atomic set goes where its first check goes: its policy
@@ -59,52 +61,76 @@ func (s *Server) dispatch(ctx context.Context, checks []fsm.Check) ([]policy.Res
 				errs[i] = err
 				continue
 			}
+			if _, seen := byShard[shard]; !seen {
+				order = append(order, shard)
+			}
 			byShard[shard] = append(byShard[shard], i)
 		}
-		var mu sync.Mutex
-		var moved []int
+		if len(order) == 1 {
+			// A single group (every single check): answered on this
+			// goroutine, with no goroutine to start and grow a stack for.
+			pending = s.evaluateInto(ctx, deadline, order[0], checks, byShard[order[0]], res, errs)
+			continue
+		}
+		moved := make([][]int, len(order))
 		var wg sync.WaitGroup
-		for shard, idx := range byShard {
-			wg.Add(1)
-			one := func() {
-				defer wg.Done()
-				sub := make([]fsm.Check, len(idx))
-				for j, i := range idx {
-					sub[j] = checks[i]
-				}
-				r, err := s.evaluate(ctx, deadline, shard, sub)
-				var pe *cluster.PartialError
-				if errors.As(err, &pe) {
-					r, err = pe.Results, nil
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				for j, i := range idx {
-					e := err
-					if pe != nil {
-						e = pe.Errs[j]
-					}
-					switch {
-					case e == nil:
-						res[i], errs[i] = r[j], nil
-					case errors.Is(e, cluster.ErrMoved):
-						errs[i] = e
-						moved = append(moved, i)
-					default:
-						errs[i] = e
-					}
-				}
-			}
-			if len(byShard) == 1 {
-				one() // a single group (every single check): no goroutine to start and grow a stack for
-			} else {
-				go one()
-			}
+		for g, shard := range order {
+			wg.Go(func() {
+				moved[g] = s.evaluateInto(ctx, deadline, shard, checks, byShard[shard], res, errs)
+			})
 		}
 		wg.Wait()
-		pending = moved
+		pending = slices.Concat(moved...)
 	}
 	return res, errs
+}
+
+// evaluateInto answers the checks of one group, checks[i] for i in idx,
+// writing res[i] and errs[i] (each group's own indices: groups answered
+// at once write apart). It returns the indices whose group turned out not
+// to own their key (cluster.ErrMoved: nothing counted), to route again.
+func (s *Server) evaluateInto(ctx context.Context, deadline time.Time, shard int, checks []fsm.Check, idx []int,
+	res []policy.Result, errs []error) (moved []int) {
+	// A copy even of all checks: the group's leader may mark them
+	// (Elastic) while a caller that gave up reads its own.
+	sub := make([]fsm.Check, len(idx))
+	for j, i := range idx {
+		sub[j] = checks[i]
+	}
+	r, err := s.evaluate(ctx, deadline, shard, sub)
+	pe := partial(err)
+	if pe != nil {
+		r, err = pe.Results, nil
+	}
+	for j, i := range idx {
+		e := err
+		if pe != nil {
+			e = pe.Errs[j]
+		}
+		switch {
+		case e == nil:
+			res[i], errs[i] = r[j], nil
+		case errors.Is(e, cluster.ErrMoved):
+			errs[i] = e
+			moved = append(moved, i)
+		default:
+			errs[i] = e
+		}
+	}
+	return moved
+}
+
+// partial returns err as a *cluster.PartialError (each check its own
+// answer), or nil.
+func partial(err error) *cluster.PartialError {
+	if err == nil {
+		return nil
+	}
+	var pe *cluster.PartialError
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return nil
 }
 
 // count adds the answers of a dispatch to the node's metrics. Only a

@@ -34,37 +34,75 @@ func TestSlotsMoveUnderStrictLoad(t *testing.T) {
 	stop := make(chan struct{})
 	errs := make(chan error, 100)
 	var wg sync.WaitGroup
-	live := func() []*inproc.Node { return nodes[:3] } // n4 comes and goes
-	for w := range 6 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	// worker calls body with i = 0, 1, ... until stop.
+	worker := func(body func(i int)) {
+		wg.Go(func() {
 			for i := 0; ; i++ {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				k := (w*7 + i) % keys
-				n := live()[(w+i)%3]
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				resp, err := n.Limiter().Allow(ctx, &pb.AllowRequest{Key: fmt.Sprintf("mv-%d", k), Limit: lim})
-				cancel()
+				body(i)
+			}
+		})
+	}
+	live := func() []*inproc.Node { return nodes[:3] } // n4 comes and goes
+	for w := range 6 {
+		worker(func(i int) {
+			k := (w*7 + i) % keys
+			n := live()[(w+i)%3]
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			resp, err := n.Limiter().Allow(ctx, &pb.AllowRequest{Key: fmt.Sprintf("mv-%d", k), Limit: lim})
+			cancel()
+			switch {
+			case err == nil && resp.Allowed:
+				admitted[k].Add(1)
+			case err == nil:
+			case status.Code(err) == codes.InvalidArgument:
+				select {
+				case errs <- err:
+				default:
+				}
+			default:
+				unknown[k].Add(1)
+			}
+			time.Sleep(2 * time.Millisecond)
+		})
+	}
+	// Batches of keys of several groups: the dispatcher answers each
+	// group's checks at once and routes again, together, the checks of
+	// every group a moving slot refused.
+	for w := range 2 {
+		worker(func(i int) {
+			var ks []int
+			var reqs []*pb.AllowRequest
+			for j := range 5 {
+				k := (w*11 + i*5 + j*7) % keys
+				ks = append(ks, k)
+				reqs = append(reqs, &pb.AllowRequest{Key: fmt.Sprintf("mv-%d", k), Limit: lim})
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			resp, err := live()[(w+i)%3].Limiter().AllowBatch(ctx, &pb.AllowBatchRequest{Requests: reqs})
+			cancel()
+			for j, k := range ks {
 				switch {
-				case err == nil && resp.Allowed:
+				case err != nil:
+					unknown[k].Add(1)
+				case resp.Results[j].Error == nil && resp.Results[j].Response.Allowed:
 					admitted[k].Add(1)
-				case err == nil:
-				case status.Code(err) == codes.InvalidArgument:
+				case resp.Results[j].Error == nil:
+				case codes.Code(resp.Results[j].Error.Code) == codes.InvalidArgument:
 					select {
-					case errs <- err:
+					case errs <- fmt.Errorf("batch item mv-%d: %s", k, resp.Results[j].Error.Message):
 					default:
 					}
 				default:
 					unknown[k].Add(1)
 				}
-				time.Sleep(2 * time.Millisecond)
 			}
-		}()
+			time.Sleep(5 * time.Millisecond)
+		})
 	}
 
 	cfg := inproc.Config(t, "n4")

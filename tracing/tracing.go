@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync/atomic"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -87,10 +88,13 @@ func Setup(ctx context.Context, c Config) (shutdown func(context.Context) error,
 }
 
 // Start begins a span of floodgate's tracer; with tracing off it returns
-// ctx unchanged and a span that records nothing.
+// ctx unchanged and a span that records nothing. The span keeps a copy of
+// attrs, so that attrs itself does not escape: a caller's arguments then
+// stay on its stack, and a check costs no allocation for a span that
+// tracing off never records.
 func Start(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	if !enabled.Load() {
 		return ctx, noSpan
 	}
-	return Tracer().Start(ctx, name, trace.WithAttributes(attrs...))
+	return Tracer().Start(ctx, name, trace.WithAttributes(slices.Clone(attrs)...))
 }
