@@ -48,36 +48,18 @@ func (s *Server) dispatch(ctx context.Context, checks []fsm.Check) ([]policy.Res
 		}
 		// Taken before routing, so a change during the calls is not missed.
 		changed = s.node.MetaChanged()
-		byShard := map[int][]int{}
-		var order []int // the groups in the order their first check came
-		shard, err := 0, error(nil)
-		for _, i := range pending {
-			// An atomic set goes where its first check goes: its policy
-			// places all its keys in one slot (policy.Colocate).
-			if !checks[i].Joined {
-				shard, err = s.node.ShardOf(checks[i].Key)
-			}
-			if err != nil {
-				errs[i] = err
-				continue
-			}
-			if _, seen := byShard[shard]; !seen {
-				order = append(order, shard)
-			}
-			byShard[shard] = append(byShard[shard], i)
-		}
-		if len(order) == 1 {
+		groups := s.groupByShard(checks, pending, errs)
+		if len(groups) == 1 {
 			// A single group (every single check): answered on this
 			// goroutine, with no goroutine to start and grow a stack for.
-			pending = s.evaluateInto(ctx, deadline, order[0], checks, byShard[order[0]], res, errs)
+			pending = s.evaluateInto(ctx, deadline, groups[0], checks, res, errs)
 			continue
 		}
-		moved := make([][]int, len(order))
+		moved := make([][]int, len(groups))
 		var wg sync.WaitGroup
-		for g, shard := range order {
-			wg.Go(func() {
-				moved[g] = s.evaluateInto(ctx, deadline, shard, checks, byShard[shard], res, errs)
-			})
+		for k, g := range groups {
+			gctx := ctx // never reassigned: the goroutine copies it, ctx stays on the stack
+			wg.Go(func() { moved[k] = s.evaluateInto(gctx, deadline, g, checks, res, errs) })
 		}
 		wg.Wait()
 		pending = slices.Concat(moved...)
@@ -85,24 +67,58 @@ func (s *Server) dispatch(ctx context.Context, checks []fsm.Check) ([]policy.Res
 	return res, errs
 }
 
-// evaluateInto answers the checks of one group, checks[i] for i in idx,
-// writing res[i] and errs[i] (each group's own indices: groups answered
-// at once write apart). It returns the indices whose group turned out not
-// to own their key (cluster.ErrMoved: nothing counted), to route again.
-func (s *Server) evaluateInto(ctx context.Context, deadline time.Time, shard int, checks []fsm.Check, idx []int,
+// shardChecks are the checks of one group: indices into a dispatch's
+// checks.
+type shardChecks struct {
+	shard int
+	idx   []int
+}
+
+// groupByShard groups the pending checks by their key's group, in the
+// order each group's first check came; a check whose group cannot be
+// told gets its error in errs. A dispatch spans a few groups at most, so
+// a linear search finds a check's.
+func (s *Server) groupByShard(checks []fsm.Check, pending []int, errs []error) []shardChecks {
+	var groups []shardChecks
+	shard, err := 0, error(nil)
+	for _, i := range pending {
+		// An atomic set goes where its first check goes: its policy
+		// places all its keys in one slot (policy.Colocate).
+		if !checks[i].Joined {
+			shard, err = s.node.ShardOf(checks[i].Key)
+		}
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		k := slices.IndexFunc(groups, func(g shardChecks) bool { return g.shard == shard })
+		if k < 0 {
+			k = len(groups)
+			groups = append(groups, shardChecks{shard: shard})
+		}
+		groups[k].idx = append(groups[k].idx, i)
+	}
+	return groups
+}
+
+// evaluateInto answers the checks of group g, writing res[i] and errs[i]
+// for its indices (groups answered at once write apart). It returns the
+// indices whose group turned out not to own their key (cluster.ErrMoved:
+// nothing counted), to route again.
+func (s *Server) evaluateInto(ctx context.Context, deadline time.Time, g shardChecks, checks []fsm.Check,
 	res []policy.Result, errs []error) (moved []int) {
 	// A copy even of all checks: the group's leader may mark them
 	// (Elastic) while a caller that gave up reads its own.
-	sub := make([]fsm.Check, len(idx))
-	for j, i := range idx {
+	sub := make([]fsm.Check, len(g.idx))
+	for j, i := range g.idx {
 		sub[j] = checks[i]
 	}
-	r, err := s.evaluate(ctx, deadline, shard, sub)
+	r, err := s.evaluate(ctx, deadline, g.shard, sub)
 	pe := partial(err)
 	if pe != nil {
 		r, err = pe.Results, nil
 	}
-	for j, i := range idx {
+	for j, i := range g.idx {
 		e := err
 		if pe != nil {
 			e = pe.Errs[j]
