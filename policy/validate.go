@@ -22,8 +22,10 @@ func (p *Policy) Validate(maxLog int64) error {
 		return invalid("limits", "at most %d limits, got %d", MaxLimits, len(p.Limits))
 	}
 	for i := range p.Limits {
-		if err := validateLimit(&p.Limits[i], fmt.Sprintf("limits[%d].", i), maxLog); err != nil {
-			return err
+		// The path is spelled only for an error: Validate runs on every
+		// policy a log entry or a forward carries.
+		if err := validateLimit(&p.Limits[i], "", maxLog); err != nil {
+			return within(fmt.Sprintf("limits[%d].", i), err)
 		}
 		for j := 0; j < i; j++ {
 			if sameWindow(&p.Limits[i].Limit, &p.Limits[j].Limit) {

@@ -16,12 +16,12 @@ import (
 // parseCheck validates one request and turns it into the check a shard log
 // entry carries, resolving a named policy from the node's meta state;
 // field prefixes error messages.
-func (s *Server) parseCheck(ctx context.Context, req *pb.AllowRequest, field string) (fsm.Check, error) {
+func (s *Server) parseCheck(ctx context.Context, req *pb.AllowRequest, field string, inline *validate.Inline) (fsm.Check, error) {
 	var resolve validate.Resolver
 	if req.GetPolicy() != "" {
 		resolve = resolver(ctx, s.node)
 	}
-	c, err := validate.Request(req, field, s.cfg.MaxLogLength, resolve)
+	c, err := validate.Request(req, field, s.cfg.MaxLogLength, resolve, inline)
 	if err != nil {
 		return fsm.Check{}, err
 	}

@@ -46,7 +46,7 @@ func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 	if err := s.ready(); err != nil {
 		return nil, toStatus(err)
 	}
-	c, err := s.parseCheck(ctx, req, "")
+	c, err := s.parseCheck(ctx, req, "", nil)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -68,8 +68,9 @@ func (s *Server) AllowBatch(ctx context.Context, req *pb.AllowBatchRequest) (*pb
 		return nil, toStatus(err)
 	}
 	checks := make([]fsm.Check, len(req.Requests))
+	var inline validate.Inline
 	for i, r := range req.Requests {
-		c, err := s.parseCheck(ctx, r, fmt.Sprintf("requests[%d].", i))
+		c, err := s.parseCheck(ctx, r, validate.BatchField(i), &inline)
 		if err != nil {
 			return nil, toStatus(err)
 		}

@@ -2,6 +2,7 @@ package rpc_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -124,6 +125,40 @@ func TestAllowBatchAndPeek(t *testing.T) {
 		p, err := rl.Allow(ctx, &pb.AllowRequest{Key: "peeked", Limit: lim, Cost: cost(0)})
 		if err != nil || !p.Allowed || p.Remaining != 3 {
 			t.Fatalf("peek %d: %v %v", i, p, err)
+		}
+	}
+}
+
+// Requests of a batch with equal inline limits share one policy; each is
+// still counted under its own limit, with more distinct limits in the
+// batch than are shared, interleaved.
+func TestAllowBatchCountsEachInlineLimit(t *testing.T) {
+	_, rl := single(t)
+	const limits, tries = 11, 13
+	req := &pb.AllowBatchRequest{}
+	for try := 0; try < tries; try++ {
+		for n := int64(1); n <= limits; n++ {
+			lim := &pb.Limit{Algorithm: pb.Algorithm_FIXED_WINDOW, Limit: n, WindowMs: 3_600_000}
+			req.Requests = append(req.Requests, &pb.AllowRequest{Key: fmt.Sprint("limit-", n), Limit: lim})
+		}
+	}
+	resp, err := rl.AllowBatch(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admitted := map[int64]int64{}
+	for i, item := range resp.Results {
+		n := req.Requests[i].Limit.Limit
+		if item.Error != nil || item.Response.Limit != n {
+			t.Fatalf("item %d (limit %d): %v", i, n, item)
+		}
+		if item.Response.Allowed {
+			admitted[n]++
+		}
+	}
+	for n := int64(1); n <= limits; n++ {
+		if admitted[n] != n {
+			t.Errorf("limit %d admitted %d of %d", n, admitted[n], tries)
 		}
 	}
 }

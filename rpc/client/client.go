@@ -160,7 +160,7 @@ func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.A
 	}
 	groups := map[string][]int{}
 	for i, r := range reqs {
-		key, err := c.check(r, fmt.Sprintf("requests[%d].", i))
+		key, err := c.check(r, validate.BatchField(i))
 		if err != nil {
 			return nil, err
 		}
@@ -241,7 +241,7 @@ func (c *Client) check(req *pb.AllowRequest, field string) (string, error) {
 			resolve = func(string) (*policy.Policy, error) { return p, nil }
 		}
 	}
-	chk, err := validate.Request(req, field, math.MaxInt64, resolve)
+	chk, err := validate.Request(req, field, math.MaxInt64, resolve, nil)
 	if err != nil {
 		return "", status.Error(codes.InvalidArgument, err.Error())
 	}

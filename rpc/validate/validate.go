@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,12 +49,13 @@ type Resolver func(name string) (*policy.Policy, error)
 // sliding logs (window.DefaultMaxLogLength when 0). resolve looks named
 // policies up; without one (the SDK, which does not know them) a request
 // naming a policy is checked as far as it can be, and its Check has a nil
-// Policy.
-func Request(req *pb.AllowRequest, field string, maxLog int64, resolve Resolver) (Check, error) {
+// Policy. inline, when not nil, shares one policy among the requests of a
+// batch that give equal inline limits.
+func Request(req *pb.AllowRequest, field string, maxLog int64, resolve Resolver, inline *Inline) (Check, error) {
 	if req == nil {
 		return Check{}, fmt.Errorf("%w: %s: missing", ErrInvalid, trimDot(field))
 	}
-	p, err := requestPolicy(req.Policy, req.Limit, field, maxLog, resolve)
+	p, err := requestPolicy(req.Policy, req.Limit, field, maxLog, resolve, inline)
 	if err != nil {
 		return Check{}, err
 	}
@@ -75,8 +77,12 @@ func Request(req *pb.AllowRequest, field string, maxLog int64, resolve Resolver)
 	return Check{Key: key, Policy: p, Cost: cost}, nil
 }
 
+// BatchField is the prefix of the fields of a batch's request i in error
+// messages: "requests[3].".
+func BatchField(i int) string { return "requests[" + strconv.Itoa(i) + "]." }
+
 // requestPolicy finds the policy of a request: named, or inline.
-func requestPolicy(name string, limit *pb.Limit, field string, maxLog int64, resolve Resolver) (*policy.Policy, error) {
+func requestPolicy(name string, limit *pb.Limit, field string, maxLog int64, resolve Resolver, inline *Inline) (*policy.Policy, error) {
 	switch {
 	case name != "" && limit != nil:
 		return nil, fmt.Errorf("%w: %slimit: give either a policy or an inline limit, not both", ErrInvalid, field)
@@ -100,7 +106,7 @@ func requestPolicy(name string, limit *pb.Limit, field string, maxLog int64, res
 	if err != nil {
 		return nil, err
 	}
-	return &policy.Policy{Limits: []policy.Limit{{Limit: l}}}, nil
+	return inline.Policy(l), nil
 }
 
 // Key returns the key a request is counted under: key itself, or built

@@ -75,10 +75,10 @@ func TestAPIPaths(t *testing.T) {
 // far as it can be.
 func TestRequestWithoutResolver(t *testing.T) {
 	neg := int64(-1)
-	if _, err := Request(&pb.AllowRequest{Key: "k", Policy: "p", Cost: &neg}, "", 0, nil); err == nil {
+	if _, err := Request(&pb.AllowRequest{Key: "k", Policy: "p", Cost: &neg}, "", 0, nil, nil); err == nil {
 		t.Fatal("negative cost passed")
 	}
-	c, err := Request(&pb.AllowRequest{Descriptors: map[string]string{"user": "1"}, Policy: "p"}, "", 0, nil)
+	c, err := Request(&pb.AllowRequest{Descriptors: map[string]string{"user": "1"}, Policy: "p"}, "", 0, nil, nil)
 	if err != nil || c.Policy != nil || c.Key != "user=1" {
 		t.Fatalf("%+v %v", c, err)
 	}
