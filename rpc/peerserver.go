@@ -50,7 +50,7 @@ func (p *PeerServer) Forward(ctx context.Context, req *peerv1.ForwardRequest) (*
 			d = p.decodePolicy(c.Policy)
 			decoded[string(c.Policy)] = d
 		}
-		checks[i], errs[i] = p.checkItem(ctx, c, d, fmt.Sprintf("checks[%d].", i), &caughtUp)
+		checks[i], errs[i] = p.checkItem(ctx, c, d, validate.Elem("checks", i), &caughtUp)
 	}
 	forwardSets(req.Checks, checks, errs)
 	for i, c := range req.Checks {

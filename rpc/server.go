@@ -67,14 +67,9 @@ func (s *Server) AllowBatch(ctx context.Context, req *pb.AllowBatchRequest) (*pb
 	if err := s.ready(); err != nil {
 		return nil, toStatus(err)
 	}
-	checks := make([]fsm.Check, len(req.Requests))
-	var inline validate.Inline
-	for i, r := range req.Requests {
-		c, err := s.parseCheck(ctx, r, validate.BatchField(i), &inline)
-		if err != nil {
-			return nil, toStatus(err)
-		}
-		checks[i] = c
+	checks, err := s.parseBatch(ctx, req.Requests)
+	if err != nil {
+		return nil, toStatus(err)
 	}
 	res, errs := s.decide(ctx, checks)
 	out := &pb.AllowBatchResponse{Results: make([]*pb.AllowBatchItem, len(checks))}
@@ -86,6 +81,21 @@ func (s *Server) AllowBatch(ctx context.Context, req *pb.AllowBatchRequest) (*pb
 		}
 	}
 	return out, nil
+}
+
+// parseBatch validates every request of a batch, failing on the first bad
+// one. Requests with equal inline limits share one policy (validate.Inline).
+func (s *Server) parseBatch(ctx context.Context, reqs []*pb.AllowRequest) ([]fsm.Check, error) {
+	checks := make([]fsm.Check, len(reqs))
+	var inline validate.Inline
+	for i, r := range reqs {
+		c, err := s.parseCheck(ctx, r, validate.Elem("requests", i), &inline)
+		if err != nil {
+			return nil, err
+		}
+		checks[i] = c
+	}
+	return checks, nil
 }
 
 // ready refuses checks until the node is a member that knows its shards:

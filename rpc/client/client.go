@@ -160,7 +160,7 @@ func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.A
 	}
 	groups := map[string][]int{}
 	for i, r := range reqs {
-		key, err := c.check(r, validate.BatchField(i))
+		key, err := c.check(r, validate.Elem("requests", i))
 		if err != nil {
 			return nil, err
 		}

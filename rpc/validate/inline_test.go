@@ -3,6 +3,7 @@ package validate
 import (
 	"testing"
 
+	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/window"
 )
 
@@ -15,18 +16,20 @@ func TestInlineSharesEqualLimits(t *testing.T) {
 	if got := in.Policy(a); got != pa {
 		t.Error("an equal limit got a new policy")
 	}
-	pb := in.Policy(b)
-	if pb == pa {
+	pB := in.Policy(b)
+	if pB == pa {
 		t.Fatal("limits differing in Burst share a policy")
 	}
-	if pb.Limits[0].Limit != b || pa.Limits[0].Limit != a || len(pa.Limits) != 1 {
-		t.Errorf("policies %+v and %+v do not hold their limits", pa, pb)
+	if pB.Limits[0].Limit != b || pa.Limits[0].Limit != a || len(pa.Limits) != 1 {
+		t.Errorf("policies %+v and %+v do not hold their limits", pa, pB)
 	}
 }
 
+// The first limits are shared; past what an Inline remembers, each limit
+// still gets a policy of its own limit.
 func TestInlinePastItsSizeStillAnswersRight(t *testing.T) {
 	var in Inline
-	first := map[int64]any{}
+	first := map[int64]*policy.Policy{}
 	for round := 0; round < 2; round++ {
 		for n := int64(1); n <= 2*maxInline; n++ {
 			l := window.Limit{Algorithm: window.FixedWindow, Limit: n, Window: 1e9}
@@ -38,8 +41,8 @@ func TestInlinePastItsSizeStillAnswersRight(t *testing.T) {
 				first[n] = p
 				continue
 			}
-			if shared := first[n] == any(p); shared != (n <= maxInline) {
-				t.Errorf("limit %d: shared %v, want %v", n, shared, n <= maxInline)
+			if n <= maxInline && first[n] != p {
+				t.Errorf("limit %d: not shared", n)
 			}
 		}
 	}

@@ -77,9 +77,10 @@ func Request(req *pb.AllowRequest, field string, maxLog int64, resolve Resolver,
 	return Check{Key: key, Policy: p, Cost: cost}, nil
 }
 
-// BatchField is the prefix of the fields of a batch's request i in error
-// messages: "requests[3].".
-func BatchField(i int) string { return "requests[" + strconv.Itoa(i) + "]." }
+// Elem is the prefix of the fields of element i of list in error messages:
+// Elem("requests", 3) is "requests[3].". Built for every element of a
+// batch, so it does without fmt.
+func Elem(list string, i int) string { return list + "[" + strconv.Itoa(i) + "]." }
 
 // requestPolicy finds the policy of a request: named, or inline.
 func requestPolicy(name string, limit *pb.Limit, field string, maxLog int64, resolve Resolver, inline *Inline) (*policy.Policy, error) {
