@@ -88,3 +88,27 @@ func BenchmarkApply(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(checks)), "ns/check")
 }
+
+// BenchmarkApplyCallersPolicies measures encoding and applying entries of 16
+// checks whose callers each gave their own copy of one inline limit (as
+// single Allow calls gathered by group commit do), per check.
+func BenchmarkApplyCallersPolicies(b *testing.B) {
+	s := NewShard()
+	checks := make([]Check, 16)
+	for j := range checks {
+		checks[j] = Check{Policy: &policy.Policy{Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.SlidingLog, Limit: 1000, Window: int64(time.Second)}}}}, Cost: 1}
+	}
+	keys := make([]string, 100_000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("user:%d", i)
+	}
+	ts := int64(1_700_000_000) * int64(time.Second)
+	b.ReportAllocs()
+	for i := range b.N {
+		for j := range checks {
+			checks[j].Key = keys[(i*len(checks)+j)%len(keys)]
+		}
+		s.Apply(allowLog(uint64(i+1), ts+int64(i)*int64(time.Millisecond), checks...))
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(checks)), "ns/check")
+}

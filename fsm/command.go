@@ -82,7 +82,7 @@ const (
 
 // EncodeAllow appends a cmdAllow entry for checks, stamped with ts (Unix
 // ns, the leader's clock). Policies shared by several checks (the same
-// pointer) are written once.
+// pointer, or equal ones) are written once.
 func EncodeAllow(dst []byte, ts int64, checks []Check) []byte {
 	dst = append(dst, cmdAllow, bodyVersion(len(checks), allowVersion, func(i int) bool { return checks[i].Joined }))
 	dst = binary.AppendVarint(dst, ts)
@@ -146,23 +146,36 @@ func bodyVersion(n int, newest byte, needs func(int) bool) byte {
 	return 1
 }
 
-// appendPolicies writes the distinct policies of n items (the same pointer
-// is written once) and returns where each went.
+// appendPolicies writes the distinct policies of n items and returns where
+// each went. Equal policies behind different pointers (the inline limits of
+// separate callers, gathered into one entry) are written once too: every
+// replica decodes and validates each policy of every entry it applies.
 func appendPolicies(dst []byte, n int, at func(int) *policy.Policy) ([]byte, map[*policy.Policy]int) {
 	idx := make(map[*policy.Policy]int, 4)
-	var order []*policy.Policy
+	var enc []byte // the distinct encodings, back to back
+	var byEnc map[string]int
+	count := 0
 	for i := 0; i < n; i++ {
 		p := at(i)
-		if _, ok := idx[p]; !ok {
-			idx[p] = len(order)
-			order = append(order, p)
+		if _, ok := idx[p]; ok {
+			continue
 		}
+		start := len(enc)
+		enc = p.AppendBinary(enc)
+		if j, ok := byEnc[string(enc[start:])]; ok {
+			idx[p] = j
+			enc = enc[:start]
+			continue
+		}
+		if byEnc == nil {
+			byEnc = make(map[string]int, 4)
+		}
+		byEnc[string(enc[start:])] = count
+		idx[p] = count
+		count++
 	}
-	dst = binary.AppendUvarint(dst, uint64(len(order)))
-	for _, p := range order {
-		dst = p.AppendBinary(dst)
-	}
-	return dst, idx
+	dst = binary.AppendUvarint(dst, uint64(count))
+	return append(dst, enc...), idx
 }
 
 // EncodeTick returns a cmdTick entry stamped with ts.
