@@ -1,8 +1,10 @@
 package fsm
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/window"
@@ -150,9 +152,14 @@ func bodyVersion(n int, newest byte, needs func(int) bool) byte {
 // each went. Equal policies behind different pointers (the inline limits of
 // separate callers, gathered into one entry) are written once too: every
 // replica decodes and validates each policy of every entry it applies.
+// Entries are encoded on the Allow path, so the common cases allocate
+// nothing beyond idx: one policy behind one pointer, or equal copies of it
+// (compared with the first); a map of encodings only past that.
 func appendPolicies(dst []byte, n int, at func(int) *policy.Policy) ([]byte, map[*policy.Policy]int) {
 	idx := make(map[*policy.Policy]int, 4)
-	var enc []byte // the distinct encodings, back to back
+	countAt := len(dst)
+	dst = append(dst, 0) // the count's place: one byte below 128, set below
+	var first []byte     // the first encoding, within dst
 	var byEnc map[string]int
 	count := 0
 	for i := 0; i < n; i++ {
@@ -160,22 +167,31 @@ func appendPolicies(dst []byte, n int, at func(int) *policy.Policy) ([]byte, map
 		if _, ok := idx[p]; ok {
 			continue
 		}
-		start := len(enc)
-		enc = p.AppendBinary(enc)
-		if j, ok := byEnc[string(enc[start:])]; ok {
-			idx[p] = j
-			enc = enc[:start]
-			continue
+		start := len(dst)
+		dst = p.AppendBinary(dst)
+		enc := dst[start:]
+		if count > 0 {
+			first = dst[countAt+1 : countAt+1+len(first)] // dst may have moved
+			j, ok := 0, bytes.Equal(enc, first)
+			if !ok && byEnc != nil {
+				j, ok = byEnc[string(enc)]
+			}
+			if ok {
+				idx[p], dst = j, dst[:start]
+				continue
+			}
+			if byEnc == nil {
+				byEnc = map[string]int{string(first): 0}
+			}
+			byEnc[string(enc)] = count
+		} else {
+			first = enc
 		}
-		if byEnc == nil {
-			byEnc = make(map[string]int, 4)
-		}
-		byEnc[string(enc[start:])] = count
 		idx[p] = count
 		count++
 	}
-	dst = binary.AppendUvarint(dst, uint64(count))
-	return append(dst, enc...), idx
+	var c [binary.MaxVarintLen64]byte
+	return slices.Replace(dst, countAt, countAt+1, c[:binary.PutUvarint(c[:], uint64(count))]...), idx
 }
 
 // EncodeTick returns a cmdTick entry stamped with ts.

@@ -10,10 +10,11 @@ import (
 const maxInline = 8
 
 // Inline shares one policy among the requests of a batch that give the same
-// inline limit. Why: the log entry, a forward and every replica's apply
-// encode, send and decode a policy once per distinct pointer, so a batch of
-// a hundred requests with one inline limit costs one policy, not a hundred.
-// Policies are never changed once built, so sharing is safe. Its zero value
+// inline limit. Why: a forward encodes a policy once per distinct pointer,
+// and a log entry encodes each pointer's before it finds equal ones, so a
+// batch of a hundred requests with one inline limit builds and encodes one
+// policy, not a hundred. Policies are never changed once built, so sharing
+// is safe. Its zero value
 // is ready; a nil *Inline shares nothing. Not safe for concurrent use: one
 // call owns it.
 type Inline struct {
