@@ -19,9 +19,31 @@ import (
 // decide answers checks (dispatch) and adds the answers to the node's
 // metrics.
 func (s *Server) decide(ctx context.Context, checks []fsm.Check) ([]policy.Result, []error) {
-	res, errs := s.dispatch(ctx, checks)
+	res, errs := s.disp.dispatch(ctx, checks)
 	s.count(checks, res, errs)
 	return res, errs
+}
+
+// groupNode is what the dispatcher needs of a node: which group a key
+// belongs to, who leads a group, when the slot table changes, and
+// evaluating checks of a group it leads. *cluster.Node is one; tests give
+// a scripted one.
+type groupNode interface {
+	leaders
+	ShardOf(key string) (int, error)
+	MetaChanged() <-chan struct{}
+	Submit(ctx context.Context, shard int, checks []fsm.Check) ([]policy.Result, error)
+}
+
+// forwardFunc sends checks of a group to its leader, the peer at addr
+// (forwarder.forward).
+type forwardFunc func(ctx context.Context, addr string, shard int, checks []fsm.Check) ([]policy.Result, error)
+
+// dispatcher answers checks on their groups' leaders: see dispatch.
+type dispatcher struct {
+	node    groupNode
+	forward forwardFunc
+	wait    time.Duration // how long a dispatch may route and retry (LeaderWait)
 }
 
 // dispatch answers checks, each on the leader of its key's group (this
@@ -31,35 +53,35 @@ func (s *Server) decide(ctx context.Context, checks []fsm.Check) ([]policy.Resul
 // a slot moved, nothing counted) is routed again once this node's slot
 // table changes, until the wait is over. It counts no metrics: decide
 // does, or a caller that changes the answers first (RLS).
-func (s *Server) dispatch(ctx context.Context, checks []fsm.Check) ([]policy.Result, []error) {
+func (d *dispatcher) dispatch(ctx context.Context, checks []fsm.Check) ([]policy.Result, []error) {
 	ctx, span := tracing.Start(ctx, "floodgate.decide", attribute.Int("floodgate.checks", len(checks)))
 	defer span.End()
 	res := make([]policy.Result, len(checks))
 	errs := make([]error, len(checks))
-	deadline := time.Now().Add(s.cfg.LeaderWait)
+	deadline := time.Now().Add(d.wait)
 	pending := make([]int, len(checks))
 	for i := range pending {
 		pending[i] = i
 	}
 	var changed <-chan struct{}
 	for round := 0; len(pending) > 0; round++ {
-		if round > 0 && !s.awaitRouting(ctx, changed, deadline, round) {
+		if round > 0 && !d.awaitRouting(ctx, changed, deadline, round) {
 			break // errs of pending checks hold ErrMoved: nothing counted
 		}
 		// Taken before routing, so a change during the calls is not missed.
-		changed = s.node.MetaChanged()
-		groups := s.groupByShard(checks, pending, errs)
+		changed = d.node.MetaChanged()
+		groups := d.groupByShard(checks, pending, errs)
 		if len(groups) == 1 {
 			// A single group (every single check): answered on this
 			// goroutine, with no goroutine to start and grow a stack for.
-			pending = s.evaluateInto(ctx, deadline, groups[0], checks, res, errs)
+			pending = d.evaluateInto(ctx, deadline, groups[0], checks, res, errs)
 			continue
 		}
 		moved := make([][]int, len(groups))
 		var wg sync.WaitGroup
 		for k, g := range groups {
 			gctx := ctx // never reassigned: the goroutine copies it, ctx stays on the stack
-			wg.Go(func() { moved[k] = s.evaluateInto(gctx, deadline, g, checks, res, errs) })
+			wg.Go(func() { moved[k] = d.evaluateInto(gctx, deadline, g, checks, res, errs) })
 		}
 		wg.Wait()
 		pending = slices.Concat(moved...)
@@ -78,14 +100,14 @@ type shardChecks struct {
 // order each group's first check came; a check whose group cannot be
 // told gets its error in errs. A dispatch spans a few groups at most, so
 // a linear search finds a check's.
-func (s *Server) groupByShard(checks []fsm.Check, pending []int, errs []error) []shardChecks {
+func (d *dispatcher) groupByShard(checks []fsm.Check, pending []int, errs []error) []shardChecks {
 	var groups []shardChecks
 	shard, err := 0, error(nil)
 	for _, i := range pending {
 		// An atomic set goes where its first check goes: its policy
 		// places all its keys in one slot (policy.Colocate).
 		if !checks[i].Joined {
-			shard, err = s.node.ShardOf(checks[i].Key)
+			shard, err = d.node.ShardOf(checks[i].Key)
 		}
 		if err != nil {
 			errs[i] = err
@@ -105,7 +127,7 @@ func (s *Server) groupByShard(checks []fsm.Check, pending []int, errs []error) [
 // for its indices (groups answered at once write apart). It returns the
 // indices whose group turned out not to own their key (cluster.ErrMoved:
 // nothing counted), to route again.
-func (s *Server) evaluateInto(ctx context.Context, deadline time.Time, g shardChecks, checks []fsm.Check,
+func (d *dispatcher) evaluateInto(ctx context.Context, deadline time.Time, g shardChecks, checks []fsm.Check,
 	res []policy.Result, errs []error) (moved []int) {
 	// A copy even of all checks: the group's leader may mark them
 	// (Elastic) while a caller that gave up reads its own.
@@ -113,7 +135,7 @@ func (s *Server) evaluateInto(ctx context.Context, deadline time.Time, g shardCh
 	for j, i := range g.idx {
 		sub[j] = checks[i]
 	}
-	r, err := s.evaluate(ctx, deadline, g.shard, sub)
+	r, err := d.evaluate(ctx, deadline, g.shard, sub)
 	pe := partial(err)
 	if pe != nil {
 		r, err = pe.Results, nil
@@ -181,7 +203,7 @@ func (s *Server) count(checks []fsm.Check, res []policy.Result, errs []error) {
 // awaitRouting waits before routing moved checks again: for the slot table
 // to change, or a short pause (the move may still be between its freeze
 // and its flip). It reports false once the wait is over.
-func (s *Server) awaitRouting(ctx context.Context, changed <-chan struct{}, deadline time.Time, round int) bool {
+func (d *dispatcher) awaitRouting(ctx context.Context, changed <-chan struct{}, deadline time.Time, round int) bool {
 	wait := time.Until(deadline)
 	if wait <= 0 {
 		return false
@@ -200,14 +222,14 @@ func (s *Server) awaitRouting(ctx context.Context, changed <-chan struct{}, dead
 // evaluate answers checks of one group on its leader, this node or a peer,
 // until deadline. A check is never counted twice: only what was written
 // nowhere is retried (onLeader); moved checks come back for decide to route.
-func (s *Server) evaluate(ctx context.Context, deadline time.Time, shard int, checks []fsm.Check) ([]policy.Result, error) {
+func (d *dispatcher) evaluate(ctx context.Context, deadline time.Time, shard int, checks []fsm.Check) ([]policy.Result, error) {
 	var res []policy.Result
-	err := onLeader(ctx, s.node, shard, time.Until(deadline), false, func(ctx context.Context, rt cluster.Route) error {
+	err := onLeader(ctx, d.node, shard, time.Until(deadline), false, func(ctx context.Context, rt cluster.Route) error {
 		var err error
 		if rt.Local {
-			res, err = s.node.Submit(ctx, shard, checks)
+			res, err = d.node.Submit(ctx, shard, checks)
 		} else {
-			res, err = s.fwd.forward(ctx, rt.Addr, shard, checks)
+			res, err = d.forward(ctx, rt.Addr, shard, checks)
 		}
 		return err
 	})

@@ -9,6 +9,13 @@ import (
 	"github.com/floodgate/floodgate/cluster"
 )
 
+// leaders is what onLeader needs of a node: its own id and the route to a
+// group's leader.
+type leaders interface {
+	ID() string
+	Route(shard int) (cluster.Route, error)
+}
+
 // onLeader runs call against the leader of shard, this node or a peer,
 // until it succeeds or fails for good, for at most wait. It retries only
 // what cluster.Retryable says was written nowhere (not the leader, no
@@ -16,7 +23,7 @@ import (
 // with idempotent (a reset), it retries any failure but a bad request,
 // since doing it twice does no harm. The wait bounds the whole call, a
 // stalled leader included: its callers get Unavailable, not the stall.
-func onLeader(ctx context.Context, node *cluster.Node, shard int, wait time.Duration, idempotent bool,
+func onLeader(ctx context.Context, node leaders, shard int, wait time.Duration, idempotent bool,
 	call func(ctx context.Context, rt cluster.Route) error) error {
 	deadline := time.Now().Add(wait)
 	parent := ctx

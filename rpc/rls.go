@@ -43,7 +43,7 @@ func (r *RLSServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReq
 	at, limited := atomicSets(checks)
 	results := make([]policy.Result, len(checks))
 	if len(limited) > 0 {
-		res, errs := r.s.dispatch(ctx, limited)
+		res, errs := r.s.disp.dispatch(ctx, limited)
 		for k := range limited {
 			if errs[k] == nil && tooBig[at[k]] {
 				res[k] = overLimit(limited[k].Policy, res[k])

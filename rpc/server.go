@@ -27,6 +27,7 @@ type Server struct {
 	pb.UnimplementedRateLimiterServer
 	node *cluster.Node
 	fwd  *forwarder
+	disp dispatcher
 	cfg  Config
 }
 
@@ -38,7 +39,9 @@ func NewServer(node *cluster.Node, peers *Peers, cfg Config) *Server {
 	if cfg.LeaderWait == 0 {
 		cfg.LeaderWait = 2 * time.Second
 	}
-	return &Server{node: node, fwd: newForwarder(peers), cfg: cfg}
+	s := &Server{node: node, fwd: newForwarder(peers), cfg: cfg}
+	s.disp = dispatcher{node: node, forward: s.fwd.forward, wait: cfg.LeaderWait}
+	return s
 }
 
 // Allow implements pb.RateLimiterServer.
