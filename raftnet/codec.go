@@ -317,19 +317,30 @@ func decodeResponse(body []byte, resp any) error {
 	d := dec{b: body}
 	switch r := resp.(type) {
 	case *raft.AppendEntriesResponse:
-		*r = raft.AppendEntriesResponse{RPCHeader: d.header(), Term: d.u64(), LastLog: d.u64(), Success: d.flag(), NoRetryBackoff: d.flag()}
+		return settle(&d, r, raft.AppendEntriesResponse{RPCHeader: d.header(), Term: d.u64(), LastLog: d.u64(), Success: d.flag(), NoRetryBackoff: d.flag()})
 	case *raft.RequestVoteResponse:
-		*r = raft.RequestVoteResponse{RPCHeader: d.header(), Term: d.u64(), Peers: d.bytes(), Granted: d.flag()}
+		return settle(&d, r, raft.RequestVoteResponse{RPCHeader: d.header(), Term: d.u64(), Peers: d.bytes(), Granted: d.flag()})
 	case *raft.RequestPreVoteResponse:
-		*r = raft.RequestPreVoteResponse{RPCHeader: d.header(), Term: d.u64(), Granted: d.flag()}
+		return settle(&d, r, raft.RequestPreVoteResponse{RPCHeader: d.header(), Term: d.u64(), Granted: d.flag()})
 	case *raft.TimeoutNowResponse:
-		*r = raft.TimeoutNowResponse{RPCHeader: d.header()}
+		return settle(&d, r, raft.TimeoutNowResponse{RPCHeader: d.header()})
 	case *raft.InstallSnapshotResponse:
-		*r = raft.InstallSnapshotResponse{RPCHeader: d.header(), Term: d.u64(), Success: d.flag()}
+		return settle(&d, r, raft.InstallSnapshotResponse{RPCHeader: d.header(), Term: d.u64(), Success: d.flag()})
 	default:
 		return fmt.Errorf("raftnet: cannot decode into %T", resp)
 	}
-	return d.done()
+}
+
+// settle stores v in dst when the body decoded whole, else the zero value:
+// raft's pipeline reads resp.Success, never the future's error.
+func settle[T any](d *dec, dst *T, v T) error {
+	if err := d.done(); err != nil {
+		var zero T
+		*dst = zero
+		return err
+	}
+	*dst = v
+	return nil
 }
 
 // isHeartbeat reports whether an AppendEntries is a heartbeat, as

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 )
 
@@ -73,6 +74,9 @@ func appendRequest(b []byte, id uint64, group string, cmd any) ([]byte, byte, er
 	if err != nil {
 		return b[:start], 0, err
 	}
+	if size := len(b) - at - 4; size > maxFrame {
+		return b[:start], 0, fmt.Errorf("raftnet: %T of %d bytes, over %d", cmd, size, maxFrame)
+	}
 	b[rpcAt] = t
 	return endFrame(b, at), t, nil
 }
@@ -104,12 +108,26 @@ func readFrame(r *bufio.Reader, buf []byte) (frame, []byte, error) {
 	if size > maxFrame || size == 0 {
 		return frame{}, buf, fmt.Errorf("raftnet: frame of %d bytes", size)
 	}
-	if cap(buf) < int(size) {
-		buf = make([]byte, size)
+	if cap(buf) > maxKeptBuffer {
+		buf = nil // the caller is done with the last frame: keep no big buffer
 	}
-	buf = buf[:size]
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return frame{}, buf, err
+	if cap(buf) >= int(size) {
+		buf = buf[:size]
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return frame{}, buf, err
+		}
+	} else {
+		// Grow with the data that arrives, not with what the length claims.
+		buf = buf[:0]
+		for len(buf) < int(size) {
+			chunk := min(int(size)-len(buf), max(readBuffer, len(buf)))
+			buf = slices.Grow(buf, chunk)
+			n, err := io.ReadFull(r, buf[len(buf):len(buf)+chunk])
+			buf = buf[:len(buf)+n]
+			if err != nil {
+				return frame{}, buf, err
+			}
+		}
 	}
 	f, err := parseFrame(buf)
 	return f, buf, err

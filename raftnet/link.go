@@ -164,12 +164,14 @@ func (l *link) expire(now time.Time) {
 			delete(l.pending, id)
 		}
 	}
-	waiting := len(l.pending) > 0 || late != nil
 	l.mu.Unlock()
 	for _, c := range inOrder(late) {
 		c.done(fmt.Errorf("%w (%s, link to %s)", errTimeout, l.timeout, l.addr))
 	}
-	if waiting && time.Unix(0, l.lastRecv.Load()).Before(cutoff) {
+	// Silent only if a call waited a whole timeout and nothing came back
+	// meanwhile: an idle link's old lastRecv says nothing about a call
+	// sent a moment ago.
+	if late != nil && time.Unix(0, l.lastRecv.Load()).Before(cutoff) {
 		l.fail(fmt.Errorf("%w: nothing from %s for %s", errTimeout, l.addr, l.timeout))
 	}
 }

@@ -1,6 +1,7 @@
 package raftnet
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -31,7 +32,17 @@ func newPipeline(l *link, group string) *pipeline {
 
 // room waits until one more future fits in out with every other alive one:
 // those in flight and those answered that raft has not taken yet.
+//
+// It gives up after the link's timeout: raft's decoder stops taking answers
+// after the first failed one, and its send loop may still call
+// AppendEntries before it notices; it closes the pipeline only once that
+// call returns.
 func (p *pipeline) room() error {
+	limit := p.l.timeout
+	if limit <= 0 {
+		limit = 10 * time.Second
+	}
+	deadline := time.Now().Add(limit)
 	for wait := 50 * time.Microsecond; ; wait = min(2*wait, 10*time.Millisecond) {
 		p.mu.Lock()
 		closed, alive := p.closed, len(p.queue)+len(p.out)
@@ -41,6 +52,8 @@ func (p *pipeline) room() error {
 			return raft.ErrPipelineShutdown
 		case alive < cap(p.out):
 			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("raftnet: pipeline to %s: %d answers not taken for %s", p.l.addr, alive, limit)
 		}
 		time.Sleep(wait) // raft is behind taking answers: rare
 	}

@@ -32,6 +32,14 @@ func (n *Network) serveLink(conn net.Conn) {
 			n.log.Warn("raftnet: not a request on an inbound link", "remote", conn.RemoteAddr(), "kind", f.kind)
 			return
 		}
+		if f.rpc == rpcInstallSnapshot {
+			// Its data travels on a connection of its own: raft would read a
+			// nil Reader (and panic) if this one reached it.
+			_ = w.add(func(b []byte) ([]byte, error) {
+				return appendResponse(b, f.id, nil, fmt.Errorf("raftnet: InstallSnapshot on a link")), nil
+			})
+			continue
+		}
 		cmd, err := decodeRequest(f.rpc, f.body)
 		if err != nil {
 			// The peer's bug, or another version: answer it, keep the link.

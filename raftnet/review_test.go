@@ -1,0 +1,235 @@
+package raftnet
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Bug 1: an InstallSnapshot request arriving in a link frame (not on a
+// snapshot connection) is handed to raft with a nil Reader. raft v1.7.3's
+// installSnapshot always runs `io.Copy(io.Discard, rpc.Reader)` in a defer,
+// so raft's main goroutine panics: one frame from any peer crashes the node.
+func TestInstallSnapshotOnALinkIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pn := newPipeNet()
+		a, _ := bareNet(t, pn, "a", 5*time.Second)
+		b, bAddr := bareNet(t, pn, "b", 5*time.Second)
+		aT, bT := mustTransport(t, a, "g"), mustTransport(t, b, "g")
+		got := make(chan raft.RPC, 1)
+		go func() {
+			select {
+			case rpc := <-bT.Consumer():
+				got <- rpc
+				rpc.Respond(&raft.InstallSnapshotResponse{}, nil)
+			case <-bT.closed:
+			}
+		}()
+		l, err := a.linkTo(bAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := &raft.InstallSnapshotRequest{RPCHeader: raft.RPCHeader{Addr: []byte("a")}, SnapshotVersion: 1, Term: 1, Size: 10}
+		err = aT.roundTrip(l, req, &raft.InstallSnapshotResponse{})
+		synctest.Wait()
+		select {
+		case rpc := <-got:
+			t.Errorf("raft was handed %T with Reader %v (raft's installSnapshot panics on a nil Reader); call err=%v",
+				rpc.Command, rpc.Reader, err)
+		default:
+			if err == nil {
+				t.Error("an InstallSnapshot on a link was answered without an error")
+			}
+		}
+	})
+}
+
+// The same, end to end with a real raft: the node must survive. Runs the
+// scenario in a child process because the bug kills the process.
+func TestInstallSnapshotOnALinkDoesNotCrashRaft(t *testing.T) {
+	if os.Getenv("RAFTNET_REVIEW_CHILD") == "1" {
+		victim := newNode(t, "v")
+		victim.start(t, "g", nil)
+		if err := victim.rafts["g"].BootstrapCluster(raft.Configuration{Servers: []raft.Server{
+			{ID: "v", Address: victim.addr()}}}).Error(); err != nil {
+			t.Fatal(err)
+		}
+		leaderOf(t, []*node{victim}, "g")
+		attacker := newNode(t, "x")
+		defer attacker.net.Close()
+		aT, err := attacker.net.Transport("g", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := attacker.net.linkTo(victim.addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := &raft.InstallSnapshotRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("x"), Addr: []byte("x")}, SnapshotVersion: 1, Term: 0, Size: 0}
+		resp := &raft.InstallSnapshotResponse{}
+		err = aT.roundTrip(l, req, resp)
+		t.Logf("child: roundTrip err=%v resp=%+v", err, resp)
+		time.Sleep(500 * time.Millisecond)
+		victim.stop()
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestInstallSnapshotOnALinkDoesNotCrashRaft$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "RAFTNET_REVIEW_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		s := string(out)
+		if i := strings.Index(s, "panic:"); i >= 0 {
+			s = s[i:min(len(s), i+600)]
+		}
+		t.Fatalf("the node died: %v\n%s", err, s)
+	}
+}
+
+// Bug 2: a pipeline whose consumer raft stopped reading (raft's
+// pipelineDecode returns on the first !Success or newer-term answer, and
+// the send loop may still call pipelineSend before it sees finishCh) has
+// AppendEntries spin in room() forever: raft only calls Close after the
+// send returns, so the replication goroutine, and raft.Shutdown, hang.
+func TestPipelineSendDoesNotHangWhenRaftStopsTakingAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = time.Second
+		pn := newPipeNet()
+		a, _ := bareNet(t, pn, "a", timeout)
+		b, bAddr := bareNet(t, pn, "b", timeout)
+		aT, bT := mustTransport(t, a, "g"), mustTransport(t, b, "g")
+		answer(bT)
+		p, err := aT.AppendEntriesPipeline("b", bAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		send := func(i int) error {
+			req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{Addr: []byte("a")}, Term: 1, PrevLogEntry: uint64(i), PrevLogTerm: 1,
+				Entries: []*raft.Log{{Index: uint64(i + 1), Term: 1}}}
+			_, err := p.AppendEntries(req, &raft.AppendEntriesResponse{})
+			return err
+		}
+		for i := range maxInFlight {
+			if err := send(i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		<-p.Consumer() // raft's decoder takes one answer, finds it unsuccessful, and stops
+		if err := send(maxInFlight); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		res := make(chan error, 1)
+		go func() { res <- send(maxInFlight + 1) }() // the send loop did not see finishCh yet
+		select {
+		case err := <-res:
+			t.Logf("send returned %v", err)
+		case <-time.After(100 * timeout):
+			t.Errorf("AppendEntries still blocked after %s although nothing will ever drain the pipeline", 100*timeout)
+			p.Close() // let the test end
+			<-res
+		}
+	})
+}
+
+// Bug 3: a link that carried nothing for a while (this node led nothing
+// the peer is in) is torn down by the watch while its first new call is
+// being answered in time: expire compares lastRecv with now-timeout even
+// though no call has waited that long.
+func TestIdleLinkSurvivesAFreshCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = time.Second
+		pn := newPipeNet()
+		a, _ := bareNet(t, pn, "a", timeout)
+		b, bAddr := bareNet(t, pn, "b", timeout)
+		aT, bT := mustTransport(t, a, "g"), mustTransport(t, b, "g")
+		go func() { // raft with a 300ms fsync per vote
+			for {
+				select {
+				case rpc := <-bT.Consumer():
+					time.Sleep(300 * time.Millisecond)
+					rpc.Respond(&raft.RequestVoteResponse{Term: 1, Granted: true}, nil)
+				case <-bT.closed:
+					return
+				}
+			}
+		}()
+		vote := func() error {
+			req := &raft.RequestVoteRequest{RPCHeader: raft.RPCHeader{Addr: []byte("a")}, Term: 1, Candidate: []byte("a")}
+			return aT.RequestVote("b", bAddr, req, &raft.RequestVoteResponse{})
+		}
+		if err := vote(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * timeout) // idle: the link stays up, nothing to send
+		if err := vote(); err != nil {
+			t.Errorf("a call answered in 300ms with a %s timeout failed: %v", timeout, err)
+		}
+		time.Sleep(time.Second) // let the responder finish
+	})
+}
+
+// Bug 4: a response body that fails to decode still fills raft's response
+// struct with what was read. raft's pipelineDecode never calls Error(): it
+// reads resp.Success, so a damaged (or newer-version) answer counts as a
+// successful append.
+func TestDamagedResponseLeavesNoSuccess(t *testing.T) {
+	good := appendResponse(nil, 1, &raft.AppendEntriesResponse{Term: 1, LastLog: 9, Success: true}, nil)
+	for _, body := range [][]byte{
+		append(append([]byte(nil), good[6:]...), 0), // a byte past the end
+		good[6 : len(good)-1],                       // NoRetryBackoff cut off
+	} {
+		resp := &raft.AppendEntriesResponse{}
+		err := decodeResponse(body, resp)
+		if err == nil {
+			t.Fatal("a damaged body decoded")
+		}
+		if resp.Success {
+			t.Errorf("decode failed (%v) but resp.Success = true, LastLog = %d", err, resp.LastLog)
+		}
+	}
+}
+
+// Bug 5: four bytes of length make readFrame allocate maxFrame (256 MiB)
+// before a byte of the body arrived; every connection that passed the
+// 6-byte hello can do it. And a link keeps its largest frame's buffer for
+// good.
+func TestReadFrameAllocatesWithTheData(t *testing.T) {
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], maxFrame)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, buf, err := readFrame(bufio.NewReader(bytes.NewReader(hdr[:])), nil)
+	runtime.ReadMemStats(&after)
+	if err == nil {
+		t.Fatal("a truncated frame was read")
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 8<<20 {
+		t.Errorf("4 bytes of header allocated %d MiB (buffer kept: cap %d MiB)", grew>>20, cap(buf)>>20)
+	}
+	// A big frame, then a small one: the big buffer is not kept.
+	var in []byte
+	for _, n := range []int{8 << 20, 10} {
+		b, at := beginFrame(nil, kindResponse, 1)
+		in = append(in, endFrame(append(b, make([]byte, n)...), at)...)
+	}
+	r := bufio.NewReader(bytes.NewReader(in))
+	buf = nil
+	for range 2 {
+		if _, buf, err = readFrame(r, buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cap(buf) > maxKeptBuffer {
+		t.Errorf("after a small frame the link still holds a %d MiB buffer", cap(buf)>>20)
+	}
+}
