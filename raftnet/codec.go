@@ -233,6 +233,10 @@ func decodeRequest(t byte, body []byte) (any, error) {
 				if d.err == nil {
 					l.Type = raft.LogType(d.b[0])
 					d.b = d.b[1:]
+					if l.Type > raft.LogConfiguration {
+						// raft panics when it commits a type it does not know.
+						d.fail(fmt.Errorf("raftnet: entry of unknown type %d", l.Type))
+					}
 				}
 				l.Data, l.Extensions, l.AppendedAt = d.bytes(), d.bytes(), d.time()
 				r.Entries[i] = l

@@ -41,7 +41,7 @@ func randRequests(r *rand.Rand) []any {
 	ae := &raft.AppendEntriesRequest{RPCHeader: randHeader(r), Term: randU64(r), Leader: randBytes(r),
 		PrevLogEntry: randU64(r), PrevLogTerm: randU64(r), LeaderCommitIndex: randU64(r)}
 	for range r.IntN(5) {
-		l := &raft.Log{Index: randU64(r), Term: randU64(r), Type: raft.LogType(r.IntN(7)), Data: randBytes(r), Extensions: randBytes(r)}
+		l := &raft.Log{Index: randU64(r), Term: randU64(r), Type: raft.LogType(r.IntN(int(raft.LogConfiguration) + 1)), Data: randBytes(r), Extensions: randBytes(r)}
 		if r.IntN(2) == 0 {
 			l.AppendedAt = time.Unix(0, r.Int64N(1<<62))
 		}

@@ -146,8 +146,9 @@ func (l *link) fail(err error) {
 }
 
 // expire fails the calls sent before now-timeout, and the whole link when
-// nothing at all came back for a timeout while calls wait: the peer is
-// gone (a partition, a paused process) and its connection will not say so.
+// one of them waited a whole timeout with nothing at all coming back
+// meanwhile: the peer is gone (a partition, a paused process) and its
+// connection will not say so.
 func (l *link) expire(now time.Time) {
 	if l.timeout <= 0 {
 		return

@@ -233,3 +233,24 @@ func TestReadFrameAllocatesWithTheData(t *testing.T) {
 		t.Errorf("after a small frame the link still holds a %d MiB buffer", cap(buf)>>20)
 	}
 }
+
+// An entry of a type raft does not know is refused at decoding: raft would
+// panic when it committed it.
+func TestUnknownEntryTypeIsRefused(t *testing.T) {
+	req := &raft.AppendEntriesRequest{Term: 3, Leader: []byte("a"), Entries: []*raft.Log{{Index: 1, Term: 3, Type: raft.LogCommand, Data: []byte("x")}}}
+	for _, typ := range []raft.LogType{raft.LogCommand, raft.LogBarrier, raft.LogConfiguration, raft.LogConfiguration + 1, 255} {
+		req.Entries[0].Type = typ
+		b, rpc, err := appendRequest(nil, 1, "g", req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parseFrame(b[4:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = decodeRequest(rpc, f.body)
+		if known := typ <= raft.LogConfiguration; known != (err == nil) {
+			t.Errorf("entry type %d: decode error %v", typ, err)
+		}
+	}
+}
