@@ -254,3 +254,23 @@ func TestUnknownEntryTypeIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A snapshot connection whose peer says nothing after its hello is closed
+// after the timeout, not held until the network closes.
+func TestSilentSnapshotConnectionIsClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pn := newPipeNet()
+		a, _ := bareNet(t, pn, "a", time.Second)
+		_, bAddr := bareNet(t, pn, "b", time.Second)
+		conn, err := a.dial(bAddr, useSnapshot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		start := time.Now()
+		_ = conn.SetReadDeadline(start.Add(time.Minute))
+		if _, err := conn.Read(make([]byte, 1)); err == nil || time.Since(start) > time.Second {
+			t.Errorf("read %v after %v: want the connection closed after b's timeout (1s)", err, time.Since(start))
+		}
+	})
+}

@@ -57,6 +57,11 @@ func (t *Transport) installSnapshot(addr raft.ServerAddress, args *raft.InstallS
 func (n *Network) serveSnapshot(conn net.Conn) {
 	defer conn.Close()
 	r := bufio.NewReaderSize(conn, readBuffer)
+	if n.cfg.Timeout > 0 {
+		// A peer that opens the connection and says nothing more must not
+		// hold this goroutine until the network closes.
+		_ = conn.SetReadDeadline(time.Now().Add(n.cfg.Timeout))
+	}
 	f, _, err := readFrame(r, nil)
 	if err != nil || f.kind != kindRequest || f.rpc != rpcInstallSnapshot {
 		return
