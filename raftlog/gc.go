@@ -19,6 +19,14 @@ func (s *Store) collect() error {
 			need = seq
 		}
 	}
+	if s.opts.NoSync && len(s.segs) > 1 && s.segs[0].seq < need {
+		// What makes the old segments unneeded (a reset, a delete, a
+		// drop) may be in the active segment's unsynced tail: it must be
+		// on disk before they go, or a power cut loses entries that were.
+		if err := s.ops.sync(s.active().f); err != nil {
+			return fmt.Errorf("sync %s: %w", s.active().path, err)
+		}
+	}
 	for len(s.segs) > 1 && s.segs[0].seq < need {
 		seg := s.segs[0]
 		s.mu.Lock() // readers hold mu across ReadAt

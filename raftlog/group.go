@@ -65,7 +65,7 @@ func (g *Group) GetLog(index uint64, out *raft.Log) error {
 	s := g.s
 	s.mu.RLock()
 	st, err := g.state()
-	if st == nil || index < st.firstIndex() || index > st.lastIndex() {
+	if st == nil || len(st.locs) == 0 || index < st.firstIndex() || index > st.lastIndex() {
 		s.mu.RUnlock()
 		if err != nil {
 			return err
@@ -107,7 +107,10 @@ func (g *Group) StoreLogs(logs []*raft.Log) error {
 	defer g.opMu.Unlock()
 	g.s.mu.RLock()
 	st, err := g.state()
-	if err == nil && st != nil {
+	if err == nil {
+		if st == nil {
+			st = &groupState{} // a new group: the checks of an empty log
+		}
 		err = st.checkAppend(logs[0].Index, len(logs))
 	}
 	g.s.mu.RUnlock()

@@ -42,7 +42,7 @@ func (g *groupState) lastIndex() uint64 {
 // checkAppend says whether n entries from first may follow the log: an
 // empty log takes any start (after a snapshot), else they must extend it.
 func (g *groupState) checkAppend(first uint64, n int) error {
-	if first == 0 || n == 0 {
+	if first == 0 || n == 0 || first+uint64(n-1) < first {
 		return fmt.Errorf("%w: first index %d of %d entries", errNonSequential, first, n)
 	}
 	if last := g.lastIndex(); last != 0 && first != last+1 {

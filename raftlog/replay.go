@@ -59,7 +59,9 @@ func (s *Store) replaySegment(seq uint32, last bool) (*segment, error) {
 	}
 	off, nrec := segHeaderSize, 0
 	if !checkSegHeader(data, seq) {
-		if !last || (len(data) >= segHeaderSize && !allZero(data)) {
+		// Torn while being created: its write may have reached the disk
+		// in part, in any order, but nothing whole (no record) survives.
+		if !last || (len(data) >= segHeaderSize && !allZero(data) && recordAfter(data)) {
 			return nil, corrupt(0, "not a segment header")
 		}
 		off = len(data) // torn while being created
@@ -122,15 +124,28 @@ func torn(rest []byte, err error, n int) bool {
 		return true
 	case err == errShortHeader, err == errPastEnd:
 		return true
-	case err == errPayloadCRC:
+	case err == errPayloadCRC && allZero(rest[n:]):
 		// The last record, followed by nothing or by the zeros of a
 		// preallocated file.
-		return allZero(rest[n:])
-	case err == errHeaderCRC, err == errTooLarge:
+		return true
+	case (err == errHeaderCRC || err == errTooLarge) && allZero(rest[min(recHeaderSize, len(rest)):]):
 		// A header torn in a preallocated file: nothing after it written.
-		return allZero(rest[min(recHeaderSize, len(rest)):])
+		return true
 	}
-	return false
+	// Nothing whole follows: the last write, whose pages reached the disk
+	// out of order (writeback has none), lost one in the middle.
+	return !recordAfter(rest)
 }
 
 func allZero(b []byte) bool { return len(bytes.Trim(b, "\x00")) == 0 }
+
+// recordAfter reports whether a whole record starts anywhere in rest past
+// its first byte.
+func recordAfter(rest []byte) bool {
+	for i := 1; i+recHeaderSize <= len(rest); i++ {
+		if _, _, err := parseRecord(rest[i:]); err == nil {
+			return true
+		}
+	}
+	return false
+}
