@@ -136,6 +136,9 @@ func applyRecord(groups map[string]*groupState, r record, seq, off uint32) error
 	case recAppend:
 		return state().appendLocs(r.first, locs())
 	case recReset:
+		if err := (&groupState{}).checkAppend(r.first, len(r.spans)); err != nil {
+			return err
+		}
 		state().reset(r.first, locs())
 	case recDelete:
 		if g := groups[r.group]; g != nil {
