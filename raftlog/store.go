@@ -217,9 +217,9 @@ func (s *Store) closeFiles() error {
 
 // commit queues a record and returns once it is durable and applied.
 func (s *Store) commit(rec []byte, r record) error {
-	if len(rec) > recHeaderSize+maxPayload {
+	if len(rec) > recHeaderSize+int(payloadLimit) {
 		// Replay would take its header for damage.
-		return fmt.Errorf("raftlog: %s: record of %d bytes is over the %d-byte limit", r.group, len(rec), recHeaderSize+maxPayload)
+		return fmt.Errorf("raftlog: %s: record of %d bytes is over the %d-byte limit", r.group, len(rec), recHeaderSize+int(payloadLimit))
 	}
 	o := &op{rec: rec, r: r, done: make(chan error, 1)}
 	s.qmu.Lock()

@@ -63,7 +63,7 @@ type cutPoint struct {
 // Power cuts taken inside fsyncs (so also in the middle of rotation and
 // GC): the log must open to the state after the acknowledged ops, or the
 // one in flight. With NoSync, to the state after some prefix of them.
-func TestReviewPowerCutMidHousekeeping(t *testing.T) {
+func TestPowerCutMidHousekeeping(t *testing.T) {
 	for _, noSync := range []bool{false, true} {
 		for seed := range 3 {
 			t.Run(fmt.Sprint(noSync, seed), func(t *testing.T) { runCutMid(t, uint64(seed), 200, noSync) })

@@ -63,7 +63,7 @@ func (p *powerCut) cut(t *testing.T, dir string) string {
 // (not synced under NoSync), then deletes, durably, the old segment that
 // held them. A power cut then loses the group's whole log, and the log
 // replays to no prefix of what was written.
-func TestReviewNoSyncGCRewriteThenPowerCut(t *testing.T) {
+func TestNoSyncGCRewriteThenPowerCut(t *testing.T) {
 	dir := t.TempDir()
 	p := &powerCut{synced: map[string][]byte{}}
 	s, err := openWith(dir, Options{NoSync: true, SegmentSize: 2048, MaxSegments: 3}, p.ops())

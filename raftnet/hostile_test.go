@@ -56,7 +56,7 @@ func TestInstallSnapshotOnALinkIsRefused(t *testing.T) {
 // The same, end to end with a real raft: the node must survive. Runs the
 // scenario in a child process because the bug kills the process.
 func TestInstallSnapshotOnALinkDoesNotCrashRaft(t *testing.T) {
-	if os.Getenv("RAFTNET_REVIEW_CHILD") == "1" {
+	if os.Getenv("RAFTNET_CRASH_CHILD") == "1" {
 		victim := newNode(t, "v")
 		victim.start(t, "g", nil)
 		if err := victim.rafts["g"].BootstrapCluster(raft.Configuration{Servers: []raft.Server{
@@ -83,7 +83,7 @@ func TestInstallSnapshotOnALinkDoesNotCrashRaft(t *testing.T) {
 		return
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestInstallSnapshotOnALinkDoesNotCrashRaft$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "RAFTNET_REVIEW_CHILD=1")
+	cmd.Env = append(os.Environ(), "RAFTNET_CRASH_CHILD=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		s := string(out)

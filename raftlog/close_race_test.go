@@ -11,7 +11,7 @@ import (
 
 // Close racing with writers and readers: every write either succeeds (and
 // is there after a reopen) or returns ErrClosed; nothing hangs or panics.
-func TestReviewCloseRacesWriters(t *testing.T) {
+func TestCloseRacesWriters(t *testing.T) {
 	for round := range 20 {
 		dir := t.TempDir()
 		s, err := Open(dir, Options{SegmentSize: 4096, MaxSegments: 2})
