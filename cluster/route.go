@@ -264,14 +264,27 @@ func (n *Node) submit(ctx context.Context, shard int, r *replica, checks []fsm.C
 			strict, at = append(strict, c), append(at, i)
 		}
 	}
+	var errs []error // per check of checks, when some strict ones were refused at apply
 	if len(strict) > 0 {
 		res, err := r.batcher.submit(ctx, strict)
+		var pe *PartialError
+		if errors.As(err, &pe) {
+			// Indexed by strict: answer each check of the call at its own
+			// place (a caller reads Errs[j] for its j-th check).
+			res, err = pe.Results, nil
+			errs = make([]error, len(checks))
+			for j, i := range at {
+				errs[i] = pe.Errs[j]
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
 		for j, i := range at {
 			out[i] = res[j]
-			n.countAdmitted(strict[j], res[j])
+			if errs == nil || errs[i] == nil {
+				n.countAdmitted(strict[j], res[j])
+			}
 		}
 	}
 	decided := len(strict) > 0
@@ -306,6 +319,9 @@ func (n *Node) submit(ctx context.Context, shard int, r *replica, checks []fsm.C
 		for k := i; k < j; k++ {
 			n.countAdmitted(checks[k], out[k])
 		}
+	}
+	if errs != nil {
+		return nil, NewPartialError(out, errs)
 	}
 	return out, nil
 }
