@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -382,6 +383,10 @@ func callDeadline(batch []*fwdReq) time.Time {
 func decodeResults(shard int, rs []*peerv1.ForwardResult) ([]policy.Result, error) {
 	out := make([]policy.Result, len(rs))
 	var errs []error
+	// A check the peer refused as not-leader while it counted others of
+	// the same request (checkItem refuses one check alone): the request
+	// must not go again whole, which would count those twice.
+	counted := slices.ContainsFunc(rs, func(r *peerv1.ForwardResult) bool { return r.Code == peerv1.ForwardResult_OK })
 	for i, r := range rs {
 		switch r.Code {
 		case peerv1.ForwardResult_OK:
@@ -397,6 +402,13 @@ func decodeResults(shard int, rs []*peerv1.ForwardResult) ([]policy.Result, erro
 			}
 			errs[i] = fmt.Errorf("%w: %s", cluster.ErrMoved, r.Message)
 		case peerv1.ForwardResult_NOT_LEADER:
+			if counted {
+				if errs == nil {
+					errs = make([]error, len(rs))
+				}
+				errs[i] = fmt.Errorf("%w: %s", cluster.ErrNoLeader, r.Message)
+				continue
+			}
 			return nil, &cluster.NotLeaderError{Group: fmt.Sprintf("shard-%d", shard), LeaderID: r.LeaderId, LeaderAddr: r.LeaderAddr}
 		default:
 			return nil, fmt.Errorf("%w: %s", cluster.ErrUnavailable, r.Message)
