@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -69,8 +70,7 @@ func (n *Node) initGroup(ctx context.Context, r *replica, v *fsm.MetaView) {
 // first, and new ones refused meanwhile (handOver), so every decision on
 // the slots lands before the freeze and travels with the export.
 func (n *Node) freezeMove(ctx context.Context, r *replica, mv *fsm.SlotMove) {
-	err := r.fast.handOver(func() error { return n.applyShard(ctx, r, fsm.EncodeFreeze(mv.ID, mv.Slots)) })
-	if err != nil {
+	if err := freeze(ctx, r.fast, r.group.raft, mv.ID, mv.Slots, n.cfg.CommitTimeout); err != nil {
 		n.log.Warn("freeze slots", "group", r.id, "move", mv.ID, "err", err)
 		return
 	}
@@ -79,6 +79,27 @@ func (n *Node) freezeMove(ctx context.Context, r *replica, mv *fsm.SlotMove) {
 		return
 	}
 	n.log.Info("slots frozen and flipped", "move", mv.ID, "from", mv.From, "to", mv.To, "slots", len(mv.Slots))
+}
+
+// freeze writes the freeze of move's slots once lane has committed every
+// fast decision answered so far, refusing new ones until the freeze is
+// applied (lane.handOver).
+func freeze(ctx context.Context, lane *fastLane, r *raft.Raft, move uint64, slots []uint32, timeout time.Duration) error {
+	return lane.handOver(func() error {
+		f := r.Apply(fsm.EncodeFreeze(move, slots), timeout)
+		// Not bounded by ctx: fast checks resumed while the freeze may
+		// still apply would be counted after it, and dropped at apply
+		// (not owned). Raft answers the future once the entry is applied,
+		// or at leadership loss or shutdown.
+		_ = ctx
+		if err := f.Error(); err != nil {
+			return err
+		}
+		if err, ok := f.Response().(error); ok {
+			return err
+		}
+		return nil
+	})
 }
 
 // importMove copies the move's slots from a source replica that applied

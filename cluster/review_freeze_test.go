@@ -1,0 +1,68 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/policy"
+)
+
+// freezeMove hands the lane over to a freeze bounded by the reconcile
+// pass's context (awaitFuture): when that ends before the freeze entry is
+// applied (a slow commit late in a 5s pass), handOver resumes fast checks
+// while the freeze is still on its way. A fast check answered then is
+// counted in the overlay, its hit is written after the freeze and dropped
+// at apply (the slot is frozen): admitted, counted nowhere, missing from
+// the export the target imports. No failover is involved.
+func TestReviewFastCheckAnsweredWhileFreezeOutcomeUnknownIsExported(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rig := newBatcherRig(t, 10, true)
+		defer rig.stop(t)
+		close(rig.g.gate)
+		// The group owns the single slot of the cluster.
+		if err := rig.r.Apply(fsm.EncodeInit(0, 1, []uint32{0}), time.Second).Error(); err != nil {
+			t.Fatal(err)
+		}
+		lane := newFastLane(rig.r, rig.g.shard, testFastConfig(), func() error { return rig.nl })
+		defer lane.close()
+		if _, err := lane.decide(fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+		lane.drain()
+		rig.g.gate = make(chan struct{}) // command entries now wait to apply
+		const move = 9
+		// What freezeMove does, with the pass's context about to end.
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		go func() { _ = freeze(ctx, lane, rig.r, move, []uint32{0}, time.Second) }()
+		time.Sleep(200 * time.Millisecond) // the pass's context has ended
+		admitted := int64(1)
+		if res, err := lane.decide(fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1}); err == nil && res.Allowed {
+			admitted++
+		}
+		close(rig.g.gate)
+		time.Sleep(time.Second) // the freeze, then the lane's batch, apply
+		synctest.Wait()
+		export, err := rig.g.shard.ExportSlots(move, []uint32{0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		target := fsm.NewShard()
+		for i, e := range [][]byte{fsm.EncodeInit(1, 1, nil), fsm.EncodeImport(move, 0, []uint32{0}, export)} {
+			if resp := target.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: e}); resp != nil {
+				t.Fatalf("target: %v", resp)
+			}
+		}
+		resp := target.Apply(&raft.Log{Index: 3, Type: raft.LogCommand,
+			Data: fsm.EncodeAllow(nil, time.Now().UnixNano(), []fsm.Check{{Key: "k", Policy: fastPolicy, Cost: 0}})})
+		got := fastPolicy.Limits[0].Limit.Limit - resp.([]policy.Result)[0].Remaining
+		if got != admitted {
+			t.Errorf("the target imported a count of %d for k, %d were admitted", got, admitted)
+		}
+	})
+}
