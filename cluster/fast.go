@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -63,7 +64,12 @@ func newFastLane(r *raft.Raft, shard *fsm.Shard, cfg Config, notLeader func() er
 
 // decide answers one fast check at once. Errors mean nothing was counted.
 func (f *fastLane) decide(c fsm.Check) (policy.Result, error) {
-	if err := f.lock(c.Key); err != nil {
+	return f.decideCtx(context.Background(), c)
+}
+
+// decideCtx is decide, waiting for room in the lane no longer than ctx.
+func (f *fastLane) decideCtx(ctx context.Context, c fsm.Check) (policy.Result, error) {
+	if err := f.lock(ctx, c.Key); err != nil {
 		return policy.Result{}, err
 	}
 	defer f.mu.Unlock()
@@ -78,11 +84,16 @@ func (f *fastLane) decide(c fsm.Check) (policy.Result, error) {
 // at once, all admitted or none, with one elastic judgment for the set.
 // Errors mean nothing was counted.
 func (f *fastLane) decideSet(set []fsm.Check, elastic bool) ([]policy.Result, error) {
+	return f.decideSetCtx(context.Background(), set, elastic)
+}
+
+// decideSetCtx is decideSet, waiting for room no longer than ctx.
+func (f *fastLane) decideSetCtx(ctx context.Context, set []fsm.Check, elastic bool) ([]policy.Result, error) {
 	keys, costs := make([]string, len(set)), make([]int64, len(set))
 	for i, c := range set {
 		keys[i], costs[i] = c.Key, c.Cost
 	}
-	if err := f.lock(keys...); err != nil {
+	if err := f.lock(ctx, keys...); err != nil {
 		return nil, err
 	}
 	defer f.mu.Unlock()
@@ -96,13 +107,24 @@ func (f *fastLane) decideSet(set []fsm.Check, elastic bool) ([]policy.Result, er
 // lock takes f.mu for a decision on keys once this replica leads and the
 // lane has room, and the shard owns every key. On error f.mu is not held
 // and nothing was counted.
-func (f *fastLane) lock(keys ...string) error {
+func (f *fastLane) lock(ctx context.Context, keys ...string) error {
 	term, err := f.leading()
 	if err != nil {
 		return err
 	}
+	// A full lane waits for its batch to commit: no longer than the caller.
+	wake := context.AfterFunc(ctx, func() {
+		f.mu.Lock()
+		f.room.Broadcast()
+		f.mu.Unlock()
+	})
+	defer wake()
 	f.mu.Lock()
 	for {
+		if err := ctx.Err(); err != nil {
+			f.mu.Unlock()
+			return fmt.Errorf("%w: fast lane full: %w", ErrNoLeader, err) // nothing counted
+		}
 		if f.stopped || f.term != term {
 			f.mu.Unlock()
 			return f.notLeader()
