@@ -112,25 +112,33 @@ func (f *fastLane) lock(ctx context.Context, keys ...string) error {
 	if err != nil {
 		return err
 	}
-	// A full lane waits for its batch to commit: no longer than the caller.
-	wake := context.AfterFunc(ctx, func() {
-		f.mu.Lock()
-		f.room.Broadcast()
-		f.mu.Unlock()
-	})
-	defer wake()
+	var stopWake func() bool
+	defer func() {
+		if stopWake != nil {
+			stopWake()
+		}
+	}()
 	f.mu.Lock()
 	for {
-		if err := ctx.Err(); err != nil {
-			f.mu.Unlock()
-			return fmt.Errorf("%w: fast lane full: %w", ErrNoLeader, err) // nothing counted
-		}
 		if f.stopped || f.term != term {
 			f.mu.Unlock()
 			return f.notLeader()
 		}
 		if f.cost < f.maxPending {
 			break
+		}
+		// A full lane waits for its batch to commit: no longer than the
+		// caller. Only a caller that waits pays for the wake-up.
+		if err := ctx.Err(); err != nil {
+			f.mu.Unlock()
+			return fmt.Errorf("%w: fast lane full: %w", ErrNoLeader, err) // nothing counted
+		}
+		if stopWake == nil && ctx.Done() != nil {
+			stopWake = context.AfterFunc(ctx, func() {
+				f.mu.Lock()
+				f.room.Broadcast()
+				f.mu.Unlock()
+			})
 		}
 		f.nudge()
 		f.room.Wait()

@@ -70,7 +70,7 @@ func (n *Node) initGroup(ctx context.Context, r *replica, v *fsm.MetaView) {
 // first, and new ones refused meanwhile (handOver), so every decision on
 // the slots lands before the freeze and travels with the export.
 func (n *Node) freezeMove(ctx context.Context, r *replica, mv *fsm.SlotMove) {
-	if err := freeze(ctx, r.fast, r.group.raft, mv.ID, mv.Slots, n.cfg.CommitTimeout); err != nil {
+	if err := freeze(r.fast, r.group.raft, mv.ID, mv.Slots, n.cfg.CommitTimeout); err != nil {
 		n.log.Warn("freeze slots", "group", r.id, "move", mv.ID, "err", err)
 		return
 	}
@@ -82,16 +82,15 @@ func (n *Node) freezeMove(ctx context.Context, r *replica, mv *fsm.SlotMove) {
 }
 
 // freeze writes the freeze of move's slots once lane has committed every
-// fast decision answered so far, refusing new ones until the freeze is
-// applied (lane.handOver).
-func freeze(ctx context.Context, lane *fastLane, r *raft.Raft, move uint64, slots []uint32, timeout time.Duration) error {
+// fast decision answered so far, refusing new ones until the freeze's
+// outcome is known (lane.handOver). It waits for that outcome with no
+// deadline of its own: fast checks resumed while the freeze may still
+// apply would be counted after it and dropped at apply (not owned).
+// Raft answers the future once the entry is applied, or at leadership
+// loss or shutdown.
+func freeze(lane *fastLane, r *raft.Raft, move uint64, slots []uint32, timeout time.Duration) error {
 	return lane.handOver(func() error {
 		f := r.Apply(fsm.EncodeFreeze(move, slots), timeout)
-		// Not bounded by ctx: fast checks resumed while the freeze may
-		// still apply would be counted after it, and dropped at apply
-		// (not owned). Raft answers the future once the entry is applied,
-		// or at leadership loss or shutdown.
-		_ = ctx
 		if err := f.Error(); err != nil {
 			return err
 		}

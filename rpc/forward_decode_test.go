@@ -17,7 +17,7 @@ import (
 // The sender must then not retry the whole request: decodeResults turned
 // one NOT_LEADER into a NotLeaderError for all of the request's checks,
 // which onLeader retries, counting the OK ones twice.
-func TestReviewDecodeMixedOKAndNotLeaderIsNotRetried(t *testing.T) {
+func TestDecodeMixedOKAndNotLeaderIsNotRetried(t *testing.T) {
 	rs := []*peerv1.ForwardResult{
 		forwardResult([]policy.Result{{Allowed: true, Remaining: 4}}, 0, nil), // counted
 		forwardResult(nil, 0, fmt.Errorf("%w: group 7 is not known here yet", cluster.ErrNotReady)),

@@ -15,7 +15,7 @@ import (
 // heartbeats, so the leader keeps its lease) holds every fast caller for
 // the stall's length, past --leader-wait, where a strict check answers
 // Unavailable at its context's end.
-func TestReviewFullFastLaneWaitsPastAnyDeadline(t *testing.T) {
+func TestFullFastLaneWaitsPastAnyDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rig := newBatcherRig(t, 10, true)
 		close(rig.g.gate)

@@ -21,7 +21,7 @@ import (
 // callers (dispatch.evaluateInto, PeerServer.forwardResult) read
 // pe.Errs[j] out of range (a panic: the node dies), or give a check
 // another check's answer (a moved, uncounted check reported allowed).
-func TestReviewMixedCallRefusedAtApplyKeepsIndices(t *testing.T) {
+func TestMixedCallRefusedAtApplyKeepsIndices(t *testing.T) {
 	n := startOne(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
