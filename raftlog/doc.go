@@ -28,7 +28,10 @@
 // the first record of every segment), drop (a group deleted) and reset (a
 // group's whole log rewritten, see GC below). One StoreLogs call is one
 // record, so it is durable all or nothing. Each entry inside an append
-// carries its own crc32c, because reads go back to the file.
+// carries its own crc32c, because reads go back to the file. The records
+// of one group-commit write go out inside one batch record (batch.go), so
+// that a write torn by a power cut, whose pages reached the disk in any
+// order, is damage with nothing whole after it: replay cuts it as torn.
 //
 // # Memory
 //

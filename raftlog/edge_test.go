@@ -135,13 +135,13 @@ func TestTornRecordLaterPagesPersisted(t *testing.T) {
 	checkGroup(t, s2.Group("g"), m)
 }
 
-// The same power cut during a group-commit write of two records (two
-// groups' StoreLogs sharing one write and one fsync, neither answered
-// yet): the page with the first record's start is lost, the second record
-// reached the disk whole. A record does not say which write it came from,
-// so replay cannot tell this from damage in the middle of the log: Open
-// refuses the log (the node is then rebuilt from its peers), and never
-// skips the damage to keep what follows.
+// The same power cut in a log written before batches (batch.go), whose
+// group-commit writes put their records side by side: the page with the
+// first record's start is lost, the second record reached the disk whole.
+// Nothing says the two came from one write, so replay cannot tell this
+// from damage in the middle of the log: Open refuses the log (the node is
+// then rebuilt from its peers), and never skips the damage to keep what
+// follows.
 func TestTornGroupCommitWithALaterRecordIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Open(dir, Options{})

@@ -139,12 +139,21 @@ func (s *Store) writeBatch(batch []*op, buf []byte) ([]byte, error) {
 	if failed != nil {
 		return buf, failed
 	}
-	size := 0
+	size, recs := 0, 0
 	for _, o := range batch {
 		size += len(o.rec)
+		if len(o.rec) > 0 {
+			recs++
+		}
 	}
 	if size == 0 {
 		return buf, nil // only barriers (tests): nothing to write
+	}
+	// Several records go out as one batch (batch.go), unless that would
+	// pass a record's limit: then side by side, as before batches.
+	batched := recs > 1 && size+1 <= int(payloadLimit)
+	if batched {
+		size += batchPrefix
 	}
 	if seg := s.active(); seg.size+int64(size) > math.MaxUint32 {
 		// Offsets are 32 bits: a huge batch starts a segment of its own.
@@ -154,7 +163,11 @@ func (s *Store) writeBatch(batch []*op, buf []byte) ([]byte, error) {
 	}
 	seg := s.active()
 	out := batch[0].rec
-	if len(batch) > 1 {
+	switch {
+	case batched:
+		buf = appendBatch(buf, batch)
+		out = buf
+	case len(batch) > 1:
 		for _, o := range batch {
 			buf = append(buf, o.rec...)
 		}
@@ -180,6 +193,9 @@ func (s *Store) writeBatch(batch []*op, buf []byte) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	off := base
+	if batched {
+		off += batchPrefix
+	}
 	for _, o := range batch {
 		if err := applyRecord(s.groups, o.r, seg.seq, uint32(off)); err != nil {
 			// Checked before queueing, so this is a bug: memory no

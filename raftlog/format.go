@@ -18,6 +18,7 @@ const (
 	recCheckpoint byte = 4 // every group's stable keys
 	recDrop       byte = 5 // a group deleted
 	recReset      byte = 6 // a group's whole log, rewritten by GC
+	recBatch      byte = 7 // the records of one group-commit write (batch.go)
 )
 
 const (
@@ -175,11 +176,15 @@ func decodeEntry(b []byte, index uint64, out *raft.Log) error {
 
 // parseRecord reads the record at the start of b, returning its payload
 // and whole length.
-func parseRecord(b []byte) (payload []byte, n int, err error) {
+func parseRecord(b []byte) (payload []byte, n int, err error) { return parseFramed(b, 0) }
+
+// parseFramed is parseRecord of a record whose header checksum is XORed
+// with mark: 0 for a record of its own, innerMark inside a batch.
+func parseFramed(b []byte, mark uint32) (payload []byte, n int, err error) {
 	if len(b) < recHeaderSize {
 		return nil, 0, errShortHeader
 	}
-	if binary.LittleEndian.Uint32(b[8:]) != checksum(b[:8]) {
+	if binary.LittleEndian.Uint32(b[8:]) != checksum(b[:8])^mark {
 		return nil, 0, errHeaderCRC
 	}
 	size := binary.LittleEndian.Uint32(b[0:])

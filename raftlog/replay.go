@@ -74,6 +74,20 @@ func (s *Store) replaySegment(seq uint32, last bool) (*segment, error) {
 			}
 			break
 		}
+		if p[0] == recBatch {
+			if nrec == 0 {
+				return nil, corrupt(off, "segment does not start with a checkpoint")
+			}
+			err := eachInBatch(p, func(r record, at int) error {
+				nrec++
+				return applyRecord(s.groups, r, seq, uint32(off+at))
+			})
+			if err != nil {
+				return nil, corrupt(off, err)
+			}
+			off += n
+			continue
+		}
 		r, err := decodeRecord(p)
 		if err != nil {
 			return nil, corrupt(off, err)
