@@ -95,11 +95,7 @@ func TestTornBatchIsCut(t *testing.T) {
 			path := filepath.Join(dir, segName(1))
 			data, _ := os.ReadFile(path)
 			end := len(data)
-			big := entry("a", 4, 1)
-			big.Data = make([]byte, 3*4096)
-			for i := range big.Data {
-				big.Data[i] = byte(i%251 + 1)
-			}
+			big := pageSpanning("a", 4)
 			r1, _ := encodeEntries(recAppend, "a", []*raft.Log{big})
 			r2, _ := encodeEntries(recAppend, "b", entries("b", 1, 2, 1))
 			data = appendBatch(data, []*op{{rec: r1}, {rec: r2}})

@@ -106,11 +106,7 @@ func TestTornRecordLaterPagesPersisted(t *testing.T) {
 	path := filepath.Join(dir, segName(1))
 	before, _ := os.ReadFile(path)
 	end := recordsEnd(before)
-	big := entry("g", 4, 1)
-	big.Data = make([]byte, 3*4096)
-	for i := range big.Data {
-		big.Data[i] = byte(i%251 + 1)
-	}
+	big := pageSpanning("g", 4)
 	if err := g.StoreLog(big); err != nil {
 		t.Fatal(err)
 	}
@@ -155,11 +151,7 @@ func TestTornGroupCommitWithALaterRecordIsRefused(t *testing.T) {
 	path := filepath.Join(dir, segName(1))
 	data, _ := os.ReadFile(path)
 	end := int64(len(data))
-	big := entry("a", 4, 1)
-	big.Data = make([]byte, 3*4096)
-	for i := range big.Data {
-		big.Data[i] = byte(i%251 + 1)
-	}
+	big := pageSpanning("a", 4)
 	b1, _ := encodeEntries(recAppend, "a", []*raft.Log{big})
 	b2, _ := encodeEntries(recAppend, "b", entries("b", 1, 2, 1))
 	data = append(append(data, b1...), b2...)

@@ -171,3 +171,14 @@ func segCount(t testing.TB, s *Store) int {
 	settle(t, s)
 	return len(segFiles(t, s.dir))
 }
+
+// pageSpanning is entry index of group g with 12 KiB of data that is not
+// zeros: its record spans pages, and a lost page shows.
+func pageSpanning(g string, index uint64) *raft.Log {
+	l := entry(g, index, 1)
+	l.Data = make([]byte, 3*4096)
+	for i := range l.Data {
+		l.Data[i] = byte(i%251 + 1)
+	}
+	return l
+}
