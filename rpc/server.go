@@ -26,7 +26,6 @@ type Config struct {
 type Server struct {
 	pb.UnimplementedRateLimiterServer
 	node *cluster.Node
-	fwd  *forwarder
 	disp dispatcher
 	cfg  Config
 }
@@ -39,9 +38,8 @@ func NewServer(node *cluster.Node, peers *Peers, cfg Config) *Server {
 	if cfg.LeaderWait == 0 {
 		cfg.LeaderWait = 2 * time.Second
 	}
-	s := &Server{node: node, fwd: newForwarder(peers), cfg: cfg}
-	s.disp = dispatcher{node: node, forward: s.fwd.forward, wait: cfg.LeaderWait}
-	return s
+	disp := dispatcher{node: node, forward: newForwarder(peers).forward, wait: cfg.LeaderWait}
+	return &Server{node: node, disp: disp, cfg: cfg}
 }
 
 // Allow implements pb.RateLimiterServer.
