@@ -99,7 +99,7 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	if err := raftlog.MkdirDurable(cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("%w: data-dir: %w", ErrConfig, err)
 	}
 	lock, err := lockDataDir(cfg.DataDir)

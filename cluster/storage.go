@@ -3,7 +3,6 @@ package cluster
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/hashicorp/go-hclog"
@@ -47,7 +46,7 @@ type groupStore struct {
 // snapshots live in dir, moving a log left in dir by an older floodgate
 // (raft.db) into the shared log first.
 func openGroupStore(dir, name string, wal *raftlog.Store, logger hclog.Logger) (*groupStore, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := raftlog.MkdirDurable(dir); err != nil {
 		return nil, err
 	}
 	if err := migrateBolt(dir, name, wal); err != nil {

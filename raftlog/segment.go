@@ -2,7 +2,9 @@ package raftlog
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -155,4 +157,39 @@ func syncDir(dir string) error {
 		err = cerr
 	}
 	return err
+}
+
+// MkdirDurable creates dir and any missing parents, and syncs the parent
+// of each directory it created: a power cut after the first acknowledged
+// write must not lose the directory that holds it. The node creates its
+// data dir and its groups' snapshot dirs with it, and the log its own.
+func MkdirDurable(dir string) error { return mkdirDurable(dir, syncDir) }
+
+// mkdirDurable is MkdirDurable with the sync of a directory given.
+func mkdirDurable(dir string, syncDir func(string) error) error {
+	var created []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		_, err := os.Stat(d)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		created = append(created, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, d := range created {
+		// A parent this process may traverse but not read cannot be
+		// opened to sync: nothing better can be done there.
+		if err := syncDir(filepath.Dir(d)); err != nil && !errors.Is(err, fs.ErrPermission) {
+			return fmt.Errorf("sync %s: %w", filepath.Dir(d), err)
+		}
+	}
+	return nil
 }

@@ -3,7 +3,6 @@ package raftlog
 import (
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -101,7 +100,7 @@ func openWith(dir string, opts Options, ops fileOps) (*Store, error) {
 	if opts.MaxSegments <= 1 {
 		opts.MaxSegments = defaultMaxSegments
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := mkdirDurable(dir, syncDir); err != nil {
 		return nil, err
 	}
 	s := &Store{
