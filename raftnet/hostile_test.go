@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -273,4 +274,31 @@ func TestSilentSnapshotConnectionIsClosed(t *testing.T) {
 			t.Errorf("read %v after %v: want the connection closed after b's timeout (1s)", err, time.Since(start))
 		}
 	})
+}
+
+// A session stopped while its group's raft has not taken its calls (the
+// group closed and opened again) answers them with an error at once.
+func TestStoppedSessionAnswersItsCalls(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	w := newWriter(a, 5*time.Second)
+	defer w.close(net.ErrClosed)
+	tr := &Transport{consumer: make(chan raft.RPC), closed: make(chan struct{})} // raft takes nothing
+	s := newSession(tr, w)
+	for id := uint64(1); id <= 3; id++ {
+		s.submit(id, &raft.RequestVoteRequest{Term: id})
+	}
+	go s.close()
+	r := bufio.NewReader(b)
+	for id := uint64(1); id <= 3; id++ {
+		_ = b.SetReadDeadline(time.Now().Add(5 * time.Second))
+		f, _, err := readFrame(r, nil)
+		if err != nil {
+			t.Fatalf("call %d: no answer: %v", id, err)
+		}
+		if f.id != id || f.kind != kindError {
+			t.Errorf("answer %d: kind %d for call %d, want an error for call %d", id, f.kind, f.id, id)
+		}
+	}
 }

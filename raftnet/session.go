@@ -109,8 +109,11 @@ func (s *session) shutdown() {
 	}
 }
 
-// close stops the session; its calls die with the link.
+// close stops the session and answers the calls it still holds: when its
+// group was closed and opened again, the sender hears at once instead of
+// waiting out its timeout (on a link that closes, they die with it).
 func (s *session) close() {
 	s.once.Do(func() { close(s.stop) })
 	<-s.done
+	s.shutdown()
 }
