@@ -62,13 +62,9 @@ func newFastLane(r *raft.Raft, shard *fsm.Shard, cfg Config, notLeader func() er
 	return f
 }
 
-// decide answers one fast check at once. Errors mean nothing was counted.
-func (f *fastLane) decide(c fsm.Check) (policy.Result, error) {
-	return f.decideCtx(context.Background(), c)
-}
-
-// decideCtx is decide, waiting for room in the lane no longer than ctx.
-func (f *fastLane) decideCtx(ctx context.Context, c fsm.Check) (policy.Result, error) {
+// decide answers one fast check at once; a full lane waits for room no
+// longer than ctx. Errors mean nothing was counted.
+func (f *fastLane) decide(ctx context.Context, c fsm.Check) (policy.Result, error) {
 	if err := f.lock(ctx, c.Key); err != nil {
 		return policy.Result{}, err
 	}
@@ -81,14 +77,10 @@ func (f *fastLane) decideCtx(ctx context.Context, c fsm.Check) (policy.Result, e
 }
 
 // decideSet answers the fast checks of one atomic set (fsm.Check.Joined)
-// at once, all admitted or none, with one elastic judgment for the set.
-// Errors mean nothing was counted.
-func (f *fastLane) decideSet(set []fsm.Check, elastic bool) ([]policy.Result, error) {
-	return f.decideSetCtx(context.Background(), set, elastic)
-}
-
-// decideSetCtx is decideSet, waiting for room no longer than ctx.
-func (f *fastLane) decideSetCtx(ctx context.Context, set []fsm.Check, elastic bool) ([]policy.Result, error) {
+// at once, all admitted or none, with one elastic judgment for the set; a
+// full lane waits for room no longer than ctx. Errors mean nothing was
+// counted.
+func (f *fastLane) decideSet(ctx context.Context, set []fsm.Check, elastic bool) ([]policy.Result, error) {
 	keys, costs := make([]string, len(set)), make([]int64, len(set))
 	for i, c := range set {
 		keys[i], costs[i] = c.Key, c.Cost

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -65,7 +66,7 @@ func TestFastHandOverLosesNothing(t *testing.T) {
 					default:
 					}
 					if li := g.leader(); li >= 0 {
-						res, err := lanes[li].decide(fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1})
+						res, err := lanes[li].decide(context.Background(), fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1})
 						switch {
 						case err != nil:
 							refused.Add(1)
@@ -114,12 +115,12 @@ func TestFastHandOverResumesWhenTransferFails(t *testing.T) {
 		li := g.leader()
 		lane := newFastLane(g.rafts[li], g.shards[li], testFastConfig(), func() error { return &NotLeaderError{Group: "shard-0"} })
 		defer lane.close()
-		if _, err := lane.decide(fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1}); err != nil {
+		if _, err := lane.decide(context.Background(), fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1}); err != nil {
 			t.Fatal(err)
 		}
 		var during error
 		err := lane.handOver(func() error {
-			_, during = lane.decide(fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1})
+			_, during = lane.decide(context.Background(), fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1})
 			return ErrUnavailable // the transfer failed: still the leader
 		})
 		if err == nil {
@@ -128,7 +129,7 @@ func TestFastHandOverResumesWhenTransferFails(t *testing.T) {
 		if during == nil {
 			t.Error("a fast check was answered while the lane was handing over")
 		}
-		if _, err := lane.decide(fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1}); err != nil {
+		if _, err := lane.decide(context.Background(), fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1}); err != nil {
 			t.Errorf("still the leader after a failed transfer, yet fast checks are refused: %v", err)
 		}
 		lane.drain()
@@ -153,7 +154,7 @@ func TestFastLaneFlushesAnIntervalAfterTheFirstCount(t *testing.T) {
 		for _, idle := range []time.Duration{time.Second, 17 * time.Millisecond, 333 * time.Millisecond} {
 			time.Sleep(idle) // a ticker's phase would be anywhere by now
 			for range 3 {
-				if _, err := lane.decide(fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1}); err != nil {
+				if _, err := lane.decide(context.Background(), fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1}); err != nil {
 					t.Fatal(err)
 				}
 				time.Sleep(5 * time.Millisecond) // later counts join the batch

@@ -9,24 +9,23 @@ import (
 	"github.com/floodgate/floodgate/fsm"
 )
 
-// A fast check that finds its lane full waits (room.Wait) for the batch in
-// flight to commit, with no deadline: submit hands the lane no context. A
-// commit that stalls (followers' disks stall while they still answer
-// heartbeats, so the leader keeps its lease) holds every fast caller for
-// the stall's length, past --leader-wait, where a strict check answers
-// Unavailable at its context's end.
-func TestFullFastLaneWaitsPastAnyDeadline(t *testing.T) {
+// A fast check that finds its lane full waits for the batch in flight to
+// commit, but no longer than its caller's context: a commit that stalls
+// (followers' disks stall while they still answer heartbeats, so the
+// leader keeps its lease) must not hold fast callers past --leader-wait,
+// where a strict check answers Unavailable; nothing is counted.
+func TestFullFastLaneWaitsNoLongerThanItsCaller(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rig := newBatcherRig(t, 10, true)
 		close(rig.g.gate)
 		lane := newFastLane(rig.r, rig.g.shard, testFastConfig(), func() error { return rig.nl })
-		if _, err := lane.decide(fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1}); err != nil {
+		if _, err := lane.decide(context.Background(), fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1}); err != nil {
 			t.Fatal(err)
 		}
 		lane.drain()
 		rig.g.gate = make(chan struct{}) // commits stall from now on
 		for range 2 {                    // one batch in flight, one full behind it
-			if _, err := lane.decide(fsm.Check{Key: "k", Policy: fastPolicy, Cost: 40}); err != nil {
+			if _, err := lane.decide(context.Background(), fsm.Check{Key: "k", Policy: fastPolicy, Cost: 40}); err != nil {
 				t.Fatal(err)
 			}
 			synctest.Wait()
@@ -35,7 +34,7 @@ func TestFullFastLaneWaitsPastAnyDeadline(t *testing.T) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // --leader-wait
 			defer cancel()
-			_, err := lane.decideCtx(ctx, fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1})
+			_, err := lane.decide(ctx, fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1})
 			done <- err
 		}()
 		time.Sleep(30 * time.Second) // far past any --leader-wait

@@ -300,10 +300,10 @@ func (n *Node) submit(ctx context.Context, shard int, r *replica, checks []fsm.C
 		}
 		var err error
 		if j == i+1 {
-			out[i], err = r.fast.decideCtx(ctx, c)
+			out[i], err = r.fast.decide(ctx, c)
 		} else {
 			var res []policy.Result
-			res, err = r.fast.decideSetCtx(ctx, checks[i:j], c.Elastic)
+			res, err = r.fast.decideSet(ctx, checks[i:j], c.Elastic)
 			copy(out[i:j], res)
 		}
 		if err != nil {

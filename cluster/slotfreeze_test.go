@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -28,7 +29,7 @@ func TestFastCheckAnsweredWhileFreezeOutcomeUnknownIsExported(t *testing.T) {
 		}
 		lane := newFastLane(rig.r, rig.g.shard, testFastConfig(), func() error { return rig.nl })
 		defer lane.close()
-		if _, err := lane.decide(fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1}); err != nil {
+		if _, err := lane.decide(context.Background(), fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1}); err != nil {
 			t.Fatal(err)
 		}
 		lane.drain()
@@ -37,7 +38,7 @@ func TestFastCheckAnsweredWhileFreezeOutcomeUnknownIsExported(t *testing.T) {
 		go func() { _ = freeze(lane, rig.r, move, []uint32{0}, time.Second) }()
 		time.Sleep(6 * time.Second) // longer than a reconcile pass
 		admitted := int64(1)
-		if res, err := lane.decide(fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1}); err == nil && res.Allowed {
+		if res, err := lane.decide(context.Background(), fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1}); err == nil && res.Allowed {
 			admitted++
 		}
 		close(rig.g.gate)

@@ -34,8 +34,8 @@ func TestPartlyCountedCallIsNotRetryable(t *testing.T) {
 	strict := &policy.Policy{Name: "s", Limits: []policy.Limit{lim}}
 	fast := &policy.Policy{Name: "f", Consistency: policy.Fast, Limits: []policy.Limit{lim}}
 	r := n.replica(0)
-	for !r.group.isLeader() {
-		time.Sleep(10 * time.Millisecond)
+	if err := r.group.waitLeader(ctx); err != nil {
+		t.Fatal(err)
 	}
 	r.fast.refuse()
 	_, err := n.Submit(ctx, 0, []fsm.Check{{Key: "k", Policy: strict, Cost: 1}, {Key: "k", Policy: fast, Cost: 1}})

@@ -16,18 +16,17 @@ import (
 // A call mixing strict and fast checks of one group, one of whose strict
 // checks is refused at apply (its slot was frozen between Submit's
 // OwnsAll and the entry's apply: a slot move racing the call), must
-// answer every check of the call in the call's own order. submit returned
-// the batcher's PartialError as is: indexed by the strict checks only, so
-// callers (dispatch.evaluateInto, PeerServer.forwardResult) read
-// pe.Errs[j] out of range (a panic: the node dies), or give a check
-// another check's answer (a moved, uncounted check reported allowed).
+// answer every check of the call in the call's own order: callers
+// (dispatch.evaluateInto, PeerServer.forwardResult) read pe.Errs[j] for
+// their j-th check, and an answer indexed by the strict checks alone would
+// read past its end (a panic) or give a check another's answer.
 func TestMixedCallRefusedAtApplyKeepsIndices(t *testing.T) {
 	n := startOne(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	r := n.replica(0)
-	for !r.group.isLeader() {
-		time.Sleep(10 * time.Millisecond)
+	if err := r.group.waitLeader(ctx); err != nil {
+		t.Fatal(err)
 	}
 	// The group owns slot 0 of 2 (as if slot 1 had just been frozen by a move).
 	if err := r.group.raft.Apply(fsm.EncodeInit(0, 2, []uint32{0}), time.Second).Error(); err != nil {

@@ -16,16 +16,15 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Bug 1: an InstallSnapshot request arriving in a link frame (not on a
-// snapshot connection) is handed to raft with a nil Reader. raft v1.7.3's
-// installSnapshot always runs `io.Copy(io.Discard, rpc.Reader)` in a defer,
-// so raft's main goroutine panics: one frame from any peer crashes the node.
+// An InstallSnapshot request in a link frame (not on a snapshot
+// connection of its own) is answered with an error and never reaches raft:
+// raft v1.7.3's installSnapshot runs `io.Copy(io.Discard, rpc.Reader)` in
+// a defer, so a nil Reader would panic raft's main goroutine, and one
+// frame from any peer would crash the node.
 func TestInstallSnapshotOnALinkIsRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		pn := newPipeNet()
-		a, _ := bareNet(t, pn, "a", 5*time.Second)
-		b, bAddr := bareNet(t, pn, "b", 5*time.Second)
-		aT, bT := mustTransport(t, a, "g"), mustTransport(t, b, "g")
+		lp := newLinkedPair(t, 5*time.Second)
+		a, bAddr, aT, bT := lp.a, lp.bAddr, lp.aT, lp.bT
 		got := make(chan raft.RPC, 1)
 		go func() {
 			select {
@@ -79,7 +78,11 @@ func TestInstallSnapshotOnALinkDoesNotCrashRaft(t *testing.T) {
 		resp := &raft.InstallSnapshotResponse{}
 		err = aT.roundTrip(l, req, resp)
 		t.Logf("child: roundTrip err=%v resp=%+v", err, resp)
-		time.Sleep(500 * time.Millisecond)
+		// A barrier passes raft's main loop after the request: had raft
+		// taken it, that loop would have panicked first.
+		if err := victim.rafts["g"].Barrier(5 * time.Second).Error(); err != nil {
+			t.Fatal(err)
+		}
 		victim.stop()
 		return
 	}
@@ -95,18 +98,17 @@ func TestInstallSnapshotOnALinkDoesNotCrashRaft(t *testing.T) {
 	}
 }
 
-// Bug 2: a pipeline whose consumer raft stopped reading (raft's
-// pipelineDecode returns on the first !Success or newer-term answer, and
-// the send loop may still call pipelineSend before it sees finishCh) has
-// AppendEntries spin in room() forever: raft only calls Close after the
-// send returns, so the replication goroutine, and raft.Shutdown, hang.
+// A pipeline whose answers raft stopped taking fails its next send after
+// the link's timeout instead of waiting for room forever: raft's
+// pipelineDecode returns on the first unsuccessful or newer-term answer,
+// its send loop may still call AppendEntries before it notices, and it
+// closes the pipeline only once that call returns (else the replication
+// goroutine, and raft.Shutdown, would hang).
 func TestPipelineSendDoesNotHangWhenRaftStopsTakingAnswers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const timeout = time.Second
-		pn := newPipeNet()
-		a, _ := bareNet(t, pn, "a", timeout)
-		b, bAddr := bareNet(t, pn, "b", timeout)
-		aT, bT := mustTransport(t, a, "g"), mustTransport(t, b, "g")
+		lp := newLinkedPair(t, timeout)
+		bAddr, aT, bT := lp.bAddr, lp.aT, lp.bT
 		answer(bT)
 		p, err := aT.AppendEntriesPipeline("b", bAddr)
 		if err != nil {
@@ -142,17 +144,15 @@ func TestPipelineSendDoesNotHangWhenRaftStopsTakingAnswers(t *testing.T) {
 	})
 }
 
-// Bug 3: a link that carried nothing for a while (this node led nothing
-// the peer is in) is torn down by the watch while its first new call is
-// being answered in time: expire compares lastRecv with now-timeout even
-// though no call has waited that long.
+// A link that carried nothing for a while (this node led nothing the peer
+// is in) stays up while its first new call is answered within the
+// timeout: the watch fails a link only when a call waited a whole timeout
+// with nothing coming back, not because the last thing received is old.
 func TestIdleLinkSurvivesAFreshCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const timeout = time.Second
-		pn := newPipeNet()
-		a, _ := bareNet(t, pn, "a", timeout)
-		b, bAddr := bareNet(t, pn, "b", timeout)
-		aT, bT := mustTransport(t, a, "g"), mustTransport(t, b, "g")
+		lp := newLinkedPair(t, timeout)
+		bAddr, aT, bT := lp.bAddr, lp.aT, lp.bT
 		go func() { // raft with a 300ms fsync per vote
 			for {
 				select {
@@ -179,10 +179,9 @@ func TestIdleLinkSurvivesAFreshCall(t *testing.T) {
 	})
 }
 
-// Bug 4: a response body that fails to decode still fills raft's response
-// struct with what was read. raft's pipelineDecode never calls Error(): it
-// reads resp.Success, so a damaged (or newer-version) answer counts as a
-// successful append.
+// A response body that fails to decode leaves raft's response zeroed:
+// raft's pipelineDecode never calls Error() but reads resp.Success, so a
+// damaged (or newer-version) answer must not count as a successful append.
 func TestDamagedResponseLeavesNoSuccess(t *testing.T) {
 	good := appendResponse(nil, 1, &raft.AppendEntriesResponse{Term: 1, LastLog: 9, Success: true}, nil)
 	for _, body := range [][]byte{
@@ -200,10 +199,10 @@ func TestDamagedResponseLeavesNoSuccess(t *testing.T) {
 	}
 }
 
-// Bug 5: four bytes of length make readFrame allocate maxFrame (256 MiB)
-// before a byte of the body arrived; every connection that passed the
-// 6-byte hello can do it. And a link keeps its largest frame's buffer for
-// good.
+// readFrame allocates with the data that arrives, not with what four bytes
+// of length claim (up to maxFrame, 256 MiB, from any connection past the
+// 6-byte hello), and keeps no buffer over maxKeptBuffer once a smaller
+// frame follows.
 func TestReadFrameAllocatesWithTheData(t *testing.T) {
 	var hdr [4]byte
 	binary.BigEndian.PutUint32(hdr[:], maxFrame)

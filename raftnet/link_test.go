@@ -20,6 +20,22 @@ func bareNet(t *testing.T, pn *pipeNet, addr string, timeout time.Duration) (*Ne
 	return n, raft.ServerAddress(addr)
 }
 
+// linkedPair is networks a and b on one pipe net, each with a transport
+// of group "g".
+type linkedPair struct {
+	a      *Network
+	bAddr  raft.ServerAddress
+	aT, bT *Transport
+}
+
+func newLinkedPair(t *testing.T, timeout time.Duration) linkedPair {
+	t.Helper()
+	pn := newPipeNet()
+	a, _ := bareNet(t, pn, "a", timeout)
+	b, bAddr := bareNet(t, pn, "b", timeout)
+	return linkedPair{a: a, bAddr: bAddr, aT: mustTransport(t, a, "g"), bT: mustTransport(t, b, "g")}
+}
+
 func mustTransport(t *testing.T, n *Network, group string) *Transport {
 	t.Helper()
 	tr, err := n.Transport(group, nil, nil)

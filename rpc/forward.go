@@ -383,10 +383,6 @@ func callDeadline(batch []*fwdReq) time.Time {
 func decodeResults(shard int, rs []*peerv1.ForwardResult) ([]policy.Result, error) {
 	out := make([]policy.Result, len(rs))
 	var errs []error
-	// A check the peer refused as not-leader while it counted others of
-	// the same request (checkItem refuses one check alone): the request
-	// must not go again whole, which would count those twice.
-	counted := slices.ContainsFunc(rs, func(r *peerv1.ForwardResult) bool { return r.Code == peerv1.ForwardResult_OK })
 	for i, r := range rs {
 		switch r.Code {
 		case peerv1.ForwardResult_OK:
@@ -402,7 +398,10 @@ func decodeResults(shard int, rs []*peerv1.ForwardResult) ([]policy.Result, erro
 			}
 			errs[i] = fmt.Errorf("%w: %s", cluster.ErrMoved, r.Message)
 		case peerv1.ForwardResult_NOT_LEADER:
-			if counted {
+			// A check the peer refused alone (checkItem) while it counted
+			// others of the request: the request must not go again whole,
+			// which would count those twice.
+			if slices.ContainsFunc(rs, isOK) {
 				if errs == nil {
 					errs = make([]error, len(rs))
 				}
@@ -419,3 +418,5 @@ func decodeResults(shard int, rs []*peerv1.ForwardResult) ([]policy.Result, erro
 	}
 	return nil, cluster.NewPartialError(out, errs)
 }
+
+func isOK(r *peerv1.ForwardResult) bool { return r.Code == peerv1.ForwardResult_OK }
