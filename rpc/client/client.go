@@ -61,6 +61,12 @@ type Options struct {
 	// The check's outcome is then unknown and reported as
 	// DeadlineExceeded.
 	CallTimeout time.Duration
+	// NoCoalescing sends every single check (Allow, Decide, a Policy's
+	// Allow) in a call of its own. By default, checks bound for a node
+	// that already has two calls in flight from this client wait for one
+	// of them and go out together in one AllowBatch call: each is still
+	// answered alone, but a busy node serves far more checks a second.
+	NoCoalescing bool
 }
 
 // Client is a floodgate client. It is safe for concurrent use.
@@ -74,6 +80,7 @@ type Client struct {
 	table    []uint32       // slot → group; nil in a legacy cluster
 	nodes    []string       // every node's gRPC address
 	policies map[string]*policy.Policy
+	co       *coalescer // nil under NoCoalescing
 
 	rr        atomic.Uint64
 	refresh   chan struct{}
@@ -100,6 +107,9 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 		refresh: make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
+	}
+	if !opts.NoCoalescing {
+		c.co = newCoalescer(c.allowOn, c.batchOn)
 	}
 	if err := c.loadRoutes(ctx); err != nil {
 		c.closeConns()
@@ -145,11 +155,26 @@ func (c *Client) allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
 	defer cancel()
-	resp, err := pb.NewRateLimiterClient(c.connFor(key)).Allow(ctx, req)
+	var resp *pb.AllowResponse
+	if c.co != nil {
+		resp, err = c.co.allow(ctx, c.route(key), req)
+	} else {
+		resp, err = c.allowOn(ctx, c.route(key), req)
+	}
 	if err != nil {
 		return nil, c.failOpen(err), err
 	}
 	return resp, false, nil
+}
+
+// allowOn sends one check to the node at addr.
+func (c *Client) allowOn(ctx context.Context, addr string, req *pb.AllowRequest) (*pb.AllowResponse, error) {
+	return pb.NewRateLimiterClient(c.conn(addr)).Allow(ctx, req)
+}
+
+// batchOn sends checks to the node at addr in one call.
+func (c *Client) batchOn(ctx context.Context, addr string, reqs []*pb.AllowRequest) (*pb.AllowBatchResponse, error) {
+	return pb.NewRateLimiterClient(c.conn(addr)).AllowBatch(ctx, &pb.AllowBatchRequest{Requests: reqs})
 }
 
 // AllowBatch checks many requests: they are split by shard leader and sent
@@ -179,11 +204,11 @@ func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.A
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sub := &pb.AllowBatchRequest{Requests: make([]*pb.AllowRequest, len(idx))}
+			sub := make([]*pb.AllowRequest, len(idx))
 			for j, i := range idx {
-				sub.Requests[j] = reqs[i]
+				sub[j] = reqs[i]
 			}
-			resp, err := pb.NewRateLimiterClient(c.conn(addr)).AllowBatch(ctx, sub)
+			resp, err := c.batchOn(ctx, addr, sub)
 			if err == nil && len(resp.Results) != len(idx) {
 				err = fmt.Errorf("floodgate: %s answered %d of %d checks", addr, len(resp.Results), len(idx))
 			}
@@ -280,8 +305,6 @@ func (c *Client) route(key string) string {
 	}
 	return c.anyAddr()
 }
-
-func (c *Client) connFor(key string) *grpc.ClientConn { return c.conn(c.route(key)) }
 
 // anyAddr picks a node round-robin, skipping those known to be down.
 func (c *Client) anyAddr() string {

@@ -3,10 +3,13 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -137,5 +140,76 @@ func TestCloseTwice(t *testing.T) {
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Many callers checking at once through one client share calls (the
+// default) or each make their own (NoCoalescing); either way each gets
+// its own answer and the cluster admits exactly the limit of every key,
+// and a check the node refuses fails alone, naming its field.
+func TestConcurrentCallersCountExactly(t *testing.T) {
+	nodes := inproc.Cluster(t, 3)
+	ctx := context.Background()
+	for _, alone := range []bool{false, true} {
+		var batches, singles atomic.Int64
+		count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			switch method {
+			case pb.RateLimiter_AllowBatch_FullMethodName:
+				batches.Add(1)
+			case pb.RateLimiter_Allow_FullMethodName:
+				singles.Add(1)
+			}
+			return invoke(ctx, method, req, reply, cc, opts...)
+		}
+		c, err := client.New(ctx, client.Options{Addrs: []string{nodes[0].Cfg.GRPCAddr}, NoCoalescing: alone,
+			DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const callers, each, keys, limit = 64, 30, 8, 100
+		lim := &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: limit, WindowMs: 60_000}
+		var allowed [keys]atomic.Int64
+		var wg sync.WaitGroup
+		for i := range callers {
+			wg.Go(func() {
+				for j := range each {
+					k := (i + j) % keys
+					key := fmt.Sprintf("alone=%v:%d", alone, k)
+					resp, err := c.Allow(ctx, &pb.AllowRequest{Key: key, Limit: lim})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if resp.Key != key {
+						t.Errorf("asked for %s, answered for %s", key, resp.Key)
+					}
+					if resp.Allowed {
+						allowed[k].Add(1)
+					}
+					if j == each/2 && i%8 == 0 { // a check the node refuses, among the others
+						tooLong := &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 1 << 40, WindowMs: 1000}
+						_, err := c.Allow(ctx, &pb.AllowRequest{Key: key, Limit: tooLong})
+						if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "limit") {
+							t.Errorf("a sliding log over the nodes' cap: %v", err)
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		c.Close()
+		for k := range keys {
+			// 64×30 checks over 8 keys: 240 a key, of which exactly the limit pass.
+			if got := allowed[k].Load(); got != limit {
+				t.Errorf("NoCoalescing=%v: key %d admitted %d, want %d", alone, k, got, limit)
+			}
+		}
+		if alone && batches.Load() != 0 {
+			t.Errorf("NoCoalescing made %d batch calls", batches.Load())
+		}
+		if !alone && batches.Load() == 0 {
+			t.Errorf("64 callers at once shared no call (%d single calls)", singles.Load())
+		}
+		t.Logf("NoCoalescing=%v: %d single calls, %d batch calls for %d checks", alone, singles.Load(), batches.Load(), callers*each)
 	}
 }

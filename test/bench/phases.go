@@ -73,12 +73,17 @@ func benchClusters(ctx context.Context, rp *report, o options, args []string, di
 	if err != nil {
 		return fmt.Errorf("SDK client: %w", err)
 	}
-	closeClient := sync.OnceFunc(func() { cl.Close() }) // Close may be called once
+	alone, err := client.New(ctx, client.Options{Addrs: addrs(c), NoCoalescing: true})
+	if err != nil {
+		cl.Close()
+		return fmt.Errorf("SDK client: %w", err)
+	}
+	closeClient := sync.OnceFunc(func() { cl.Close(); alone.Close() }) // Close may be called once
 	defer closeClient()
 	var sdkHealth *result
 	if o.runs("sdk") {
 		fmt.Printf("\nGo SDK to every node, %d callers, %d rounds\n", o.clients, o.rounds)
-		sdkHealth = benchSDK(rp, c, cl, ws, o.keys, o.clients, o.rounds, o.duration, o.warmup, prof)
+		sdkHealth = benchSDK(rp, c, cl, alone, ws, o.keys, o.clients, o.rounds, o.duration, o.warmup, prof)
 	}
 	if o.perAlgorithm > 0 && sdkHealth != nil && o.runs("algorithms") {
 		fmt.Printf("\nsingle Allow per algorithm and consistency through the SDK, %s each\n", o.perAlgorithm)

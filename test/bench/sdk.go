@@ -16,10 +16,13 @@ import (
 const sdkClient = "Go SDK"
 
 // benchSDK measures every workload through the Go SDK (which sends each
-// check to its shard's leader), from clients goroutines in this process,
-// against a bare health-check loop spread over all the nodes the same way,
-// in rounds. It returns the median health result.
-func benchSDK(rp *report, c *e2e.Cluster, cl *client.Client, ws []workload, keys, clients, rounds int,
+// check to its shard's leader, and by default lets concurrent single
+// checks bound for one node share a call), from clients goroutines in this
+// process, against a bare health-check loop spread over all the nodes the
+// same way, in rounds. The single strict and fast checks are measured
+// again through alone, a client with NoCoalescing, for comparison. It
+// returns the median health result.
+func benchSDK(rp *report, c *e2e.Cluster, cl, alone *client.Client, ws []workload, keys, clients, rounds int,
 	duration, warmup time.Duration, prof *profiler) *result {
 	health := measurement{name: "gRPC health check", run: func(round int) (*result, error) {
 		defer firstRound(prof, round, "sdk-health")()
@@ -29,11 +32,23 @@ func benchSDK(rp *report, c *e2e.Cluster, cl *client.Client, ws []workload, keys
 			return 1, err
 		}), nil
 	}}
+	via := make([]*client.Client, len(ws)) // the client of each workload
+	for i := range ws {
+		via[i] = cl
+	}
+	for _, w := range ws {
+		if w.batch == 0 && w.rps == 0 && (w.kind == strict && w.limit == slidingLog || w.kind == fast) {
+			w.name += ", each check its own call (NoCoalescing)"
+			w.kind = info
+			ws = append(ws, w)
+			via = append(via, alone)
+		}
+	}
 	loads := make([]measurement, len(ws))
 	for i, w := range ws {
 		loads[i] = measurement{name: w.name, run: func(round int) (*result, error) {
 			defer firstRound(prof, round, fmt.Sprintf("sdk-%d", i))()
-			return w.measureSDK(cl, keys, clients, duration, warmup), nil
+			return w.measureSDK(via[i], keys, clients, duration, warmup), nil
 		}}
 	}
 	// The Go loops count failed calls in their results: no error here.
