@@ -230,7 +230,8 @@ func (co *coalescer) send(addr string, batch []*waiter) {
 	// check now would count what nobody waits for.
 	live := batch[:0]
 	for _, w := range batch {
-		if w.ctx.Err() != nil {
+		if err := w.ctx.Err(); err != nil {
+			w.err = status.FromContextError(err).Err() // should it read done first
 			close(w.done)
 			continue
 		}

@@ -504,3 +504,22 @@ func TestLightLoadDoesNotWait(t *testing.T) {
 		settle(t, co)
 	})
 }
+
+// A waiter whose caller gave up is answered with its context's error, not
+// left with neither answer nor error: its caller may read done before
+// noticing its own context ended.
+func TestGivenUpWaiterGetsAnError(t *testing.T) {
+	f := &fakeNodes{}
+	co := f.coalescer()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	w := &waiter{ctx: ctx, req: &pb.AllowRequest{Key: "gone"}, done: make(chan struct{})}
+	co.send("n1", []*waiter{w})
+	<-w.done
+	if w.resp != nil || status.Code(w.err) != codes.Canceled {
+		t.Errorf("resp %v, err %v; want Canceled", w.resp, w.err)
+	}
+	if len(f.log()) != 0 {
+		t.Errorf("sent %+v", f.log())
+	}
+}
