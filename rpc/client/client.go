@@ -62,10 +62,12 @@ type Options struct {
 	// DeadlineExceeded.
 	CallTimeout time.Duration
 	// NoCoalescing sends every single check (Allow, Decide, a Policy's
-	// Allow) in a call of its own. By default, checks bound for a node
-	// that already has two calls in flight from this client wait for one
-	// of them and go out together in one AllowBatch call: each is still
-	// answered alone, but a busy node serves far more checks a second.
+	// Allow) in a call of its own. By default, under load, checks bound
+	// for a node that has a call in flight from this client wait for it
+	// and go out together in one AllowBatch call: each is still answered
+	// alone, but a busy node serves far more checks a second. A check
+	// naming a policy the client has not learned yet, or whose context
+	// carries outgoing metadata, always goes alone.
 	NoCoalescing bool
 }
 
@@ -87,6 +89,8 @@ type Client struct {
 	stop      chan struct{}
 	closeOnce sync.Once // Close may be called more than once
 	done      chan struct{}
+	closed    bool             // under mu: Close has run
+	dead      *grpc.ClientConn // under mu: a closed connection, for calls after Close
 }
 
 // New connects to the cluster at opts.Addrs and loads its routing table.
@@ -156,7 +160,7 @@ func (c *Client) allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
 	defer cancel()
 	var resp *pb.AllowResponse
-	if c.co != nil {
+	if c.co != nil && c.knows(req.Policy) {
 		resp, err = c.co.allow(ctx, c.route(key), req)
 	} else {
 		resp, err = c.allowOn(ctx, c.route(key), req)
@@ -247,6 +251,9 @@ func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.stop)
 		<-c.done
+		c.mu.Lock()
+		c.closed = true // calls still in flight (a coalesced batch) dial nothing new
+		c.mu.Unlock()
 		c.closeConns()
 	})
 	return nil
@@ -271,6 +278,20 @@ func (c *Client) check(req *pb.AllowRequest, field string) (string, error) {
 		return "", status.Error(codes.InvalidArgument, err.Error())
 	}
 	return chk.Key, nil
+}
+
+// knows says whether a check naming policy may share a call: inline
+// limits always, a named policy once the client has learned it. A policy
+// the node must look up may make it refuse or delay the whole batch
+// (an unknown name, or a node still catching up), which would fail or
+// slow the other checks sharing the call.
+func (c *Client) knows(policy string) bool {
+	if policy == "" {
+		return true
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.policies[policy] != nil
 }
 
 // failOpen reports err and whether FailOpen admits the request: the
@@ -332,6 +353,13 @@ func (c *Client) conn(addr string) *grpc.ClientConn {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		if c.dead == nil {
+			c.dead, _ = grpc.NewClient("passthrough:///closed", grpc.WithTransportCredentials(insecure.NewCredentials()))
+			c.dead.Close() // every call on it fails at once (Canceled)
+		}
+		return c.dead
+	}
 	if cc = c.conns[addr]; cc == nil {
 		opts := append(c.security(), c.opts.DialOptions...)
 		var err error

@@ -151,11 +151,16 @@ func TestConcurrentCallersCountExactly(t *testing.T) {
 	nodes := inproc.Cluster(t, 3)
 	ctx := context.Background()
 	for _, alone := range []bool{false, true} {
-		var batches, singles atomic.Int64
+		var batches, singles, shared atomic.Int64
 		count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			switch method {
 			case pb.RateLimiter_AllowBatch_FullMethodName:
 				batches.Add(1)
+				for _, r := range req.(*pb.AllowBatchRequest).Requests {
+					if r.Policy != "" {
+						shared.Add(1)
+					}
+				}
 			case pb.RateLimiter_Allow_FullMethodName:
 				singles.Add(1)
 			}
@@ -192,6 +197,12 @@ func TestConcurrentCallersCountExactly(t *testing.T) {
 						if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "limit") {
 							t.Errorf("a sliding log over the nodes' cap: %v", err)
 						}
+						// A policy the client has not learned goes alone: the
+						// node might refuse or delay the whole call for it.
+						_, err = c.Allow(ctx, &pb.AllowRequest{Key: key, Policy: "no-such-policy"})
+						if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "unknown policy") {
+							t.Errorf("an unknown policy: %v", err)
+						}
 					}
 				}
 			})
@@ -204,6 +215,9 @@ func TestConcurrentCallersCountExactly(t *testing.T) {
 				t.Errorf("NoCoalescing=%v: key %d admitted %d, want %d", alone, k, got, limit)
 			}
 		}
+		if shared.Load() != 0 {
+			t.Errorf("%d checks naming a policy the client does not know shared a call", shared.Load())
+		}
 		if alone && batches.Load() != 0 {
 			t.Errorf("NoCoalescing made %d batch calls", batches.Load())
 		}
@@ -211,5 +225,29 @@ func TestConcurrentCallersCountExactly(t *testing.T) {
 			t.Errorf("64 callers at once shared no call (%d single calls)", singles.Load())
 		}
 		t.Logf("NoCoalescing=%v: %d single calls, %d batch calls for %d checks", alone, singles.Load(), batches.Load(), callers*each)
+	}
+}
+
+// A client used after Close fails at once and dials nothing: calls still
+// in flight, a coalesced batch among them, cannot leave a connection
+// behind.
+func TestClosedClientFails(t *testing.T) {
+	nodes := inproc.Cluster(t, 1)
+	ctx := context.Background()
+	c, err := client.New(ctx, client.Options{Addrs: []string{nodes[0].Cfg.GRPCAddr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := &pb.Limit{Algorithm: pb.Algorithm_FIXED_WINDOW, Limit: 5, WindowMs: 60_000}
+	if _, err := c.Allow(ctx, &pb.AllowRequest{Key: "k", Limit: lim}); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	start := time.Now()
+	if _, err := c.Allow(ctx, &pb.AllowRequest{Key: "k", Limit: lim}); status.Code(err) != codes.Canceled {
+		t.Errorf("after Close: %v, want Canceled", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("after Close a check took %v", took)
 	}
 }

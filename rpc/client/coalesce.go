@@ -62,8 +62,10 @@ type lane struct {
 	queuedThen, lastN int
 	// batchN is how many checks the last batch took from the queue.
 	batchN int
-	// want, when not zero, is the queue a drain gathers for: the caller
-	// whose check brings the queue to it wakes the drain.
+	// want, when not zero, is the queue the gathering drain waits for:
+	// the caller whose check brings the queue to it closes wake. (Two
+	// drains gather at once only while the load grows; the one that set
+	// want last is woken, the other waits out its linger.)
 	want int
 	wake chan struct{}
 }
@@ -96,8 +98,7 @@ func newCoalescer(one func(context.Context, string, *pb.AllowRequest) (*pb.Allow
 	return &coalescer{one: one, many: many, lanes: map[string]*lane{}}
 }
 
-// allow checks req on the node at addr. ctx must have a deadline. A
-// caller whose context carries outgoing gRPC metadata always gets a call
+// allow checks req on the node at addr. A caller whose context carries outgoing gRPC metadata always gets a call
 // of its own, since a shared call could carry only one caller's metadata.
 func (co *coalescer) allow(ctx context.Context, addr string, req *pb.AllowRequest) (*pb.AllowResponse, error) {
 	if md, ok := metadata.FromOutgoingContext(ctx); ok && md.Len() > 0 {
@@ -106,7 +107,7 @@ func (co *coalescer) allow(ctx context.Context, addr string, req *pb.AllowReques
 	co.mu.Lock()
 	l := co.lanes[addr]
 	if l == nil {
-		l = &lane{wake: make(chan struct{}, 1)}
+		l = &lane{}
 		co.lanes[addr] = l
 	}
 	if l.room() {
@@ -126,11 +127,8 @@ func (co *coalescer) allow(ctx context.Context, addr string, req *pb.AllowReques
 	w := &waiter{ctx: ctx, req: req, done: make(chan struct{})}
 	l.queue = append(l.queue, w)
 	if l.want > 0 && len(l.queue) >= l.want {
-		l.want = 0
-		select {
-		case l.wake <- struct{}{}:
-		default:
-		}
+		close(l.wake)
+		l.want, l.wake = 0, nil
 	}
 	co.mu.Unlock()
 	select {
@@ -175,19 +173,18 @@ func (co *coalescer) gather(l *lane, sent time.Time) {
 		co.mu.Unlock()
 		return
 	}
-	l.want = target
+	wake := make(chan struct{})
+	l.want, l.wake = target, wake
 	co.mu.Unlock()
 	t := time.NewTimer(wait)
 	select {
-	case <-l.wake:
+	case <-wake:
 	case <-t.C:
 	}
 	t.Stop()
 	co.mu.Lock()
-	l.want = 0
-	select { // a wakeup that came as the timer fired
-	case <-l.wake:
-	default:
+	if l.wake == wake {
+		l.want, l.wake = 0, nil
 	}
 	co.mu.Unlock()
 }
@@ -252,7 +249,10 @@ func (co *coalescer) send(addr string, batch []*waiter) {
 	}
 	// The call outlives any one caller, up to the last one's deadline; it
 	// carries the first caller's values (a trace span, say).
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(live[0].ctx), lastDeadline(live))
+	ctx, cancel := context.WithCancel(context.WithoutCancel(live[0].ctx))
+	if last, ok := lastDeadline(live); ok {
+		ctx, cancel = context.WithDeadline(ctx, last)
+	}
 	defer cancel()
 	resp, err := co.many(ctx, addr, reqs)
 	if err == nil && len(resp.Results) != len(live) {
@@ -305,13 +305,17 @@ func itemOf(it *pb.AllowBatchItem) (*pb.AllowResponse, error) {
 	return it.Response, nil
 }
 
-// lastDeadline is the latest deadline of ws, whose contexts all have one.
-func lastDeadline(ws []*waiter) time.Time {
+// lastDeadline is the latest deadline of ws; false if one has none.
+func lastDeadline(ws []*waiter) (time.Time, bool) {
 	var last time.Time
 	for _, w := range ws {
-		if d, ok := w.ctx.Deadline(); ok && d.After(last) {
+		d, ok := w.ctx.Deadline()
+		if !ok {
+			return time.Time{}, false
+		}
+		if d.After(last) {
 			last = d
 		}
 	}
-	return last
+	return last, true
 }

@@ -523,3 +523,54 @@ func TestGivenUpWaiterGetsAnError(t *testing.T) {
 		t.Errorf("sent %+v", f.log())
 	}
 }
+
+// Callers without a deadline share a call with none: a batch is not cut
+// off at another caller's deadline, nor sent already expired.
+func TestCallersWithoutDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeNodes{delay: time.Millisecond}
+		co := f.coalescer()
+		fill(co, "n1")
+		short, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		var wg sync.WaitGroup
+		for i, ctx := range []context.Context{context.Background(), short, context.Background()} {
+			wg.Go(func() {
+				if _, err := co.allow(ctx, "n1", &pb.AllowRequest{Key: fmt.Sprint(i)}); err != nil {
+					t.Errorf("caller %d: %v", i, err)
+				}
+			})
+		}
+		wg.Wait()
+		for _, c := range f.log() {
+			if c.batch && !c.deadline.IsZero() {
+				t.Errorf("a batch with callers without deadline has one: %v", c.deadline)
+			}
+		}
+		settle(t, co)
+	})
+}
+
+// Two drains gathering at once (the load grew while calls were in
+// flight) each end: the one woken, and the other by its linger.
+func TestTwoDrainsGathering(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeNodes{delay: time.Millisecond}
+		co := f.coalescer()
+		// Two rounds of closed-loop callers on one lane, started while
+		// laneLight calls are in flight, so several drains run.
+		fill(co, "n1")
+		var wg sync.WaitGroup
+		for i := range 12 {
+			wg.Go(func() {
+				for n := range 20 {
+					if _, err := check(co, "n1", fmt.Sprintf("c%d-%d", i, n)); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		settle(t, co)
+	})
+}
