@@ -179,6 +179,7 @@ func (b *batcher) apply(batch []*request, committed chan<- time.Time) {
 	go func() {
 		defer func() { committed <- sent }()
 		results, notOwned, err := b.wait(f)
+		metrics.GroupCommitSeconds.Observe(time.Since(sent).Seconds())
 		for _, req := range batch {
 			n := len(req.checks)
 			switch {

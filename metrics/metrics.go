@@ -52,6 +52,15 @@ var (
 		Buckets: prometheus.ExponentialBuckets(1, 2, 12),
 	})
 
+	// GroupCommitSeconds is how long a shard leader's log entry took from
+	// Apply to its answer (written, replicated to a quorum, applied): the
+	// Raft round a strict check waits for, beside the linger before it.
+	GroupCommitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "floodgate_group_commit_duration_seconds",
+		Help:    "Time from a shard leader's Raft Apply of a log entry (group commit) to its answer.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+	})
+
 	// FsyncSeconds is the time of each flush of the node's shared Raft
 	// log; StoresPerFlush is how many log stores (of all groups) each
 	// flush made durable.
@@ -84,7 +93,7 @@ var (
 // ours is every collector this package defines.
 func ours() []prometheus.Collector {
 	return []prometheus.Collector{
-		Decisions, CheckErrors, ForwardedChecks, ForwardBatchSize, GroupCommitSize,
+		Decisions, CheckErrors, ForwardedChecks, ForwardBatchSize, GroupCommitSize, GroupCommitSeconds,
 		FsyncSeconds, StoresPerFlush, LeaderChanges, GRPCServer, nodeCollector{},
 	}
 }

@@ -113,13 +113,23 @@ func TestMetricsMove(t *testing.T) {
 	// Checks went to the key's leader, here or forwarded: one of the
 	// cluster's nodes wrote them in a group commit.
 	var commits float64
+	var entries, timed uint64
 	for _, m := range c.Running() {
-		for _, h := range scrape(t, m)["floodgate_group_commit_checks"].GetMetric() {
+		got := scrape(t, m)
+		for _, h := range got["floodgate_group_commit_checks"].GetMetric() {
 			commits += h.GetHistogram().GetSampleSum()
+			entries += h.GetHistogram().GetSampleCount()
+		}
+		for _, h := range got["floodgate_group_commit_duration_seconds"].GetMetric() {
+			timed += h.GetHistogram().GetSampleCount()
 		}
 	}
 	if commits < 3 {
 		t.Errorf("group commits counted %v checks over the cluster, want at least 3", commits)
+	}
+	// Each entry is timed once answered; one still in flight is not yet.
+	if timed == 0 || timed > entries {
+		t.Errorf("%d group commits timed for %d entries written", timed, entries)
 	}
 	if got := value(after, "floodgate_members", map[string]string{"state": "alive"}); got != 3 {
 		t.Errorf("floodgate_members{state=alive} = %v, want 3", got)
