@@ -86,7 +86,7 @@ func (l *lane) most() int {
 
 // waiter is one caller's check waiting in a lane.
 type waiter struct {
-	ctx  context.Context // the caller's, bounded by CallTimeout
+	ctx  context.Context // the caller's (the Client bounds it by CallTimeout)
 	req  *pb.AllowRequest
 	resp *pb.AllowResponse
 	err  error
@@ -98,8 +98,9 @@ func newCoalescer(one func(context.Context, string, *pb.AllowRequest) (*pb.Allow
 	return &coalescer{one: one, many: many, lanes: map[string]*lane{}}
 }
 
-// allow checks req on the node at addr. A caller whose context carries outgoing gRPC metadata always gets a call
-// of its own, since a shared call could carry only one caller's metadata.
+// allow checks req on the node at addr. A caller whose context carries
+// outgoing gRPC metadata always gets a call of its own, since a shared
+// call could carry only one caller's metadata.
 func (co *coalescer) allow(ctx context.Context, addr string, req *pb.AllowRequest) (*pb.AllowResponse, error) {
 	if md, ok := metadata.FromOutgoingContext(ctx); ok && md.Len() > 0 {
 		return co.one(ctx, addr, req)
