@@ -153,14 +153,18 @@ func (c *Client) decide(ctx context.Context, req *pb.AllowRequest) (Decision, er
 
 // allow checks req and reports whether FailOpen admitted it unanswered.
 func (c *Client) allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResponse, bool, error) {
-	key, err := c.check(req, "")
+	key, known, err := c.check(req, "")
 	if err != nil {
 		return nil, false, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
 	defer cancel()
 	var resp *pb.AllowResponse
-	if c.co != nil && c.knows(req.Policy) {
+	// A check naming a policy the client has not learned goes alone: the
+	// node looks it up, and may refuse or delay the whole batch for it (an
+	// unknown name, a node still catching up), failing or slowing the
+	// other checks sharing the call.
+	if c.co != nil && known {
 		resp, err = c.co.allow(ctx, c.route(key), req)
 	} else {
 		resp, err = c.allowOn(ctx, c.route(key), req)
@@ -189,7 +193,7 @@ func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.A
 	}
 	groups := map[string][]int{}
 	for i, r := range reqs {
-		key, err := c.check(r, validate.Elem("requests", i))
+		key, _, err := c.check(r, validate.Elem("requests", i))
 		if err != nil {
 			return nil, err
 		}
@@ -261,37 +265,25 @@ func (c *Client) Close() error {
 
 // check validates req locally, with the rules the servers apply (except
 // the sliding-log cap, which is the servers' setting), and returns the key
-// it will be counted under, for routing. A policy the client has not
-// learned yet is left to the servers to check.
-func (c *Client) check(req *pb.AllowRequest, field string) (string, error) {
+// it will be counted under, for routing, and whether the client knew its
+// policy (inline limits always). A policy the client has not learned yet
+// is left to the servers to check.
+func (c *Client) check(req *pb.AllowRequest, field string) (key string, known bool, err error) {
 	var resolve validate.Resolver
+	known = true
 	if req.Policy != "" {
 		c.mu.RLock()
 		p := c.policies[req.Policy]
 		c.mu.RUnlock()
-		if p != nil {
+		if known = p != nil; known {
 			resolve = func(string) (*policy.Policy, error) { return p, nil }
 		}
 	}
 	chk, err := validate.Request(req, field, math.MaxInt64, resolve, nil)
 	if err != nil {
-		return "", status.Error(codes.InvalidArgument, err.Error())
+		return "", false, status.Error(codes.InvalidArgument, err.Error())
 	}
-	return chk.Key, nil
-}
-
-// knows says whether a check naming policy may share a call: inline
-// limits always, a named policy once the client has learned it. A policy
-// the node must look up may make it refuse or delay the whole batch
-// (an unknown name, or a node still catching up), which would fail or
-// slow the other checks sharing the call.
-func (c *Client) knows(policy string) bool {
-	if policy == "" {
-		return true
-	}
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.policies[policy] != nil
+	return chk.Key, known, nil
 }
 
 // failOpen reports err and whether FailOpen admits the request: the

@@ -46,14 +46,18 @@ type coalescer struct {
 	// many sends checks to the node at addr in one AllowBatch call.
 	many func(ctx context.Context, addr string, reqs []*pb.AllowRequest) (*pb.AllowBatchResponse, error)
 
-	mu    sync.Mutex
-	lanes map[string]*lane // by node address; a lane with nothing in flight is removed
+	mu sync.Mutex
+	// lanes, by node address, are kept like the Client's connections:
+	// one per address the client ever sent to, so a lone check costs no
+	// lane made and dropped.
+	lanes map[string]*lane
 }
 
 // lane is the calls of one node. Checks queue only while a call is in
 // flight, so a non-empty queue always has a call that will come back and
 // send it.
 type lane struct {
+	addr  string
 	busy  int // calls in flight
 	queue []*waiter
 	lg    linger.Policy
@@ -108,7 +112,7 @@ func (co *coalescer) allow(ctx context.Context, addr string, req *pb.AllowReques
 	co.mu.Lock()
 	l := co.lanes[addr]
 	if l == nil {
-		l = &lane{}
+		l = &lane{addr: addr}
 		co.lanes[addr] = l
 	}
 	if l.room() {
@@ -118,11 +122,7 @@ func (co *coalescer) allow(ctx context.Context, addr string, req *pb.AllowReques
 		l.lastN = 1
 		co.mu.Unlock()
 		resp, err := co.one(ctx, addr, req)
-		co.mu.Lock()
-		l.lg.Answered(now, time.Now())
-		l.queuedThen = len(l.queue)
-		co.mu.Unlock()
-		co.next(addr, l)
+		co.next(l, now)
 		return resp, err
 	}
 	w := &waiter{ctx: ctx, req: req, done: make(chan struct{})}
@@ -142,23 +142,29 @@ func (co *coalescer) allow(ctx context.Context, addr string, req *pb.AllowReques
 	}
 }
 
-// next is called when a call to addr has come back: the checks queued
-// meanwhile go out in the call's place, from a new goroutine, so that
-// the caller whose call came back returns at once.
-func (co *coalescer) next(addr string, l *lane) {
-	if batch := co.take(addr, l); batch != nil {
-		go co.drain(addr, l, batch)
+// next is called when a caller's own call, sent at sent, has come back:
+// the checks queued meanwhile go out in the call's place, from a new
+// goroutine, so that the caller returns at once.
+func (co *coalescer) next(l *lane, sent time.Time) {
+	co.mu.Lock()
+	l.answered(sent)
+	batch := l.take()
+	co.mu.Unlock()
+	if batch != nil {
+		go co.drain(l, batch)
 	}
 }
 
 // drain sends batch, then whatever queued meanwhile, until nothing is
 // queued.
-func (co *coalescer) drain(addr string, l *lane, batch []*waiter) {
+func (co *coalescer) drain(l *lane, batch []*waiter) {
 	for batch != nil {
 		now := time.Now()
-		co.send(addr, batch)
+		co.send(l.addr, batch)
 		co.gather(l, now)
-		batch = co.take(addr, l)
+		co.mu.Lock()
+		batch = l.take()
+		co.mu.Unlock()
 	}
 }
 
@@ -166,8 +172,7 @@ func (co *coalescer) drain(addr string, l *lane, batch []*waiter) {
 // and just answered to come back.
 func (co *coalescer) gather(l *lane, sent time.Time) {
 	co.mu.Lock()
-	l.lg.Answered(sent, time.Now())
-	l.queuedThen = len(l.queue)
+	l.answered(sent)
 	target, until := l.lg.Wait(len(l.queue))
 	wait := time.Until(until)
 	if len(l.queue) >= target || wait <= 0 {
@@ -190,19 +195,22 @@ func (co *coalescer) gather(l *lane, sent time.Time) {
 	co.mu.Unlock()
 }
 
+// answered records that a call sent at sent came back; the caller holds
+// co.mu.
+func (l *lane) answered(sent time.Time) {
+	l.lg.Answered(sent, time.Now())
+	l.queuedThen = len(l.queue)
+}
+
 // take takes the next batch queued in l, keeping the call slot of the
 // call that came back; with nothing queued it frees the slot and
-// returns nil.
-func (co *coalescer) take(addr string, l *lane) []*waiter {
-	co.mu.Lock()
-	defer co.mu.Unlock()
+// returns nil. The caller holds co.mu.
+func (l *lane) take() []*waiter {
 	// A call beyond what the load allows now (the load grew while it was
 	// in flight) frees its slot even with checks queued: another call is
 	// in flight and will send them.
 	if len(l.queue) == 0 || l.busy > l.most() {
-		if l.busy--; l.busy == 0 {
-			delete(co.lanes, addr)
-		}
+		l.busy--
 		return nil
 	}
 	n := min(len(l.queue), validate.MaxBatch)

@@ -132,17 +132,19 @@ func answers(co *coalescer, addr string, keys []string) map[string]error {
 }
 
 // settle lets co's drains finish (a drain may linger after its last
-// batch, waiting for callers that will not come) and checks that no lane
-// is left behind. Fake time stops once a bubble's main goroutine returns,
-// so every test ends with it.
+// batch, waiting for callers that will not come) and checks that every
+// lane is left with no call in flight and nothing queued. Fake time stops
+// once a bubble's main goroutine returns, so every test ends with it.
 func settle(t *testing.T, co *coalescer) {
 	t.Helper()
 	time.Sleep(2 * linger.MaxWait)
 	synctest.Wait()
 	co.mu.Lock()
 	defer co.mu.Unlock()
-	if len(co.lanes) != 0 {
-		t.Errorf("%d lanes left with nothing in flight", len(co.lanes))
+	for addr, l := range co.lanes {
+		if l.busy != 0 || len(l.queue) != 0 {
+			t.Errorf("lane %s left with %d calls in flight and %d checks queued", addr, l.busy, len(l.queue))
+		}
 	}
 }
 
