@@ -249,6 +249,17 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: %s: must be at least %s (raft's least), got %s", ErrConfig, d.flag, minRaftTimeout, d.v)
 		}
 	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"dead-after", c.DeadAfter}, {"fast-flush-interval", c.FastFlushInterval}, {"reconcile interval", c.ReconcileInterval},
+		{"gossip interval", c.GossipInterval}, {"commit timeout", c.CommitTimeout}} {
+		// Zero takes the default (WithDefaults); below zero is a typo, not
+		// "never" or "at once".
+		if d.v < 0 {
+			return fmt.Errorf("%w: %s: must not be negative, got %s", ErrConfig, d.flag, d.v)
+		}
+	}
 	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
 		return fmt.Errorf("%w: leader lease timeout must not exceed the heartbeat timeout", ErrConfig)
 	}

@@ -36,6 +36,9 @@ type Options struct {
 // maxBody bounds a request body: gRPC's own bound on a message.
 const maxBody = 16 << 20
 
+// bodyTimeout bounds reading a request body: maxBody at about 0.5 MB/s.
+const bodyTimeout = 30 * time.Second
+
 // Register adds the API's routes to mux.
 func Register(mux *http.ServeMux, l Limiter, o Options) {
 	a := &api{l: l, o: o}
@@ -140,7 +143,8 @@ func limitRequest(q url.Values) (*pb.AllowRequest, error) {
 		}
 		req.Descriptors[name] = value
 	}
-	if s := q.Get("cost"); s != "" {
+	if q.Has("cost") {
+		s := q.Get("cost")
 		c, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
 			return nil, badRequest("cost: %q is not a whole number", s)
@@ -174,6 +178,10 @@ func inlineLimit(q url.Values) (*pb.Limit, error) {
 	if err != nil {
 		return nil, badRequest("window: %q is not a duration (1m, 10s)", q.Get("window"))
 	}
+	if d%time.Millisecond != 0 {
+		// Windows count whole milliseconds; a finer one is refused, not cut.
+		return nil, badRequest("window: %q is not a whole number of milliseconds", q.Get("window"))
+	}
 	l.WindowMs = d.Milliseconds()
 	if s := q.Get("burst"); s != "" {
 		if l.Burst, err = strconv.ParseInt(s, 10, 64); err != nil {
@@ -186,8 +194,15 @@ func inlineLimit(q url.Values) (*pb.Limit, error) {
 // decode reads a protojson body into m, or answers 400 (413 when too
 // large) and reports false.
 func decode(w http.ResponseWriter, r *http.Request, m proto.Message) bool {
+	// The body must come within bodyTimeout: a client that sends it
+	// slowly, or never, holds a connection and a goroutine only that long.
+	// (net/http lifts the deadline once the body is read to its end.) A
+	// body that failed closes the connection: what follows it is not a
+	// request.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyTimeout)) // not every writer can (tests); the server's ReadTimeout still bounds it
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
+		w.Header().Set("Connection", "close")
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeJSONError(w, http.StatusRequestEntityTooLarge, codes.InvalidArgument, fmt.Sprintf("body: more than %d bytes", maxBody))

@@ -150,6 +150,9 @@ func TestBadInputIs400NamingTheField(t *testing.T) {
 		"key=k&limit=x&window=1m":                 "limit",
 		"key=k&limit=5&window=soon":               "window",
 		"key=k&limit=5&window=1m&algorithm=magic": "algorithm",
+		"key=k&limit=5&window=1500us":             "window",
+		"key=k&limit=5&window=1.0005s":            "window",
+		"key=k&cost=":                             "cost",
 	} {
 		resp, body := get(t, s.URL+"/api/v1/limit?"+query)
 		var e errorBody

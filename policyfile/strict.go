@@ -80,6 +80,11 @@ func decodeStrict(n *yaml.Node, v reflect.Value, path string) error {
 	if n.Kind != yaml.ScalarNode {
 		return at("want a single value, got %s", describe(n))
 	}
+	if k := v.Kind(); k >= reflect.Int && k <= reflect.Uint64 && n.ShortTag() == "!!float" {
+		// yaml.v3 would cut 1.9 to 1: a limit of a person's intent is
+		// never rounded silently.
+		return at("want a whole number, got %s", n.Value)
+	}
 	if err := n.Decode(v.Addr().Interface()); err != nil {
 		var te *yaml.TypeError
 		if errors.As(err, &te) && len(te.Errors) > 0 {

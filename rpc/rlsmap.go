@@ -3,6 +3,7 @@ package rpc
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -104,22 +105,44 @@ func rlsDescriptor(req *rlsv3.RateLimitRequest, d *rlcommon.RateLimitDescriptor,
 			q = clonePolicy(p)
 			q.Limits, q.Reduced = []policy.Limit{{Name: p.Limits[0].Name, Limit: l}}, nil
 		}
+		// The override makes a policy of its own, checked whole like any
+		// other before anything is counted: a domain that cannot name a
+		// policy, or a limit the policy's mode stretches past the nodes'
+		// cap, would otherwise reach the log and be refused there.
+		if err := q.Validate(maxLog); err != nil {
+			return fsm.Check{}, false, fmt.Errorf("%w: %s", validate.ErrInvalid, overrideError(q, p == nil, field, err))
+		}
 		p = q
 	}
 	if p == nil {
 		return fsm.Check{}, false, nil // not limited
 	}
-	key, err := validate.Key("", entries, p, field)
+	key, err := validate.EntriesKey(entries, p, field)
 	if err != nil && digestLongValues(entries) {
-		key, err = validate.Key("", entries, p, field)
+		key, err = validate.EntriesKey(entries, p, field)
 	}
 	if err != nil {
-		return fsm.Check{}, false, err // names descriptors[i].descriptors: the entries
+		return fsm.Check{}, false, err // names descriptors[i].entries
 	}
 	if p.ValidateCost(cost) != nil { // never negative: more than the limits admit at once
 		return fsm.Check{Key: key, Policy: p}, true, nil
 	}
 	return fsm.Check{Key: key, Policy: p, Cost: cost}, false, nil
+}
+
+// overrideError names the part of an RLS request at fault when the policy
+// its limit override makes is invalid: the domain when the override's
+// policy is named after it (no stored policy), else the override, with the
+// stored policy it stretches.
+func overrideError(q *policy.Policy, ownName bool, field string, err error) string {
+	var fe *window.FieldError
+	if !errors.As(err, &fe) {
+		return fmt.Sprintf("%slimit: %v", field, err)
+	}
+	if ownName && fe.Field == "name" {
+		return "domain: " + fe.Msg
+	}
+	return fmt.Sprintf("%slimit: %s (under policy %s)", field, fe.Msg, q.Name)
 }
 
 // digestLen is the length of a value's digest: "sha256:" and 64 hex digits.
@@ -189,15 +212,38 @@ func overrideLimit(o *rlcommon.RateLimitDescriptor_RateLimitOverride, p *policy.
 		if o.GetUnit() == typev3.RateLimitUnit_YEAR {
 			l.Calendar = window.CalendarYear
 		}
-		return l, atField(field, l.Validate(maxLog))
+		return l, overrideField(field, l.Validate(maxLog))
 	default:
 		return window.Limit{}, fmt.Errorf("%w: %sunit: %v is not a unit floodgate counts", validate.ErrInvalid, field, o.GetUnit())
+	}
+	if mult > window.MaxWindow/int64(unit) {
+		return window.Limit{}, fmt.Errorf("%w: %sunit_multiplier: %d %s is longer than the longest window, %s", validate.ErrInvalid, field, mult, unitName(o.GetUnit()), time.Duration(window.MaxWindow))
 	}
 	l.Window = mult * int64(unit)
 	if l.Buckets != 0 && l.Window%int64(l.Buckets) != 0 {
 		l.Buckets = 0 // the policy's buckets do not divide this window
 	}
-	return l, atField(field, l.Validate(maxLog))
+	return l, overrideField(field, l.Validate(maxLog))
+}
+
+// unitName spells an RLS unit for an error.
+func unitName(u typev3.RateLimitUnit) string { return strings.ToLower(u.String()) + "s" }
+
+// overrideField reports a limit's validation error under the override's
+// own fields: requests_per_unit for the limit, unit_multiplier for the
+// window (the unit alone always makes a valid one).
+func overrideField(field string, err error) error {
+	var fe *window.FieldError
+	if err == nil || !errors.As(err, &fe) {
+		return atField(field, err)
+	}
+	switch fe.Field {
+	case "limit":
+		return fmt.Errorf("%w: %srequests_per_unit: %s", validate.ErrInvalid, field, fe.Msg)
+	case "window":
+		return fmt.Errorf("%w: %sunit_multiplier: %s", validate.ErrInvalid, field, fe.Msg)
+	}
+	return atField(field, err)
 }
 
 // atField is validate.AtField that keeps a nil error nil.

@@ -2,6 +2,8 @@ package rpc
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -25,12 +27,25 @@ func desc(kv ...string) *rlcommon.RateLimitDescriptor {
 	return d
 }
 
+// override is a descriptor user=42 with a limit override of n per mult
+// units (no multiplier when 0).
+func override(n uint32, u typev3.RateLimitUnit, mult uint32) *rlcommon.RateLimitDescriptor {
+	d := desc("user", "42")
+	d.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n, Unit: u}
+	if mult > 0 {
+		d.Limit.UnitMultiplier = wrapperspb.UInt32(mult)
+	}
+	return d
+}
+
 func rlsPolicies() func(string) *policy.Policy {
 	perMin := window.Limit{Algorithm: window.SlidingLog, Limit: 10, Window: int64(time.Minute)}
 	ps := map[string]*policy.Policy{
 		"edge":                {Name: "edge", Limits: []policy.Limit{{Name: "per-minute", Limit: perMin}}},
 		"edge.remote_address": {Name: "edge.remote_address", Limits: []policy.Limit{{Limit: perMin}}},
 		"api":                 {Name: "api", KeyBy: []string{"user"}, Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.TokenBucket, Limit: 5, Window: int64(time.Second), Burst: 9}}}},
+		// Soft at 1000% over: a sliding log's override is stretched to 1100%.
+		"soft": {Name: "soft", Mode: policy.Soft, SoftPercent: 1000, Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.SlidingLog, Limit: 10, Window: int64(time.Hour)}}}},
 	}
 	return func(name string) *policy.Policy { return ps[name] }
 }
@@ -155,16 +170,8 @@ func TestRLSLongValueCountsUnderItsDigest(t *testing.T) {
 }
 
 func TestRLSOverride(t *testing.T) {
-	over := func(n uint32, u typev3.RateLimitUnit, mult uint32) *rlcommon.RateLimitDescriptor {
-		d := desc("user", "42")
-		d.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n, Unit: u}
-		if mult > 0 {
-			d.Limit.UnitMultiplier = wrapperspb.UInt32(mult)
-		}
-		return d
-	}
 	// No policy: a fixed window under the domain's name.
-	cs, _, err := rlsChecks(&rlsv3.RateLimitRequest{Domain: "nolimits", Descriptors: []*rlcommon.RateLimitDescriptor{over(100, typev3.RateLimitUnit_MINUTE, 5)}}, rlsPolicies(), 0)
+	cs, _, err := rlsChecks(&rlsv3.RateLimitRequest{Domain: "nolimits", Descriptors: []*rlcommon.RateLimitDescriptor{override(100, typev3.RateLimitUnit_MINUTE, 5)}}, rlsPolicies(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +182,7 @@ func TestRLSOverride(t *testing.T) {
 	// A policy: its algorithm and key_by, the override's numbers; the
 	// shared policy itself untouched.
 	pols := rlsPolicies()
-	cs, _, err = rlsChecks(&rlsv3.RateLimitRequest{Domain: "api", Descriptors: []*rlcommon.RateLimitDescriptor{over(50, typev3.RateLimitUnit_SECOND, 0)}}, pols, 0)
+	cs, _, err = rlsChecks(&rlsv3.RateLimitRequest{Domain: "api", Descriptors: []*rlcommon.RateLimitDescriptor{override(50, typev3.RateLimitUnit_SECOND, 0)}}, pols, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +194,7 @@ func TestRLSOverride(t *testing.T) {
 		t.Error("an override changed the stored policy")
 	}
 	// Calendar units.
-	cs, _, err = rlsChecks(&rlsv3.RateLimitRequest{Domain: "x", Descriptors: []*rlcommon.RateLimitDescriptor{over(9, typev3.RateLimitUnit_MONTH, 0)}}, pols, 0)
+	cs, _, err = rlsChecks(&rlsv3.RateLimitRequest{Domain: "x", Descriptors: []*rlcommon.RateLimitDescriptor{override(9, typev3.RateLimitUnit_MONTH, 0)}}, pols, 0)
 	if err != nil || cs[0].Policy.Limits[0].Limit.Calendar != window.CalendarMonth {
 		t.Errorf("monthly override: %+v %v", cs, err)
 	}
@@ -201,6 +208,11 @@ func TestRLSRefusesBadInputNamingTheField(t *testing.T) {
 	unknownUnit := desc("a", "b")
 	unknownUnit.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1}
 	badName := desc("bad name", "b")
+	var kv []string
+	for i := 0; i <= validate.MaxDescriptors; i++ {
+		kv = append(kv, fmt.Sprintf("k%d", i), "v")
+	}
+	manyEntries := desc(kv...)
 	apiNoUser := desc("ip", "1.2.3.4")
 	for _, c := range []struct {
 		domain string
@@ -213,8 +225,15 @@ func TestRLSRefusesBadInputNamingTheField(t *testing.T) {
 		{"edge", neg, "descriptors[0].is_negative_hits"},
 		{"edge", zero, "descriptors[0].limit.requests_per_unit"},
 		{"edge", unknownUnit, "descriptors[0].limit.unit"},
-		{"edge", badName, "descriptors[0].descriptors"},
-		{"api", apiNoUser, "descriptors[0].descriptors"},
+		{"edge", badName, "descriptors[0].entries: name"},
+		{"api", apiNoUser, "descriptors[0].entries: missing"},
+		{"edge", manyEntries, "descriptors[0].entries: 33 given"},
+		{"we ird!", override(2, typev3.RateLimitUnit_MINUTE, 0), "domain: \"we ird!\" must be"},
+		{"edge", override(math.MaxUint32, typev3.RateLimitUnit_MINUTE, 0), "descriptors[0].limit.requests_per_unit: must be"},
+		{"edge", override(3, typev3.RateLimitUnit_MINUTE, 307445735), "descriptors[0].limit.unit_multiplier: 307445735 minutes is longer than the longest window"},
+		{"edge", override(3, typev3.RateLimitUnit_DAY, 367), "descriptors[0].limit.unit_multiplier: 367 days"},
+		{"edge", override(3, typev3.RateLimitUnit_SECOND, math.MaxUint32), "descriptors[0].limit.unit_multiplier"},
+		{"soft", override(10000, typev3.RateLimitUnit_HOUR, 0), "descriptors[0].limit: a sliding_log keeps one timestamp per request and is capped at 10000; stretched to 1100% this one holds 110000"},
 	} {
 		_, _, err := rlsChecks(&rlsv3.RateLimitRequest{Domain: c.domain, Descriptors: []*rlcommon.RateLimitDescriptor{c.d}}, rlsPolicies(), 0)
 		if !errors.Is(err, validate.ErrInvalid) || !strings.Contains(err.Error(), c.field) {

@@ -109,6 +109,10 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	if *maxLog < 1 || *maxLog > window.MaxLogLength {
 		return nil, fmt.Errorf("max-log-length: must be between 1 and %d, got %d", window.MaxLogLength, *maxLog)
 	}
+	if *leaderWait <= 0 {
+		// A check would give up before its first try: every one unavailable.
+		return nil, fmt.Errorf("leader-wait: must be positive, got %s", *leaderWait)
+	}
 	headers, err := httpapi.ParseHeaders(*rlHeaders)
 	if err != nil {
 		return nil, fmt.Errorf("http-ratelimit-headers: %w", err)

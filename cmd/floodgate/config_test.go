@@ -58,6 +58,8 @@ func TestOptionsErrorsNameTheSetting(t *testing.T) {
 		{[]string{"--max-log-length", "0"}, nil, "max-log-length: must be between 1 and 1000000"},
 		{[]string{"--max-log-length", "1000001"}, nil, "max-log-length: must be between 1 and 1000000"},
 		{[]string{"--gc-headroom-mib", "-1"}, nil, "gc-headroom-mib: must be between 0 and 1048576"},
+		{[]string{"--leader-wait", "-1s"}, nil, "leader-wait: must be positive, got -1s"},
+		{[]string{"--leader-wait", "0s"}, nil, "leader-wait: must be positive, got 0s"},
 	} {
 		_, err := parseOptions(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -186,7 +186,7 @@ func serveHTTP(opts *options, sec *security, node *cluster.Node, limiter httpapi
 			mux.Handle(path, sec.rules.HTTP(authz.Admin, h))
 		}
 	}
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, TLSConfig: sec.clientPortTLS()}
+	hs := httpapi.NewServer(mux, sec.clientPortTLS())
 	go func() {
 		serve := hs.Serve
 		if hs.TLSConfig != nil {

@@ -161,6 +161,9 @@ func (l *limitFlags) build(cmd *cobra.Command) (*pb.Limit, error) {
 		}
 		unit = pb.CalendarUnit(v)
 	}
+	if l.window%time.Millisecond != 0 {
+		return nil, fmt.Errorf("--window: %s is not a whole number of milliseconds", l.window)
+	}
 	lim := &pb.Limit{
 		Algorithm: pb.Algorithm(alg), Limit: l.limit, WindowMs: l.window.Milliseconds(),
 		Buckets: l.buckets, Calendar: unit, Burst: l.burst,

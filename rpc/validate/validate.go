@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/floodgate/floodgate/policy"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
@@ -116,17 +117,29 @@ func requestPolicy(name string, limit *pb.Limit, field string, maxLog int64, res
 // are escaped with a backslash, so different descriptors never make the
 // same key.
 func Key(key string, descriptors map[string]string, p *policy.Policy, field string) (string, error) {
+	return keyOf(key, descriptors, p, field, "descriptors")
+}
+
+// EntriesKey is Key for the entries of an Envoy rate limit descriptor,
+// whose errors name them as RLS does: "descriptors[0].entries".
+func EntriesKey(entries map[string]string, p *policy.Policy, field string) (string, error) {
+	return keyOf("", entries, p, field, "entries")
+}
+
+// keyOf is Key with descField the name its errors give the descriptors.
+func keyOf(key string, descriptors map[string]string, p *policy.Policy, field, descField string) (string, error) {
+	descs := field + descField
 	var keyBy []string
 	if p != nil {
 		keyBy = p.KeyBy
 	}
 	switch {
 	case key != "" && len(descriptors) > 0:
-		return "", fmt.Errorf("%w: %sdescriptors: give either a key or descriptors, not both", ErrInvalid, field)
+		return "", fmt.Errorf("%w: %s: give either a key or descriptors, not both", ErrInvalid, descs)
 	case len(keyBy) > 0 && key != "":
 		return "", fmt.Errorf("%w: %skey: policy %s builds its keys from descriptors %s", ErrInvalid, field, p.Name, strings.Join(keyBy, ", "))
 	case len(descriptors) > 0:
-		if err := checkDescriptors(descriptors, field); err != nil {
+		if err := checkDescriptors(descriptors, descs); err != nil {
 			return "", err
 		}
 		names := keyBy
@@ -137,7 +150,7 @@ func Key(key string, descriptors map[string]string, p *policy.Policy, field stri
 		for i, name := range names {
 			v, ok := descriptors[name]
 			if !ok {
-				return "", fmt.Errorf("%w: %sdescriptors: missing %q (policy %s keys by %s)", ErrInvalid, field, name, p.Name, strings.Join(keyBy, ", "))
+				return "", fmt.Errorf("%w: %s: missing %q (policy %s keys by %s)", ErrInvalid, descs, name, p.Name, strings.Join(keyBy, ", "))
 			}
 			if i > 0 {
 				b.WriteByte(',')
@@ -154,19 +167,24 @@ func Key(key string, descriptors map[string]string, p *policy.Policy, field stri
 		if len(descriptors) > len(names) {
 			for name := range descriptors {
 				if !slices.Contains(names, name) {
-					return "", fmt.Errorf("%w: %sdescriptors.%s: policy %s keys by %s only", ErrInvalid, field, name, p.Name, strings.Join(keyBy, ", "))
+					return "", fmt.Errorf("%w: %s.%s: policy %s keys by %s only", ErrInvalid, descs, name, p.Name, strings.Join(keyBy, ", "))
 				}
 			}
 		}
 		key = b.String()
 		if len(key) > MaxKeyLen {
-			return "", fmt.Errorf("%w: %sdescriptors: the key they make is %d bytes, longer than %d", ErrInvalid, field, len(key), MaxKeyLen)
+			return "", fmt.Errorf("%w: %s: the key they make is %d bytes, longer than %d", ErrInvalid, descs, len(key), MaxKeyLen)
 		}
 	case key == "":
 		return "", fmt.Errorf("%w: %skey: must not be empty", ErrInvalid, field)
 	}
 	if len(key) > MaxKeyLen {
 		return "", fmt.Errorf("%w: %skey: %d bytes is longer than %d", ErrInvalid, field, len(key), MaxKeyLen)
+	}
+	if !utf8.ValidString(key) {
+		// gRPC refuses it on decoding; the HTTP API and the SDK's local
+		// checks come here with it, and an answer could not carry it.
+		return "", fmt.Errorf("%w: %skey: must be valid UTF-8", ErrInvalid, field)
 	}
 	if key[0] == 0 {
 		// Reserved for the hash tag of colocated policies' keys.
@@ -183,18 +201,20 @@ const MaxStoredKeyLen = MaxKeyLen + policy.MaxNameLen + 2
 // checkDescriptors bounds descriptors and checks their names, in name
 // order so the same request always gets the same answer. A name too long
 // to be one is not echoed back: the message stays readable.
-func checkDescriptors(descriptors map[string]string, field string) error {
+func checkDescriptors(descriptors map[string]string, descs string) error {
 	if len(descriptors) > MaxDescriptors {
-		return fmt.Errorf("%w: %sdescriptors: %d given, at most %d", ErrInvalid, field, len(descriptors), MaxDescriptors)
+		return fmt.Errorf("%w: %s: %d given, at most %d", ErrInvalid, descs, len(descriptors), MaxDescriptors)
 	}
 	for _, name := range slices.Sorted(maps.Keys(descriptors)) {
 		switch {
 		case len(name) > MaxKeyLen:
-			return fmt.Errorf("%w: %sdescriptors: a name of %d bytes is longer than %d", ErrInvalid, field, len(name), MaxKeyLen)
+			return fmt.Errorf("%w: %s: a name of %d bytes is longer than %d", ErrInvalid, descs, len(name), MaxKeyLen)
 		case !policy.ValidName(name):
-			return fmt.Errorf("%w: %sdescriptors: name %q must be letters, digits or _.:-", ErrInvalid, field, name)
+			return fmt.Errorf("%w: %s: name %q must be letters, digits or _.:-", ErrInvalid, descs, name)
 		case len(descriptors[name]) > MaxKeyLen:
-			return fmt.Errorf("%w: %sdescriptors.%s: %d bytes is longer than %d", ErrInvalid, field, name, len(descriptors[name]), MaxKeyLen)
+			return fmt.Errorf("%w: %s.%s: %d bytes is longer than %d", ErrInvalid, descs, name, len(descriptors[name]), MaxKeyLen)
+		case !utf8.ValidString(descriptors[name]):
+			return fmt.Errorf("%w: %s.%s: must be valid UTF-8", ErrInvalid, descs, name)
 		}
 	}
 	return nil

@@ -102,6 +102,7 @@ func TestDescriptorBounds(t *testing.T) {
 		{"too many", many, "descriptors: 33 given, at most 32"},
 		{"empty name", map[string]string{"": "1"}, "descriptors: name"},
 		{"key too long", map[string]string{"a": strings.Repeat("v", 600), "b": strings.Repeat("v", 600)}, "descriptors: the key they make"},
+		{"value not UTF-8", map[string]string{"user": "4\xff2"}, "descriptors.user: must be valid UTF-8"},
 	} {
 		_, err := Key("", tc.desc, nil, "requests[1].")
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "requests[1]."+tc.field) {
@@ -110,5 +111,31 @@ func TestDescriptorBounds(t *testing.T) {
 		if err != nil && len(err.Error()) > 300 {
 			t.Errorf("%s: a %d-byte message", tc.name, len(err.Error()))
 		}
+	}
+}
+
+// A key that is not UTF-8 is refused by name: gRPC refuses it on decoding,
+// but the HTTP API and the SDK's local checks reach Key with it, and no
+// answer could carry it back.
+func TestKeyNotUTF8(t *testing.T) {
+	for _, key := range []string{"\xfe1", "ok\xff", "\xc3"} {
+		_, err := Key(key, nil, nil, "requests[2].")
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "requests[2].key: must be valid UTF-8") {
+			t.Errorf("%q: %v", key, err)
+		}
+	}
+	if k, err := Key("clé-🔑", nil, nil, ""); err != nil || k != "clé-🔑" {
+		t.Errorf("a UTF-8 key: %q %v", k, err)
+	}
+}
+
+// Envoy's entries are named as RLS names them.
+func TestEntriesKeyNamesEntries(t *testing.T) {
+	_, err := EntriesKey(map[string]string{"a b": "1"}, nil, "descriptors[3].")
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "descriptors[3].entries: name") {
+		t.Errorf("got %v", err)
+	}
+	if k, err := EntriesKey(map[string]string{"ip": "1", "path": "/a"}, nil, ""); err != nil || k != "ip=1,path=/a" {
+		t.Errorf("got %q %v", k, err)
 	}
 }

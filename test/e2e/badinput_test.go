@@ -25,7 +25,8 @@ func TestBadInput(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	api := &pb.Policy{Name: "bi-api", KeyBy: []string{"user"}, Limits: []*pb.PolicyLimit{{Name: "hour", Limit: slidingLog(5, time.Hour)}}}
-	if _, err := c.Nodes[0].Admin().SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: []*pb.Policy{api}}); err != nil {
+	soft := &pb.Policy{Name: "bi-soft", Mode: pb.Mode_MODE_SOFT, SoftPercent: 1000, Limits: []*pb.PolicyLimit{{Limit: slidingLog(50, time.Hour)}}}
+	if _, err := c.Nodes[0].Admin().SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: []*pb.Policy{api, soft}}); err != nil {
 		t.Fatal(err)
 	}
 	inline := &pb.AllowRequest{Key: "bi-watch", Limit: slidingLog(10, time.Hour), Cost: cost(3)}
@@ -48,6 +49,8 @@ func TestBadInput(t *testing.T) {
 	t.Run("Forward", func(t *testing.T) { n += f.forwardItems(t) })
 	t.Run("floodgatectl", func(t *testing.T) { n += f.ctlCases(t) })
 	t.Run("Wire", func(t *testing.T) { n += f.wireCases(t) })
+	t.Run("RLS", func(t *testing.T) { n += f.runGRPCCases(t, rlsCases(f)) })
+	t.Run("HTTP", func(t *testing.T) { n += f.httpCases(t) })
 	t.Logf("%d bad inputs", n)
 	if n < 60 {
 		t.Fatalf("only %d bad inputs", n)

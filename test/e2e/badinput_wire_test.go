@@ -28,6 +28,7 @@ func (f *badFixture) ctlCases(t *testing.T) int {
 		{"unknown algorithm", head + "  - {algorithm: leaky, limit: 1, window: 1s}\n", "policies[0].limits[0].algorithm:"},
 		{"bad window", head + "  - {algorithm: sliding_log, limit: 1, window: 1 fortnight}\n", "policies[0].limits[0].window:"},
 		{"limit not a number", head + "  - {algorithm: sliding_log, limit: ten, window: 1s}\n", "policies[0].limits[0].limit:"},
+		{"fractional limit", head + "  - {algorithm: sliding_log, limit: 1.9, window: 1s}\n", "policies[0].limits[0].limit: line 4: want a whole number, got 1.9"},
 		{"zero limit (server)", head + "  - {algorithm: sliding_log, limit: 0, window: 1s}\n", "policies[0].limits[0].limit.limit:"},
 		{"log over --max-log-length (server)", head + "  - {algorithm: sliding_log, limit: 5000, window: 1m}\n", "policies[0].limits[0].limit.limit:"},
 		{"bad name (server)", "policies:\n- name: bad name\n  limits:\n  - {algorithm: sliding_log, limit: 1, window: 1s}\n", "policies[0].name:"},
@@ -44,6 +45,7 @@ func (f *badFixture) ctlCases(t *testing.T) int {
 	n += f.ctl(t, "missing file", "no such file", addr, "policy", "set", "-f", filepath.Join(dir, "nope.yaml"))
 	n += f.ctl(t, "allow --limit -1", "limit.limit:", addr, "allow", "bi-watch", "--limit", "-1", "--window", "1h")
 	n += f.ctl(t, "allow --window garbage", "window", addr, "allow", "bi-watch", "--limit", "10", "--window", "soon")
+	n += f.ctl(t, "allow --window under a millisecond", "--window: 1.5ms is not a whole number of milliseconds", addr, "allow", "bi-watch", "--limit", "10", "--window", "1500us")
 	n += f.ctl(t, "allow --algorithm garbage", "--algorithm: unknown algorithm", addr, "allow", "bi-watch", "--limit", "10", "--window", "1h", "--algorithm", "leaky")
 	n += f.ctl(t, "allow --descriptor garbage", "--descriptor", addr, "allow", "--policy", "bi-api", "--descriptor", "user")
 	n += f.ctl(t, "join garbage", "node_addr:", addr, "join", "garbage")

@@ -1,0 +1,36 @@
+package cluster
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A negative duration is refused by its flag's name: it would otherwise
+// start a node that moves replicas at once, or never flushes fast counts.
+func TestConfigRefusesNegativeDurations(t *testing.T) {
+	good := func() Config {
+		return Config{NodeID: "n1", DataDir: t.TempDir(), GRPCAddr: "127.0.0.1:1", RaftAddr: "127.0.0.1:2", GossipAddr: "127.0.0.1:3"}
+	}
+	if err := good().WithDefaults().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		edit func(c *Config)
+		want string
+	}{
+		{func(c *Config) { c.DeadAfter = -time.Second }, "dead-after: must not be negative, got -1s"},
+		{func(c *Config) { c.FastFlushInterval = -time.Millisecond }, "fast-flush-interval: must not be negative, got -1ms"},
+		{func(c *Config) { c.ReconcileInterval = -1 }, "reconcile interval: must not be negative"},
+		{func(c *Config) { c.GossipInterval = -1 }, "gossip interval: must not be negative"},
+		{func(c *Config) { c.CommitTimeout = -1 }, "commit timeout: must not be negative"},
+	} {
+		c := good()
+		tc.edit(&c)
+		err := c.WithDefaults().Validate()
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got %v, want %q", err, tc.want)
+		}
+	}
+}
