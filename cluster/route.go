@@ -176,6 +176,9 @@ func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]pol
 	if err := fsm.ValidateSets(checks); err != nil {
 		return nil, fmt.Errorf("%s: %w", shardName(shard), err)
 	}
+	if err := fsm.ValidatePolicies(checks); err != nil {
+		return nil, fmt.Errorf("%s: %w", shardName(shard), err)
+	}
 	// The group's state machine knows which slots it owns now: a check for
 	// another's is refused before anything is written (the state machine
 	// refuses it again at apply, which is the authority). An atomic set

@@ -53,3 +53,31 @@ func TestPartlyCountedCallIsNotRetryable(t *testing.T) {
 		t.Fatalf("fast only: %v, want NotLeaderError", err)
 	}
 }
+
+// A check whose policy the state machine would refuse at apply never
+// joins a log entry: there it would fail the whole entry, every other
+// caller's checks with it. The call is refused as invalid and nothing of
+// it is counted.
+func TestSubmitRefusesAPolicyApplyWould(t *testing.T) {
+	n := startOne(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := n.replica(0).group.waitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lim := policy.Limit{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 5, Window: int64(time.Minute)}}
+	good := &policy.Policy{Name: "good", Limits: []policy.Limit{lim}}
+	bad := &policy.Policy{Name: "we ird!", Limits: []policy.Limit{lim}}
+	before := n.replica(0).group.raft.LastIndex()
+	_, err := n.Submit(ctx, 0, []fsm.Check{{Key: "k", Policy: good, Cost: 1}, {Key: "k2", Policy: bad, Cost: 1}})
+	if !errors.Is(err, window.ErrInvalid) {
+		t.Fatalf("got %v, want an invalid-policy error", err)
+	}
+	if after := n.replica(0).group.raft.LastIndex(); after != before {
+		t.Errorf("the log moved from %d to %d", before, after)
+	}
+	res, err := n.Submit(ctx, 0, []fsm.Check{{Key: "k", Policy: good, Cost: 0}})
+	if err != nil || res[0].Remaining != 5 {
+		t.Fatalf("after: %+v %v, want nothing counted", res, err)
+	}
+}

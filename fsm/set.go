@@ -118,3 +118,26 @@ func ValidateSets(checks []Check) error {
 	}
 	return nil
 }
+
+// ValidatePolicies checks every policy of checks as apply will, so that a
+// check the state machine would refuse never joins a log entry: one
+// invalid policy in an entry fails the whole entry, every other caller's
+// checks with it. Checks of one call share policies, so each distinct
+// pointer in a row is checked once.
+func ValidatePolicies(checks []Check) error {
+	var last *policy.Policy
+	for i := range checks {
+		p := checks[i].Policy
+		if p == last {
+			continue
+		}
+		last = p
+		if p == nil {
+			return fmt.Errorf("checks[%d]: no policy", i)
+		}
+		if err := p.Validate(window.MaxLogLength); err != nil {
+			return fmt.Errorf("checks[%d].policy: %w", i, err)
+		}
+	}
+	return nil
+}

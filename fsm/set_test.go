@@ -2,10 +2,12 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/policy/policytest"
@@ -151,6 +153,34 @@ func TestValidateSets(t *testing.T) {
 			err := ValidateSets(tc.checks)
 			if (err == nil) != (tc.want == "") || (err != nil && err.Error() != tc.want) {
 				t.Fatalf("ValidateSets = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidatePolicies(t *testing.T) {
+	lim := policy.Limit{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 5, Window: int64(time.Minute)}}
+	good := &policy.Policy{Name: "ok", Limits: []policy.Limit{lim}}
+	badName := &policy.Policy{Name: "we ird!", Limits: []policy.Limit{lim}}
+	logLim := policy.Limit{Limit: window.Limit{Algorithm: window.SlidingLog, Limit: window.MaxLogLength, Window: int64(time.Hour)}}
+	stretched := &policy.Policy{Name: "soft", Mode: policy.Soft, SoftPercent: 100, Limits: []policy.Limit{logLim}}
+	for _, tc := range []struct {
+		name   string
+		checks []Check
+		want   string
+	}{
+		{"good, shared", []Check{{Key: "a", Policy: good}, {Key: "b", Policy: good}}, ""},
+		{"bad name after a good one", []Check{{Key: "a", Policy: good}, {Key: "b", Policy: badName}}, `checks[1].policy: name: "we ird!" must be`},
+		{"a log stretched past the cap apply keeps", []Check{{Key: "a", Policy: stretched}}, "checks[0].policy: limits[0].limit: a sliding_log"},
+		{"no policy", []Check{{Key: "a", Policy: good}, {Key: "b"}}, "checks[1]: no policy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ValidatePolicies(tc.checks)
+			if (err == nil) != (tc.want == "") || (err != nil && !strings.HasPrefix(err.Error(), tc.want)) {
+				t.Fatalf("ValidatePolicies = %v, want %q", err, tc.want)
+			}
+			if err != nil && !errors.Is(err, window.ErrInvalid) && tc.name != "no policy" {
+				t.Errorf("%v does not match window.ErrInvalid (InvalidArgument)", err)
 			}
 		})
 	}
