@@ -47,6 +47,11 @@ func leaveCmd(g *globals) *cobra.Command {
 		Short: "Drain a node (the one at --addr by default): move its replicas and leaderships away, then remove it",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 && args[0] == "" {
+				// `leave "$NODE"` with NODE unset must not drain the node
+				// at --addr, which is what no argument means.
+				return fmt.Errorf("NODE_ID: empty; leave it out to drain the node at --addr")
+			}
 			conn, err := g.dial()
 			if err != nil {
 				return err
