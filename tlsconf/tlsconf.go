@@ -3,6 +3,7 @@ package tlsconf
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -194,4 +195,31 @@ func hostOnly(h string) string {
 		return host
 	}
 	return h
+}
+
+// TrustedBy lists the subjects of the certificates of the PEM bundle file
+// that pool trusts (each verifies against it). Every certificate one of
+// them signs is then trusted by pool as well.
+func TrustedBy(file string, pool *x509.CertPool) ([]string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var trusted []string
+	for {
+		var block *pem.Block
+		if block, b = pem.Decode(b); block == nil {
+			return trusted, nil
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		if _, err := c.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err == nil {
+			trusted = append(trusted, c.Subject.String())
+		}
+	}
 }

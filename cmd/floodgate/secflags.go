@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"flag"
@@ -72,12 +73,20 @@ func (s *securityFlags) check() error {
 	if (s.adminToken != "" || s.adminNames != "") && s.peerToken == "" && !s.peer.Enabled() {
 		return errors.New("admin-token-file: the Peer service, which can do all an operator can, would stay open: set --peer-token-file or --peer-tls-*")
 	}
+	tokens := map[string]*authz.Token{}
 	for flag, file := range map[string]string{"admin-token-file": s.adminToken, "peer-token-file": s.peerToken} {
 		if file != "" {
-			if _, err := authz.LoadToken(flag, file); err != nil {
+			t, err := authz.LoadToken(flag, file)
+			if err != nil {
 				return err
 			}
+			tokens[flag] = t
 		}
+	}
+	if a, p := tokens["admin-token-file"], tokens["peer-token-file"]; a != nil && p != nil && bytes.Equal(a.Value(), p.Value()) {
+		// One token for both would make every operator a node and every
+		// node an operator: neither credential may stand in for the other.
+		return errors.New("peer-token-file: holds the same token as --admin-token-file; give the nodes a token of their own")
 	}
 	return nil
 }

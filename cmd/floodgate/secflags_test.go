@@ -35,6 +35,10 @@ func TestSecurityFlagsNameTheSetting(t *testing.T) {
 	if err := os.WriteFile(token, []byte("a-token-of-enough-length"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	sameToken := filepath.Join(dir, "same-token") // another file, the same token
+	if err := os.WriteFile(sameToken, []byte("a-token-of-enough-length\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	short := filepath.Join(dir, "short")
 	if err := os.WriteFile(short, []byte("abc"), 0o600); err != nil {
 		t.Fatal(err)
@@ -59,6 +63,8 @@ func TestSecurityFlagsNameTheSetting(t *testing.T) {
 		{[]string{"--admin-token-file", short, "--peer-token-file", token}, "admin-token-file: "},
 		{[]string{"--peer-token-file", filepath.Join(dir, "missing")}, "peer-token-file: "},
 		{[]string{"--admin-cert-names", "ops"}, "admin-cert-names: needs --tls-client-ca"},
+		{[]string{"--admin-token-file", token, "--peer-token-file", token}, "peer-token-file: holds the same token as --admin-token-file"},
+		{[]string{"--admin-token-file", token, "--peer-token-file", sameToken}, "peer-token-file: holds the same token as --admin-token-file"},
 	} {
 		_, err := parseOptions(tc.args, func(string) string { return "" }, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -74,6 +80,32 @@ func TestSecurityFlagsNameTheSetting(t *testing.T) {
 	}
 	if _, err := newSecurity(o.security); err == nil || !strings.Contains(err.Error(), "tls-cert: other nodes could not verify it") {
 		t.Fatalf("a foreign client-port certificate: %v", err)
+	}
+	// A client CA the peer CA trusts would make every client a node: the
+	// cluster's own CA as the client CA, or a bundle that holds it.
+	otherFile, _ := other.WriteCA(dir, "other")
+	bundle := filepath.Join(dir, "bundle.crt")
+	a, _ := os.ReadFile(otherFile)
+	b, _ := os.ReadFile(caFile)
+	if err := os.WriteFile(bundle, append(a, b...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, clientCA := range []string{caFile, bundle} {
+		o, err := parseOptions(append([]string{"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", clientCA}, peer...), func(string) string { return "" }, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := newSecurity(o.security); err == nil || !strings.Contains(err.Error(), "tls-client-ca: --peer-tls-ca trusts its CA CN=cluster too") {
+			t.Errorf("client CA %s: %v", clientCA, err)
+		}
+	}
+	// A client CA of its own is fine.
+	o, err = parseOptions(append([]string{"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", otherFile}, peer...), func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newSecurity(o.security); err != nil {
+		t.Errorf("a client CA of its own: %v", err)
 	}
 	// Without a peer CA, a private certificate would fail every Peer call.
 	o, err = parseOptions([]string{"--tls-cert", cert, "--tls-key", key}, func(string) string { return "" }, io.Discard)

@@ -56,6 +56,9 @@ func newSecurity(f securityFlags) (*security, error) {
 		if _, err := s.client.Leaf().Verify(x509.VerifyOptions{Roots: s.peer.Pool()}); err != nil {
 			return nil, fmt.Errorf("tls-cert: other nodes could not verify it with --peer-tls-ca: %w", err)
 		}
+		if err := distinctCAs(f.client.CA, s.peer.Pool()); err != nil {
+			return nil, err
+		}
 	}
 	if s.client != nil && s.peer == nil {
 		// Without a peer CA, nodes verify each other's client port with
@@ -79,6 +82,24 @@ func newSecurity(f securityFlags) (*security, error) {
 	}
 	s.gossipKey, err = f.key()
 	return s, err
+}
+
+// distinctCAs refuses a client CA bundle (file; none when empty) that the
+// peer CA trusts: a certificate of the peer CA is a node's, so every
+// client certificate it signed could call the Peer service, which can do
+// all an operator can.
+func distinctCAs(clientCA string, peerPool *x509.CertPool) error {
+	if clientCA == "" {
+		return nil
+	}
+	shared, err := tlsconf.TrustedBy(clientCA, peerPool)
+	if err != nil {
+		return fmt.Errorf("tls-client-ca: %w", err)
+	}
+	if len(shared) > 0 {
+		return fmt.Errorf("tls-client-ca: --peer-tls-ca trusts its CA %s too, so every client certificate it signs would act as a node: give the nodes a CA of their own (floodgatectl tls create makes two)", shared[0])
+	}
+	return nil
 }
 
 // clientPortTLS is the TLS of the client gRPC and HTTP ports (nil when

@@ -82,7 +82,10 @@ func versionCmd(g *globals) *cobra.Command {
 
 // dial connects to --addr: with TLS when --cacert, --cert or --key is
 // given, with the bearer token of --token-file when given.
-func (g *globals) dial() (*grpc.ClientConn, error) {
+func (g *globals) dial() (*grpc.ClientConn, error) { return g.dialAt(g.addr) }
+
+// dialAt connects to the node at addr with the same credentials as --addr.
+func (g *globals) dialAt(addr string) (*grpc.ClientConn, error) {
 	creds := insecure.NewCredentials()
 	secure := g.tls.Enabled()
 	if secure {
@@ -103,7 +106,7 @@ func (g *globals) dial() (*grpc.ClientConn, error) {
 		}
 		opts = append(opts, grpc.WithPerRPCCredentials(authz.Bearer(tok.Value, secure)))
 	}
-	return grpc.NewClient(g.addr, opts...)
+	return grpc.NewClient(addr, opts...)
 }
 
 func (g *globals) ctx() (context.Context, context.CancelFunc) {

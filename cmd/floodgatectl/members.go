@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 )
@@ -95,7 +93,7 @@ func waitGone(g *globals, id string, wait time.Duration) error {
 	last, lastReplicas := "", int32(-1)
 	for {
 		for _, a := range addrs {
-			st, err := statusAt(a, g.timeout)
+			st, err := statusAt(g, a)
 			if err != nil {
 				last = err.Error()
 				continue
@@ -128,13 +126,13 @@ func waitGone(g *globals, id string, wait time.Duration) error {
 }
 
 // statusAt asks the node at addr for the cluster status.
-func statusAt(addr string, timeout time.Duration) (*pb.StatusResponse, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func statusAt(g *globals, addr string) (*pb.StatusResponse, error) {
+	conn, err := g.dialAt(addr) // TLS and token as for --addr: the other members are secured alike
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := g.ctx()
 	defer cancel()
 	return admin(conn).Status(ctx, &pb.StatusRequest{})
 }

@@ -324,6 +324,19 @@ func TestSecuredCluster(t *testing.T) {
 			t.Fatalf("a check after the rotation: %v", err)
 		}
 	})
+
+	t.Run("floodgatectl leave waits for the node over TLS", func(t *testing.T) {
+		// It polls the other members for the node's removal, with the
+		// same certificate as its own call.
+		cert, key, err := p.clientCA.Issue(p.dir, "ops")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := c.Ctl(ctx, n1.GRPC, "--cacert", p.caFile, "--cert", cert, "--key", key, "leave", "n3", "--wait", "60s")
+		if err != nil || !strings.Contains(out, "node n3 drained and removed") {
+			t.Fatalf("leave over TLS: %q %v", out, err)
+		}
+	})
 }
 
 // servedName is the common name of the certificate addr serves.
