@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 )
 
 // advertise returns the address others reach a listener bound at bind by:
@@ -17,6 +18,9 @@ func advertise(flag, bind, host string, ips func() ([]net.IP, error)) (string, e
 	}
 	switch {
 	case host != "":
+		if err := checkAdvertiseHost(host); err != nil {
+			return "", err
+		}
 		h = host
 	case h == "" || net.ParseIP(h) != nil && net.ParseIP(h).IsUnspecified():
 		ip, err := ownIP(ips)
@@ -26,6 +30,21 @@ func advertise(flag, bind, host string, ips func() ([]net.IP, error)) (string, e
 		h = ip.String()
 	}
 	return net.JoinHostPort(h, port), nil
+}
+
+// checkAdvertiseHost refuses a --advertise-host no peer could dial: one
+// with a port or a space, or an address that means every address.
+func checkAdvertiseHost(host string) error {
+	if ip := net.ParseIP(host); ip != nil {
+		if ip.IsUnspecified() {
+			return fmt.Errorf("advertise-host: %s means every address, which no peer can dial: give this node's own address", host)
+		}
+		return nil
+	}
+	if strings.ContainsAny(host, ":/ \t") || len(host) > 253 {
+		return fmt.Errorf("advertise-host: %q is not a host name or IP address (give the ports with the *-addr flags)", host)
+	}
+	return nil
 }
 
 // ownIP is the machine's only non-loopback unicast IPv4 address (a pod

@@ -26,6 +26,11 @@ func TestAdvertise(t *testing.T) {
 		{"0.0.0.0:7700", "", multi, "", "advertise-host: grpc-addr listens on every address"},
 		{"0.0.0.0:7700", "", none, "", "no non-loopback IPv4 address"},
 		{"garbage", "", pod, "", `grpc-addr: "garbage" is not host:port`},
+		{"127.0.0.1:7700", "::1", pod, "[::1]:7700", ""},
+		{"127.0.0.1:7700", "0.0.0.0", pod, "", "advertise-host: 0.0.0.0 means every address"},
+		{"127.0.0.1:7700", "::", pod, "", "advertise-host: :: means every address"},
+		{"127.0.0.1:7700", "bad host", pod, "", `advertise-host: "bad host" is not a host name`},
+		{"127.0.0.1:7700", "10.1.2.3:80", pod, "", `advertise-host: "10.1.2.3:80" is not a host name`},
 	} {
 		got, err := advertise("grpc-addr", tc.bind, tc.host, tc.ips)
 		if tc.err != "" {

@@ -49,7 +49,7 @@ type options struct {
 // parseOptions reads args, then the environment (FLOODGATE_GRPC_ADDR for
 // --grpc-addr), then the YAML file named by --config (keys are flag names),
 // for every flag not given on the command line.
-func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("floodgate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -101,17 +101,18 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if *configFile == "" {
-		*configFile = getenv("FLOODGATE_CONFIG")
+		*configFile, _ = lookupEnv("FLOODGATE_CONFIG")
 	}
-	if err := fillUnset(fs, *configFile, getenv); err != nil {
+	if err := fillUnset(fs, *configFile, lookupEnv); err != nil {
 		return nil, err
 	}
 	if *maxLog < 1 || *maxLog > window.MaxLogLength {
 		return nil, fmt.Errorf("max-log-length: must be between 1 and %d, got %d", window.MaxLogLength, *maxLog)
 	}
-	if *leaderWait <= 0 {
-		// A check would give up before its first try: every one unavailable.
-		return nil, fmt.Errorf("leader-wait: must be positive, got %s", *leaderWait)
+	if *leaderWait < minLeaderWait {
+		// A check would give up before its commit: every one answered
+		// "outcome unknown", counted all the same.
+		return nil, fmt.Errorf("leader-wait: must be at least %s, got %s", minLeaderWait, *leaderWait)
 	}
 	headers, err := httpapi.ParseHeaders(*rlHeaders)
 	if err != nil {
@@ -120,7 +121,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	if *logFormat != "text" && *logFormat != "json" {
 		return nil, fmt.Errorf("log-format: want text or json, got %q", *logFormat)
 	}
-	if *sample < 0 || *sample > 1 {
+	if !(*sample >= 0 && *sample <= 1) { // NaN too
 		return nil, fmt.Errorf("trace-sample: must be between 0 and 1, got %v", *sample)
 	}
 	if *gcHeadroom < 0 || *gcHeadroom > 1<<20 {
@@ -199,24 +200,22 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}, nil
 }
 
+// minLeaderWait is the least --leader-wait: a check must outlast a
+// commit under load.
+const minLeaderWait = 100 * time.Millisecond
+
 // fillUnset sets every flag not given on the command line from its
-// FLOODGATE_* environment variable or, failing that, the YAML file.
-func fillUnset(fs *flag.FlagSet, file string, getenv func(string) string) error {
+// FLOODGATE_* environment variable (set, even empty: an empty value turns
+// a setting such as --http-addr off, as an empty flag does) or, failing
+// that, the YAML file.
+func fillUnset(fs *flag.FlagSet, file string, lookupEnv func(string) (string, bool)) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	fileValues := map[string]any{}
+	fileValues := map[string]string{}
 	if file != "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return fmt.Errorf("config: %w", err)
-		}
-		if err := yaml.Unmarshal(b, &fileValues); err != nil {
-			return fmt.Errorf("config: %s: %w", file, err)
-		}
-		for k := range fileValues {
-			if fs.Lookup(k) == nil || k == "config" {
-				return fmt.Errorf("config: %s: unknown setting %q", file, k)
-			}
+		var err error
+		if fileValues, err = readConfigFile(file, fs); err != nil {
+			return err
 		}
 	}
 	var err error
@@ -225,27 +224,78 @@ func fillUnset(fs *flag.FlagSet, file string, getenv func(string) string) error 
 			return
 		}
 		env := "FLOODGATE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(env); v != "" {
+		if v, ok := lookupEnv(env); ok {
 			if e := fs.Set(f.Name, v); e != nil {
 				err = fmt.Errorf("%s: %w", env, e)
 			}
 			return
 		}
 		if v, ok := fileValues[f.Name]; ok {
-			s := fmt.Sprint(v)
-			if list, isList := v.([]any); isList {
-				parts := make([]string, len(list))
-				for i, p := range list {
-					parts[i] = fmt.Sprint(p)
-				}
-				s = strings.Join(parts, ",")
-			}
-			if e := fs.Set(f.Name, s); e != nil {
+			if e := fs.Set(f.Name, v); e != nil {
 				err = fmt.Errorf("config: %s: %w", f.Name, e)
 			}
 		}
 	})
 	return err
+}
+
+// readConfigFile reads a YAML file of flag names and values. A value is
+// taken as written, not as YAML would type it (node-id: 0123 is "0123",
+// not 83; an empty value is empty, not "<nil>"); a list is joined with
+// commas, as the flags take lists.
+func readConfigFile(file string, fs *flag.FlagSet) (map[string]string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("config: %s: %w", file, err)
+	}
+	values := map[string]string{}
+	if len(doc.Content) == 0 {
+		return values, nil // an empty file
+	}
+	m := doc.Content[0]
+	if m.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("config: %s: line %d: want a mapping of setting: value", file, m.Line)
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		if fs.Lookup(k.Value) == nil || k.Value == "config" {
+			return nil, fmt.Errorf("config: %s: line %d: unknown setting %q", file, k.Line, k.Value)
+		}
+		if _, dup := values[k.Value]; dup {
+			return nil, fmt.Errorf("config: %s: line %d: %q given twice", file, k.Line, k.Value)
+		}
+		s, err := scalarText(v)
+		if err != nil {
+			return nil, fmt.Errorf("config: %s: line %d: %s: %w", file, v.Line, k.Value, err)
+		}
+		values[k.Value] = s
+	}
+	return values, nil
+}
+
+// scalarText is a value's text as written: a scalar, nothing (null), or a
+// list of scalars joined with commas.
+func scalarText(n *yaml.Node) (string, error) {
+	switch {
+	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null":
+		return "", nil
+	case n.Kind == yaml.ScalarNode:
+		return n.Value, nil
+	case n.Kind == yaml.SequenceNode:
+		parts := make([]string, len(n.Content))
+		for i, c := range n.Content {
+			if c.Kind != yaml.ScalarNode {
+				return "", errors.New("want a list of values")
+			}
+			parts[i] = c.Value
+		}
+		return strings.Join(parts, ","), nil
+	}
+	return "", errors.New("want a value or a list of values")
 }
 
 func generateID() string {

@@ -12,6 +12,14 @@ import (
 
 // Flags win over FLOODGATE_* variables, which win over the YAML file,
 // which wins over the defaults.
+// noEnv is an environment with no variables set.
+func noEnv(string) (string, bool) { return "", false }
+
+// envOf is an environment of the variables in env.
+func envOf(env map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+}
+
 func TestOptionsPrecedence(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "floodgate.yaml")
 	yaml := "grpc-addr: 10.0.0.1:1\nraft-addr: 10.0.0.1:2\nshards: 16\njoin: [10.0.0.9:7700, 10.0.0.8:7700]\ndead-after: 1m\n"
@@ -20,7 +28,7 @@ func TestOptionsPrecedence(t *testing.T) {
 	}
 	env := map[string]string{"FLOODGATE_RAFT_ADDR": "10.0.0.2:2", "FLOODGATE_REPLICAS": "5", "FLOODGATE_NODE_ID": "from-env"}
 	o, err := parseOptions([]string{"--config", file, "--replicas", "1", "--data-dir", t.TempDir()},
-		func(k string) string { return env[k] }, io.Discard)
+		envOf(env), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,10 +66,12 @@ func TestOptionsErrorsNameTheSetting(t *testing.T) {
 		{[]string{"--max-log-length", "0"}, nil, "max-log-length: must be between 1 and 1000000"},
 		{[]string{"--max-log-length", "1000001"}, nil, "max-log-length: must be between 1 and 1000000"},
 		{[]string{"--gc-headroom-mib", "-1"}, nil, "gc-headroom-mib: must be between 0 and 1048576"},
-		{[]string{"--leader-wait", "-1s"}, nil, "leader-wait: must be positive, got -1s"},
-		{[]string{"--leader-wait", "0s"}, nil, "leader-wait: must be positive, got 0s"},
+		{[]string{"--leader-wait", "-1s"}, nil, "leader-wait: must be at least 100ms, got -1s"},
+		{[]string{"--leader-wait", "0s"}, nil, "leader-wait: must be at least 100ms, got 0s"},
+		{[]string{"--leader-wait", "1ns"}, nil, "leader-wait: must be at least 100ms, got 1ns"},
+		{[]string{"--trace-sample", "NaN"}, nil, "trace-sample: must be between 0 and 1, got NaN"},
 	} {
-		_, err := parseOptions(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
+		_, err := parseOptions(tc.args, envOf(tc.env), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v %v: got %v, want an error mentioning %s", tc.args, tc.env, err, tc.want)
 		}
@@ -72,7 +82,7 @@ func TestOptionsErrorsNameTheSetting(t *testing.T) {
 // a node id that stays the same across restarts.
 func TestDefaults(t *testing.T) {
 	dir := t.TempDir()
-	o, err := parseOptions(nil, func(string) string { return "" }, io.Discard)
+	o, err := parseOptions(nil, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +93,7 @@ func TestDefaults(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "node-id"), []byte("n7\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	o, err = parseOptions([]string{"--data-dir", dir}, func(string) string { return "" }, io.Discard)
+	o, err = parseOptions([]string{"--data-dir", dir}, noEnv, io.Discard)
 	if err != nil || o.cluster.NodeID != "n7" {
 		t.Fatalf("node id from the data dir: %v %v", o.cluster.NodeID, err)
 	}
@@ -91,8 +101,50 @@ func TestDefaults(t *testing.T) {
 
 // --version asks for the version and starts nothing, whatever else is set.
 func TestVersionFlag(t *testing.T) {
-	_, err := parseOptions([]string{"--version", "--replicas", "1"}, func(string) string { return "" }, io.Discard)
+	_, err := parseOptions([]string{"--version", "--replicas", "1"}, noEnv, io.Discard)
 	if !errors.Is(err, errVersion) {
 		t.Fatalf("--version: %v, want errVersion", err)
+	}
+}
+
+// A config file's values are taken as written, not as YAML types them,
+// and an empty one is empty; an environment variable that is set but
+// empty counts as set (it turns the HTTP port off, over the file).
+func TestConfigFileValuesAsWritten(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "floodgate.yaml")
+	yaml := "node-id: 0123\nregion:\nhttp-addr: 127.0.0.1:7986\njoin: [10.0.0.9:7700, 0x1F.example:7700]\n"
+	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o, err := parseOptions([]string{"--config", file, "--data-dir", t.TempDir()}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := o.cluster; c.NodeID != "0123" || c.Region != "" || o.httpAddr != "127.0.0.1:7986" || strings.Join(c.Join, ",") != "10.0.0.9:7700,0x1F.example:7700" {
+		t.Errorf("node-id %q region %q http %q join %v", c.NodeID, c.Region, o.httpAddr, c.Join)
+	}
+	o, err = parseOptions([]string{"--config", file, "--data-dir", t.TempDir()}, envOf(map[string]string{"FLOODGATE_HTTP_ADDR": ""}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.httpAddr != "" {
+		t.Errorf("FLOODGATE_HTTP_ADDR= left http-addr %q", o.httpAddr)
+	}
+	for bad, want := range map[string]string{
+		"replicas: {a: 1}\n":       "line 1: replicas: want a value or a list",
+		"join: [[a]]\n":            "line 1: join: want a list of values",
+		"node-id: a\nnode-id: b\n": `line 2: "node-id" given twice`,
+		"- node-id\n":              "want a mapping",
+		"nodeid: a\n":              `unknown setting "nodeid"`,
+		"dead-after: 30\n":         "config: dead-after:",
+		"slots: 1e3\n":             "config: slots:",
+	} {
+		if err := os.WriteFile(file, []byte(bad), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := parseOptions([]string{"--config", file, "--data-dir", t.TempDir()}, noEnv, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error containing %q", bad, err, want)
+		}
 	}
 }

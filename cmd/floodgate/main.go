@@ -30,7 +30,7 @@ func main() {
 	if runCheckStore(os.Args[1:]) {
 		return
 	}
-	opts, err := parseOptions(os.Args[1:], os.Getenv, os.Stderr)
+	opts, err := parseOptions(os.Args[1:], os.LookupEnv, os.Stderr)
 	if errors.Is(err, errVersion) {
 		fmt.Println("floodgate", version.Get())
 		os.Exit(0)

@@ -66,7 +66,7 @@ func TestSecurityFlagsNameTheSetting(t *testing.T) {
 		{[]string{"--admin-token-file", token, "--peer-token-file", token}, "peer-token-file: holds the same token as --admin-token-file"},
 		{[]string{"--admin-token-file", token, "--peer-token-file", sameToken}, "peer-token-file: holds the same token as --admin-token-file"},
 	} {
-		_, err := parseOptions(tc.args, func(string) string { return "" }, io.Discard)
+		_, err := parseOptions(tc.args, noEnv, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: got %v, want an error containing %q", tc.args, err, tc.want)
 		}
@@ -74,7 +74,7 @@ func TestSecurityFlagsNameTheSetting(t *testing.T) {
 
 	// A client-port certificate that other nodes could not verify with
 	// the peer CA is refused when the node starts.
-	o, err := parseOptions(append([]string{"--tls-cert", otherCert, "--tls-key", otherKey}, peer...), func(string) string { return "" }, io.Discard)
+	o, err := parseOptions(append([]string{"--tls-cert", otherCert, "--tls-key", otherKey}, peer...), noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestSecurityFlagsNameTheSetting(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, clientCA := range []string{caFile, bundle} {
-		o, err := parseOptions(append([]string{"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", clientCA}, peer...), func(string) string { return "" }, io.Discard)
+		o, err := parseOptions(append([]string{"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", clientCA}, peer...), noEnv, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +100,7 @@ func TestSecurityFlagsNameTheSetting(t *testing.T) {
 		}
 	}
 	// A client CA of its own is fine.
-	o, err = parseOptions(append([]string{"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", otherFile}, peer...), func(string) string { return "" }, io.Discard)
+	o, err = parseOptions(append([]string{"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", otherFile}, peer...), noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,14 +108,14 @@ func TestSecurityFlagsNameTheSetting(t *testing.T) {
 		t.Errorf("a client CA of its own: %v", err)
 	}
 	// Without a peer CA, a private certificate would fail every Peer call.
-	o, err = parseOptions([]string{"--tls-cert", cert, "--tls-key", key}, func(string) string { return "" }, io.Discard)
+	o, err = parseOptions([]string{"--tls-cert", cert, "--tls-key", key}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := newSecurity(o.security); err == nil || !strings.Contains(err.Error(), "tls-cert: other nodes verify it with the system's roots") {
 		t.Fatalf("a private client-port certificate without a peer CA: %v", err)
 	}
-	o, err = parseOptions(append([]string{"--tls-cert", cert, "--tls-key", key, "--gossip-key", "RD/MfEpCdLGl7JZSd7VYXSVeS5CSpLnrU4Zox8XKsX8="}, peer...), func(string) string { return "" }, io.Discard)
+	o, err = parseOptions(append([]string{"--tls-cert", cert, "--tls-key", key, "--gossip-key", "RD/MfEpCdLGl7JZSd7VYXSVeS5CSpLnrU4Zox8XKsX8="}, peer...), noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,6 +61,12 @@ func newRoot(out io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.tls.Cert, "cert", os.Getenv("FLOODGATE_CERT"), "PEM client certificate, for nodes that require one (env FLOODGATE_CERT)")
 	root.PersistentFlags().StringVar(&g.tls.Key, "key", os.Getenv("FLOODGATE_KEY"), "PEM private key of --cert (env FLOODGATE_KEY)")
 	root.PersistentFlags().StringVar(&g.token, "token-file", os.Getenv("FLOODGATE_TOKEN_FILE"), "file holding the bearer token the node asks for, the admin token for changes (env FLOODGATE_TOKEN_FILE)")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if g.timeout <= 0 {
+			return fmt.Errorf("--timeout: must be positive, got %s", g.timeout)
+		}
+		return nil
+	}
 	root.Version = version.Get().String()
 	root.SetVersionTemplate("floodgatectl {{.Version}}\n")
 	root.AddCommand(statusCmd(g), joinCmd(g), leaveCmd(g), allowCmd(g), policyCmd(g), resetCmd(g), versionCmd(g), keygenCmd(g), snapshotCmd(g), tlsCmd(g))

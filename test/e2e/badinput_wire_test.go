@@ -50,6 +50,7 @@ func (f *badFixture) ctlCases(t *testing.T) int {
 	n += f.ctl(t, "allow --descriptor garbage", "--descriptor", addr, "allow", "--policy", "bi-api", "--descriptor", "user")
 	n += f.ctl(t, "join garbage", "node_addr:", addr, "join", "garbage")
 	n += f.ctl(t, "leave unknown node", "node_id:", addr, "leave", "bi-ghost", "--wait", "0")
+	n += f.ctl(t, "--timeout 0", "--timeout: must be positive, got 0s", addr, "--timeout", "0", "leave", "n1")
 	n += f.ctl(t, "leave with an empty node id (an unset $NODE)", "NODE_ID: empty", addr, "leave", "", "--wait", "0")
 	n += f.ctl(t, "policy get unknown", "name:", addr, "policy", "get", "bi-nope")
 	return n
