@@ -116,6 +116,36 @@ func (n *Node) joinOrBootstrap(ctx context.Context) error {
 	}
 }
 
+// checkJoinTargets refuses --join addresses that belong to another
+// cluster when this node resumes a cluster of its own alone: the likely
+// mistake of a first start without --join. Joining would need an empty
+// data dir; resuming silently would run two limiters where the operator
+// meant one. Unreachable addresses, fresh nodes and members of this
+// node's own cluster (a fleet started with --bootstrap-expect) pass.
+func (n *Node) checkJoinTargets(ctx context.Context) error {
+	own := n.metaState().View().ClusterID
+	if len(n.cfg.Join) == 0 || own == "" {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, joinCheckTimeout)
+	defer cancel()
+	addrs, _ := n.resolveJoin(rctx, n.cfg.Join)
+	for _, addr := range addrs {
+		hctx, hcancel := context.WithTimeout(ctx, joinCheckTimeout)
+		id, other, err := n.peers.Hello(hctx, addr)
+		hcancel()
+		if err == nil && id != n.cfg.NodeID && other != "" && other != own {
+			return fmt.Errorf("%w: join: %s belongs to cluster %s, but this data dir holds cluster %s, of this node alone: "+
+				"start without --join to resume %s, or with an empty --data-dir to join %s", ErrConfig, addr, other, own, own, other)
+		}
+	}
+	return nil
+}
+
+// joinCheckTimeout bounds checkJoinTargets' questions: a node resuming
+// its own cluster must not wait long on an unreachable address.
+const joinCheckTimeout = 2 * time.Second
+
 // joinOnce asks the member at addr to add this node and joins its gossip.
 // refused means the answer is final.
 func (n *Node) joinOnce(ctx context.Context, addr string) (refused bool, err error) {
@@ -125,7 +155,7 @@ func (n *Node) joinOnce(ctx context.Context, addr string) (refused bool, err err
 	cid, gossipAddrs, err := n.peers.AddNode(actx, addr, n.self())
 	cancel()
 	if err != nil {
-		return errors.Is(err, ErrConfig) || errors.Is(err, fsm.ErrRefused), err
+		return errors.Is(err, ErrConfig) || errors.Is(err, fsm.ErrRefused) || errors.Is(err, ErrDenied), err
 	}
 	if err := n.gossip.join(gossipAddrs); err != nil {
 		n.log.Warn("join gossip", "err", err)

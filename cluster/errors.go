@@ -37,6 +37,11 @@ var (
 	// ErrWrongShard refuses a check sent to a shard that does not own its
 	// key: counting it there would leave the key's own shard untouched.
 	ErrWrongShard = errors.New("key does not belong to this shard")
+	// ErrDenied means a member refused this node's credentials (its peer
+	// token or certificate). Peers report it as ErrNoLeader too, so that a
+	// call retried across a credential rotation stays retryable; a join
+	// takes it as final.
+	ErrDenied = errors.New("credentials refused")
 	// ErrMoved means the group does not own the key's slot (now): the slot
 	// moved away, is moving, or has not arrived yet. Nothing was counted;
 	// the sender routes the check again once its slot table changes.

@@ -105,20 +105,25 @@ func TestJoinUnreachableSeedSaysSoAtOnce(t *testing.T) {
 	}
 }
 
-// A seed that refuses this node (its id or addresses are bad) is final:
-// no point retrying for minutes.
+// A seed that refuses this node (its id or addresses are bad, or its
+// credentials) is final: no point retrying for minutes.
 func TestJoinRefusedIsFinal(t *testing.T) {
-	var log lockedBuffer
-	peers := &deadSeeds{err: fmt.Errorf("%w: node.raft_addr: bad", ErrConfig)}
-	n := joiningNode(t, peers, &log, "127.0.0.1:1")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	start := time.Now()
-	err := n.Start(ctx)
-	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "--join 127.0.0.1:1 refused") || time.Since(start) > 2*time.Second {
-		t.Fatalf("start: %v after %s", err, time.Since(start))
-	}
-	if peers.calls != 1 {
-		t.Fatalf("%d calls", peers.calls)
+	for _, refusal := range []error{
+		fmt.Errorf("%w: node.raft_addr: bad", ErrConfig),
+		fmt.Errorf("%w (%w): Unauthenticated: a peer token is required", ErrDenied, ErrNoLeader),
+	} {
+		var log lockedBuffer
+		peers := &deadSeeds{err: refusal}
+		n := joiningNode(t, peers, &log, "127.0.0.1:1")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		start := time.Now()
+		err := n.Start(ctx)
+		cancel()
+		if !errors.Is(err, refusal) || !strings.Contains(err.Error(), "--join 127.0.0.1:1 refused") || time.Since(start) > 2*time.Second {
+			t.Fatalf("start: %v after %s", err, time.Since(start))
+		}
+		if peers.calls != 1 {
+			t.Fatalf("%v: %d calls", refusal, peers.calls)
+		}
 	}
 }

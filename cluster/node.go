@@ -230,6 +230,9 @@ func (n *Node) Start(ctx context.Context) error {
 			if err := n.bootstrap(ctx); err != nil {
 				return err
 			}
+			if err := n.checkJoinTargets(ctx); err != nil {
+				return err
+			}
 		} else if len(n.cfg.Join) > 0 {
 			n.wg.Add(1)
 			go n.announce()

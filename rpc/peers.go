@@ -154,6 +154,8 @@ func fromStatus(err error) error {
 		return fmt.Errorf("%w: %s", cluster.ErrUnknownNode, s.Message())
 	case codes.InvalidArgument:
 		return fmt.Errorf("%w: %s", cluster.ErrConfig, s.Message())
+	case codes.Unauthenticated, codes.PermissionDenied:
+		return fmt.Errorf("%w (%w): %s: %s", cluster.ErrDenied, cluster.ErrNoLeader, s.Code(), s.Message())
 	}
 	return fmt.Errorf("%w: %s", cluster.ErrNoLeader, s.Message())
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -332,5 +333,48 @@ func TestFullRestartKeepsCounts(t *testing.T) {
 				t.Errorf("%s %s: %d remaining after restart, want 3 (7 of 10 used before)", k, lim.Algorithm, resp.Remaining)
 			}
 		}
+	}
+}
+
+// A node that made a cluster of its own (a first start without --join)
+// and is restarted with --join to another cluster refuses to start, naming
+// both clusters, instead of resuming its own silently: two limiters where
+// the operator meant one. Restarted without --join, it resumes.
+func TestJoinRefusedForALoneClustersDataDir(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lone, err := NewNode(c.Bin, t.TempDir(), "lone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lone.Close)
+	if err := lone.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := lone.WaitServing(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lone.Stop()
+	if err := lone.Start(c.Nodes[0].GRPC); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lone.Exited():
+	case <-ctx.Done():
+		t.Fatalf("still running with --join to another cluster:\n%s", tail(lone.Log(), 20))
+	}
+	if log := lone.Log(); !strings.Contains(log, "join: "+c.Nodes[0].GRPC+" belongs to cluster") || !strings.Contains(log, "of this node alone") {
+		t.Fatalf("no error naming both clusters:\n%s", tail(log, 10))
+	}
+	if st, err := c.Status(ctx); err != nil || len(st.Nodes) != 3 {
+		t.Fatalf("the other cluster changed: %v %v", st, err)
+	}
+	lone.Stop() // reaps the exited process
+	if err := lone.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := lone.WaitServing(ctx); err != nil {
+		t.Fatalf("without --join it does not resume: %v", err)
 	}
 }
