@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -80,7 +81,17 @@ func versionCmd(g *globals) *cobra.Command {
 		Short: "Print floodgatectl's version, revision and Go version",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintln(g.out, "floodgatectl", version.Get())
+			v := version.Get()
+			if g.json {
+				return g.printResult(struct {
+					Version  string `json:"version"`
+					Revision string `json:"revision"`
+					Time     string `json:"time"`
+					Modified bool   `json:"modified"`
+					Go       string `json:"go"`
+				}{v.Version, v.Revision, v.Time, v.Modified, v.Go})
+			}
+			_, err := fmt.Fprintln(g.out, "floodgatectl", v)
 			return err
 		},
 	}
@@ -122,6 +133,17 @@ func (g *globals) ctx() (context.Context, context.CancelFunc) {
 // printJSON writes m as indented JSON, field names as in the proto.
 func (g *globals) printJSON(m proto.Message) error {
 	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(g.out, string(b))
+	return err
+}
+
+// printResult writes v, a result that is not a proto message, as
+// indented JSON: its fields carry json tags in snake_case, as the protos'.
+func (g *globals) printResult(v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}

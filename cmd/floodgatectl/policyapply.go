@@ -43,10 +43,16 @@ func policyApplyCmd(g *globals) *cobra.Command {
 				return err
 			}
 			plan := policyfile.Diff(current.Policies, policies, prune)
-			if err := plan.Print(g.out); err != nil {
-				return err
+			result := applyResult{Create: orEmpty(plan.Create), Replace: orEmpty(plan.Update), Delete: orEmpty(plan.Delete),
+				Unchanged: orEmpty(plan.Unchanged), DryRun: dryRun}
+			if !g.json {
+				if err := plan.Print(g.out); err != nil {
+					return err
+				}
 			}
 			switch {
+			case plan.Empty() && g.json, dryRun && g.json:
+				return g.printResult(result)
 			case plan.Empty():
 				_, err := fmt.Fprintln(g.out, "no changes")
 				return err
@@ -67,6 +73,10 @@ func policyApplyCmd(g *globals) *cobra.Command {
 			}
 			if err := errors.Join(errs...); err != nil {
 				return err
+			}
+			if g.json {
+				result.Applied = true
+				return g.printResult(result)
 			}
 			_, err = fmt.Fprintf(g.out, "applied: %d created, %d replaced, %d deleted\n", len(plan.Create), len(plan.Update), len(plan.Delete))
 			return err
@@ -92,6 +102,13 @@ func policyValidateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if g.json {
+				return g.printResult(struct {
+					File     string `json:"file"`
+					Policies int    `json:"policies"`
+					Valid    bool   `json:"valid"`
+				}{file, len(policies), true})
+			}
 			_, err = fmt.Fprintf(g.out, "%s: %d %s, valid\n", file, len(policies), plural(len(policies), "policy", "policies"))
 			return err
 		},
@@ -99,6 +116,24 @@ func policyValidateCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVarP(&file, "file", "f", "", "YAML file of policies; - reads stdin")
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
+}
+
+// applyResult is policy apply's plan and outcome under --json.
+type applyResult struct {
+	Create    []string `json:"create"`
+	Replace   []string `json:"replace"`
+	Delete    []string `json:"delete"`
+	Unchanged []string `json:"unchanged"`
+	DryRun    bool     `json:"dry_run"`
+	Applied   bool     `json:"applied"` // the changes were made (false when there were none)
+}
+
+// orEmpty makes a nil list an empty one, so JSON shows [] rather than null.
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 // readValidPolicies is readPolicies, then the server's checks.

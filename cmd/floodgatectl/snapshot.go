@@ -85,6 +85,14 @@ func snapshotSaveCmd(g *globals) *cobra.Command {
 			if err := os.Rename(tmp, args[0]); err != nil {
 				return err
 			}
+			if g.json {
+				return g.printResult(struct {
+					File     string `json:"file"`
+					Bytes    int    `json:"bytes"`
+					Policies int    `json:"policies"`
+					Groups   int    `json:"groups"`
+				}{args[0], n, len(b.Policies), len(b.States)})
+			}
 			_, err = fmt.Fprintf(g.out, "saved %s: %d bytes, %d %s, %d groups\n", args[0], n, len(b.Policies), plural(len(b.Policies), "policy", "policies"), len(b.States))
 			return err
 		},

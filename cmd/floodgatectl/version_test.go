@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -16,6 +17,19 @@ func TestVersionCommand(t *testing.T) {
 	}
 	if !strings.HasPrefix(out.String(), "floodgatectl ") || !strings.Contains(out.String(), "go1.") {
 		t.Fatalf("version printed %q", out.String())
+	}
+}
+
+func TestVersionCommandJSON(t *testing.T) {
+	var out bytes.Buffer
+	root := newRoot(&out)
+	root.SetArgs([]string{"version", "--json"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	var v struct{ Version, Go string }
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil || v.Version == "" || !strings.HasPrefix(v.Go, "go1.") {
+		t.Fatalf("version --json printed %q: %v", out.String(), err)
 	}
 }
 

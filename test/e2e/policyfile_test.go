@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -80,6 +81,16 @@ policies:
 	if out != "+ export\n~ login\n- search\ndry run: nothing changed\n" {
 		t.Fatalf("dry run printed %q", out)
 	}
+	out, err = c.Ctl(ctx, n.GRPC, "policy", "apply", "-f", next, "--prune", "--dry-run", "--json")
+	var plan struct {
+		Create, Replace, Delete, Unchanged []string
+		DryRun                             bool `json:"dry_run"`
+		Applied                            bool
+	}
+	if err != nil || json.Unmarshal([]byte(out), &plan) != nil || !slices.Equal(plan.Create, []string{"export"}) ||
+		!slices.Equal(plan.Replace, []string{"login"}) || !slices.Equal(plan.Delete, []string{"search"}) || !plan.DryRun || plan.Applied {
+		t.Fatalf("dry run --json printed %q (%+v) %v", out, plan, err)
+	}
 	if got := policyNames(t, ctx, n); !slices.Equal(got, []string{"login", "search"}) {
 		t.Fatalf("the dry run changed the policies: %v", got)
 	}
@@ -113,6 +124,13 @@ policies:
 	}
 	if out, err := c.Ctl(ctx, "127.0.0.1:1", "policy", "validate", "-f", next); err != nil || !strings.Contains(out, "2 policies, valid") {
 		t.Fatalf("validate of a good file: %q %v", out, err)
+	}
+	var valid struct {
+		Policies int
+		Valid    bool
+	}
+	if out, err := c.Ctl(ctx, "127.0.0.1:1", "policy", "validate", "-f", next, "--json"); err != nil || json.Unmarshal([]byte(out), &valid) != nil || valid.Policies != 2 || !valid.Valid {
+		t.Fatalf("validate --json of a good file: %q %v", out, err)
 	}
 	if out, err := c.Ctl(ctx, n.GRPC, "policy", "apply", "-f", bad); err == nil {
 		t.Fatalf("a bad file applied: %q", out)

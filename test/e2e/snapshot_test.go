@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,6 +68,14 @@ policies:
 	out, err := src.Ctl(ctx, src.Nodes[1].GRPC, "snapshot", "save", file)
 	if err != nil || !strings.Contains(out, "1 policy, 3 groups") {
 		t.Fatalf("save: %q %v", out, err)
+	}
+	var saved struct {
+		File                    string
+		Bytes, Policies, Groups int
+	}
+	out, err = src.Ctl(ctx, src.Nodes[1].GRPC, "snapshot", "save", file+".json-run", "--json")
+	if err != nil || json.Unmarshal([]byte(out), &saved) != nil || saved.File != file+".json-run" || saved.Bytes == 0 || saved.Policies != 1 || saved.Groups != 3 {
+		t.Fatalf("save --json: %q %v", out, err)
 	}
 
 	dst := startCluster(t, 1)
