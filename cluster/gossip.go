@@ -139,6 +139,17 @@ func (g *gossip) alive(id string) bool {
 	return h == HealthAlive || h == HealthSuspect
 }
 
+// aliveAt reports the gossip address (host:port) the node called id is
+// alive or suspect at, when gossip sees it so.
+func (g *gossip) aliveAt(id string) (string, bool) {
+	for _, m := range g.ml.Members() {
+		if m.Name == id && (m.State == memberlist.StateAlive || m.State == memberlist.StateSuspect) {
+			return m.Address(), true
+		}
+	}
+	return "", false
+}
+
 // notify wakes whoever waits on events, without blocking.
 func (g *gossip) notify() { signal(g.events) }
 

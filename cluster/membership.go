@@ -165,6 +165,9 @@ func (n *Node) AddNode(ctx context.Context, node *metav1.Node) (string, []string
 	if old := v.Node(node.Id); old != nil && old.State == metav1.NodeState_NODE_STATE_LEAVING {
 		return "", nil, fmt.Errorf("%w: node %s is leaving the cluster", ErrConfig, node.Id)
 	}
+	if err := n.checkNotImpostor(v.Node(node.Id), node); err != nil {
+		return "", nil, err
+	}
 	add := proto.Clone(node).(*metav1.Node)
 	add.State = metav1.NodeState_NODE_STATE_UNSPECIFIED // keep the current state of a known node
 	if err := n.applyMeta(ctx, fsm.MetaUpsertNode, &metav1.UpsertNode{Node: add}); err != nil {
@@ -177,6 +180,22 @@ func (n *Node) AddNode(ctx context.Context, node *metav1.Node) (string, []string
 		}
 	}
 	return v.ClusterID, gossip, nil
+}
+
+// checkNotImpostor refuses new addresses for a member that gossip still
+// sees alive at its old ones: a second process started with a live
+// member's --node-id would otherwise take its Raft traffic. A member that
+// moved (a pod rescheduled with a new IP) is told apart by its old
+// process being gone: its announce is refused until gossip calls the old
+// address dead, then taken.
+func (n *Node) checkNotImpostor(old, node *metav1.Node) error {
+	if old == nil || old.GossipAddr == "" || (old.GossipAddr == node.GossipAddr && old.RaftAddr == node.RaftAddr && old.GrpcAddr == node.GrpcAddr) {
+		return nil
+	}
+	if at, alive := n.gossip.aliveAt(node.Id); alive && at == old.GossipAddr && at != node.GossipAddr {
+		return fmt.Errorf("%w: node.id: %s is a live member at %s; a node with its id may take its place only once it is gone (or has left)", ErrConfig, node.Id, old.GossipAddr)
+	}
+	return nil
 }
 
 // Fresh reports whether this node may join another cluster: it created a

@@ -378,3 +378,37 @@ func TestJoinRefusedForALoneClustersDataDir(t *testing.T) {
 		t.Fatalf("without --join it does not resume: %v", err)
 	}
 }
+
+// A second process started with a live member's --node-id (and a fresh
+// data dir) is refused by name, and the member keeps its addresses: it
+// would otherwise take the member's Raft traffic.
+func TestJoinWithALiveMembersIDIsRefused(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	twin, err := NewNode(c.Bin, t.TempDir(), c.Nodes[1].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(twin.Close)
+	if err := twin.Start(c.Nodes[0].GRPC); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-twin.Exited():
+	case <-ctx.Done():
+		t.Fatalf("a second %s still runs:\n%s", twin.ID, tail(twin.Log(), 20))
+	}
+	if log := twin.Log(); !strings.Contains(log, "node.id: "+twin.ID+" is a live member at "+c.Nodes[1].Gossip) {
+		t.Fatalf("no error naming the live member:\n%s", tail(log, 10))
+	}
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range st.Nodes {
+		if m.Id == twin.ID && (m.RaftAddr != c.Nodes[1].Raft || m.GrpcAddr != c.Nodes[1].GRPC) {
+			t.Fatalf("the member's addresses moved: %v", m)
+		}
+	}
+}
