@@ -255,6 +255,7 @@ func (n *Node) Start(ctx context.Context) error {
 
 // waitMember waits until the meta state lists this node.
 func (n *Node) waitMember(ctx context.Context) error {
+	hint := time.After(memberHintAfter)
 	for {
 		m := n.metaState()
 		ch := m.Changed()
@@ -265,8 +266,10 @@ func (n *Node) waitMember(ctx context.Context) error {
 			return nil
 		}
 		select {
+		case <-hint:
+			n.log.Warn("not a cluster member yet: " + notMemberHint)
 		case <-ctx.Done():
-			return fmt.Errorf("waiting to become a cluster member: %w", ctx.Err())
+			return fmt.Errorf("waiting to become a cluster member: %w (%s)", ctx.Err(), notMemberHint)
 		case <-n.stop:
 			return ErrClosed
 		case <-ch:
@@ -274,6 +277,13 @@ func (n *Node) waitMember(ctx context.Context) error {
 		}
 	}
 }
+
+// memberHintAfter is how long a node waits to become a member before it
+// says what may be wrong; notMemberHint is what.
+const (
+	memberHintAfter = 15 * time.Second
+	notMemberHint   = "a node that left its cluster (floodgatectl leave) cannot resume it from its data dir: start it with an empty --data-dir and --join; a joining node waits for a member to add it"
+)
 
 // Left is closed when the node has been removed from its cluster (after
 // floodgatectl leave): the process should exit.
