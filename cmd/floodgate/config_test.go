@@ -148,3 +148,30 @@ func TestConfigFileValuesAsWritten(t *testing.T) {
 		}
 	}
 }
+
+// A duration flag's error says what is wrong with the value, from the
+// command line, the environment or the file alike.
+func TestDurationFlagsSayWhy(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "floodgate.yaml")
+	if err := os.WriteFile(file, []byte("fast-flush-interval: 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--dead-after", "30"}, nil, `missing unit in duration "30"`},
+		{nil, map[string]string{"FLOODGATE_LEADER_WAIT": "soon"}, `FLOODGATE_LEADER_WAIT: time: invalid duration "soon"`},
+		{[]string{"--config", file}, nil, `config: fast-flush-interval: time: missing unit in duration "2"`},
+	} {
+		_, err := parseOptions(tc.args, envOf(tc.env), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v %v: %v, want an error containing %q", tc.args, tc.env, err, tc.want)
+		}
+	}
+	o, err := parseOptions([]string{"--dead-after", "1m30s", "--data-dir", t.TempDir()}, noEnv, io.Discard)
+	if err != nil || o.cluster.DeadAfter != 90*time.Second {
+		t.Fatalf("--dead-after 1m30s: %v %v", o, err)
+	}
+}
