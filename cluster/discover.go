@@ -127,13 +127,11 @@ func (n *Node) checkJoinTargets(ctx context.Context) error {
 	if len(n.cfg.Join) == 0 || own == "" {
 		return nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, joinCheckTimeout)
+	ctx, cancel := context.WithTimeout(ctx, joinCheckTimeout) // for all of it
 	defer cancel()
-	addrs, _ := n.resolveJoin(rctx, n.cfg.Join)
+	addrs, _ := n.resolveJoin(ctx, n.cfg.Join)
 	for _, addr := range addrs {
-		hctx, hcancel := context.WithTimeout(ctx, joinCheckTimeout)
-		id, other, err := n.peers.Hello(hctx, addr)
-		hcancel()
+		id, other, err := n.peers.Hello(ctx, addr)
 		if err == nil && id != n.cfg.NodeID && other != "" && other != own {
 			return fmt.Errorf("%w: join: %s belongs to cluster %s, but this data dir holds cluster %s, of this node alone: "+
 				"start without --join to resume %s, or with an empty --data-dir to join %s", ErrConfig, addr, other, own, own, other)
@@ -142,8 +140,8 @@ func (n *Node) checkJoinTargets(ctx context.Context) error {
 	return nil
 }
 
-// joinCheckTimeout bounds checkJoinTargets' questions: a node resuming
-// its own cluster must not wait long on an unreachable address.
+// joinCheckTimeout bounds checkJoinTargets, all addresses together: a
+// node resuming its own cluster must not wait long on unreachable ones.
 const joinCheckTimeout = 2 * time.Second
 
 // joinOnce asks the member at addr to add this node and joins its gossip.
@@ -184,7 +182,13 @@ func (n *Node) announce() {
 				n.log.Info("told the cluster this node's addresses", "via", addr)
 				return
 			}
-			n.log.Debug("announce", "via", addr, "err", err)
+			if errors.Is(err, ErrConfig) || errors.Is(err, fsm.ErrRefused) || errors.Is(err, ErrDenied) || errors.Is(err, ErrMemberAlive) {
+				// Said at once: an operator must act (or, for a member seen
+				// alive at its old address, wait for gossip).
+				n.log.Warn("the cluster refused this node's addresses; retrying", "via", addr, "err", err)
+			} else {
+				n.log.Debug("announce", "via", addr, "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -42,6 +42,11 @@ var (
 	// call retried across a credential rotation stays retryable; a join
 	// takes it as final.
 	ErrDenied = errors.New("credentials refused")
+	// ErrMemberAlive refuses new addresses for a member that gossip still
+	// sees alive at its old ones: a second process with its id, or one
+	// that moved before its old process was declared dead. It clears
+	// itself in the second case, so a join retries it.
+	ErrMemberAlive = errors.New("member still alive at its old address")
 	// ErrMoved means the group does not own the key's slot (now): the slot
 	// moved away, is moving, or has not arrived yet. Nothing was counted;
 	// the sender routes the check again once its slot table changes.

@@ -38,7 +38,11 @@ type gossip struct {
 
 	mu sync.Mutex
 	// down records since when each node has been dead or gone.
-	down   map[string]time.Time
+	down map[string]time.Time
+	// at is the gossip address (ip:port) of each node alive or suspect,
+	// copied in memberlist's events: it rewrites a node's address in
+	// place, under its own lock.
+	at     map[string]string
 	events chan struct{}
 	// onMsg receives the messages other nodes send (their rates).
 	onMsg func([]byte)
@@ -67,7 +71,7 @@ func startGossip(cfg Config, onMsg func([]byte)) (*gossip, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gossip{self: cfg.NodeID, meta: meta, log: cfg.Logger, start: time.Now(), down: map[string]time.Time{},
+	g := &gossip{self: cfg.NodeID, meta: meta, log: cfg.Logger, start: time.Now(), down: map[string]time.Time{}, at: map[string]string{},
 		events: make(chan struct{}, 1), onMsg: onMsg}
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = cfg.NodeID
@@ -142,12 +146,10 @@ func (g *gossip) alive(id string) bool {
 // aliveAt reports the gossip address (host:port) the node called id is
 // alive or suspect at, when gossip sees it so.
 func (g *gossip) aliveAt(id string) (string, bool) {
-	for _, m := range g.ml.Members() {
-		if m.Name == id && (m.State == memberlist.StateAlive || m.State == memberlist.StateSuspect) {
-			return m.Address(), true
-		}
-	}
-	return "", false
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	at, ok := g.at[id]
+	return at, ok
 }
 
 // notify wakes whoever waits on events, without blocking.
@@ -157,6 +159,7 @@ func (g *gossip) notify() { signal(g.events) }
 func (g *gossip) NotifyJoin(n *memberlist.Node) {
 	g.mu.Lock()
 	delete(g.down, n.Name)
+	g.at[n.Name] = n.Address()
 	g.mu.Unlock()
 	g.notify()
 }
@@ -165,6 +168,7 @@ func (g *gossip) NotifyJoin(n *memberlist.Node) {
 func (g *gossip) NotifyLeave(n *memberlist.Node) {
 	g.mu.Lock()
 	g.down[n.Name] = time.Now()
+	delete(g.at, n.Name)
 	g.mu.Unlock()
 	if n.Name != g.self {
 		g.log.Info("gossip: node down", "node", n.Name)
@@ -173,7 +177,12 @@ func (g *gossip) NotifyLeave(n *memberlist.Node) {
 }
 
 // NotifyUpdate implements memberlist.EventDelegate.
-func (g *gossip) NotifyUpdate(*memberlist.Node) { g.notify() }
+func (g *gossip) NotifyUpdate(n *memberlist.Node) {
+	g.mu.Lock()
+	g.at[n.Name] = n.Address()
+	g.mu.Unlock()
+	g.notify()
+}
 
 // NodeMeta implements memberlist.Delegate.
 func (g *gossip) NodeMeta(limit int) []byte {

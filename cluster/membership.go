@@ -193,7 +193,7 @@ func (n *Node) checkNotImpostor(old, node *metav1.Node) error {
 		return nil
 	}
 	if at, alive := n.gossip.aliveAt(node.Id); alive && at == old.GossipAddr && at != node.GossipAddr {
-		return fmt.Errorf("%w: node.id: %s is a live member at %s; a node with its id may take its place only once it is gone (or has left)", ErrConfig, node.Id, old.GossipAddr)
+		return fmt.Errorf("%w: node.id: %s is a live member at %s; a node with its id may take its place only once it is gone (or has left)", ErrMemberAlive, node.Id, old.GossipAddr)
 	}
 	return nil
 }

@@ -197,12 +197,15 @@ func decode(w http.ResponseWriter, r *http.Request, m proto.Message) bool {
 	// The body must come within bodyTimeout: a client that sends it
 	// slowly, or never, holds a connection and a goroutine only that long.
 	// (net/http lifts the deadline once the body is read to its end.) A
-	// body that failed closes the connection: what follows it is not a
-	// request.
+	// body that failed closes an HTTP/1 connection: what follows it is not
+	// a request.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyTimeout)) // not every writer can (tests); the server's ReadTimeout still bounds it
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		w.Header().Set("Connection", "close")
+		if r.ProtoMajor == 1 {
+			// On HTTP/2 it would end every stream of the connection.
+			w.Header().Set("Connection", "close")
+		}
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeJSONError(w, http.StatusRequestEntityTooLarge, codes.InvalidArgument, fmt.Sprintf("body: more than %d bytes", maxBody))

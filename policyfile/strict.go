@@ -3,7 +3,9 @@ package policyfile
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -82,8 +84,10 @@ func decodeStrict(n *yaml.Node, v reflect.Value, path string) error {
 	}
 	if k := v.Kind(); k >= reflect.Int && k <= reflect.Uint64 && n.ShortTag() == "!!float" {
 		// yaml.v3 would cut 1.9 to 1: a limit of a person's intent is
-		// never rounded silently.
-		return at("want a whole number, got %s", n.Value)
+		// never rounded silently (1e6 is whole, and stays 1000000).
+		if f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64); err != nil || f != math.Trunc(f) {
+			return at("want a whole number, got %s", n.Value)
+		}
 	}
 	if err := n.Decode(v.Addr().Interface()); err != nil {
 		var te *yaml.TypeError

@@ -99,6 +99,14 @@ func TestParsePolicies(t *testing.T) {
 	}
 }
 
+// A whole number in exponent form is whole: 1e3 is 1000.
+func TestParseWholeExponent(t *testing.T) {
+	ps, err := Parse(strings.NewReader("policies:\n- name: p\n  limits:\n  - {algorithm: sliding_log, limit: 1e3, window: 1m}\n"))
+	if err != nil || ps[0].Limits[0].Limit.Limit != 1000 {
+		t.Fatalf("%v %v", ps, err)
+	}
+}
+
 func TestParsePoliciesErrors(t *testing.T) {
 	const head = "policies:\n- name: p\n  limits:\n  - {algorithm: sliding_log, limit: 1, window: 1s}\n"
 	for _, tc := range []struct {
@@ -129,7 +137,7 @@ func TestParsePoliciesErrors(t *testing.T) {
 		{"bool type", head + "  count_denied: maybe\n", []string{"policies[0].count_denied: line 5: cannot unmarshal"}},
 		{"fractional limit", head + "  - {algorithm: sliding_log, limit: 1.9, window: 1m}\n", []string{"policies[0].limits[1].limit: line 5: want a whole number, got 1.9"}},
 		{"fractional limit without a digit first", head + "  - {algorithm: sliding_log, limit: .5, window: 1m}\n", []string{"policies[0].limits[1].limit: line 5: want a whole number, got .5"}},
-		{"exponent limit", head + "  - {algorithm: sliding_log, limit: 1e3, window: 1m}\n", []string{"policies[0].limits[1].limit: line 5: want a whole number, got 1e3"}},
+		{"fractional exponent limit", head + "  - {algorithm: sliding_log, limit: 15e-1, window: 1m}\n", []string{"policies[0].limits[1].limit: line 5: want a whole number, got 15e-1"}},
 		{"fractional burst", head + "  - {algorithm: token_bucket, limit: 5, window: 1m, burst: 7.9}\n", []string{"policies[0].limits[1].burst: line 5: want a whole number, got 7.9"}},
 		{"fractional soft_percent", head + "  soft_percent: 10.9\n", []string{"policies[0].soft_percent: line 5: want a whole number, got 10.9"}},
 		{"fractional elastic", head + "  elastic: {ceiling_percent: 150.5, capacity: 10}\n", []string{"policies[0].elastic.ceiling_percent: line 5: want a whole number, got 150.5"}},

@@ -36,7 +36,7 @@ func codeOf(err error) codes.Code {
 		return codes.FailedPrecondition
 	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader),
 		errors.Is(err, cluster.ErrUnavailable), errors.Is(err, cluster.ErrClosed), errors.Is(err, cluster.ErrNotReady),
-		errors.Is(err, cluster.ErrMoved), errors.Is(err, fsm.ErrNotOwned):
+		errors.Is(err, cluster.ErrMoved), errors.Is(err, fsm.ErrNotOwned), errors.Is(err, cluster.ErrMemberAlive):
 		return codes.Unavailable
 	case errors.Is(err, context.DeadlineExceeded):
 		return codes.DeadlineExceeded

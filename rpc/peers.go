@@ -155,7 +155,28 @@ func fromStatus(err error) error {
 	case codes.InvalidArgument:
 		return fmt.Errorf("%w: %s", cluster.ErrConfig, s.Message())
 	case codes.Unauthenticated, codes.PermissionDenied:
-		return fmt.Errorf("%w (%w): %s: %s", cluster.ErrDenied, cluster.ErrNoLeader, s.Code(), s.Message())
+		return &deniedError{code: s.Code(), msg: s.Message()}
+	case codes.Unavailable:
+		if strings.Contains(s.Message(), cluster.ErrMemberAlive.Error()) {
+			return fmt.Errorf("%w (%w): %s", cluster.ErrMemberAlive, cluster.ErrNoLeader, s.Message())
+		}
 	}
 	return fmt.Errorf("%w: %s", cluster.ErrNoLeader, s.Message())
+}
+
+// deniedError is a peer's refusal of this node's credentials: final for a
+// join (cluster.ErrDenied), retryable for other calls (cluster.ErrNoLeader:
+// a token may be mid-rotation).
+type deniedError struct {
+	code codes.Code
+	msg  string
+}
+
+func (e *deniedError) Error() string {
+	return fmt.Sprintf("%v: %s: %s", cluster.ErrDenied, e.code, e.msg)
+}
+
+// Is makes errors.Is hold for cluster.ErrDenied and cluster.ErrNoLeader.
+func (e *deniedError) Is(target error) bool {
+	return target == cluster.ErrDenied || target == cluster.ErrNoLeader
 }

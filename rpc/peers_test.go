@@ -26,6 +26,11 @@ func TestFromStatus(t *testing.T) {
 		{codes.PermissionDenied, []error{cluster.ErrDenied, cluster.ErrNoLeader}},
 		{codes.Unavailable, []error{cluster.ErrNoLeader}},
 	} {
+		if tc.code == codes.Unauthenticated {
+			if msg := fromStatus(status.Error(tc.code, "why")).Error(); msg != "credentials refused: Unauthenticated: why" {
+				t.Errorf("message %q", msg)
+			}
+		}
 		err := fromStatus(status.Error(tc.code, "why"))
 		for _, want := range tc.is {
 			if !errors.Is(err, want) {
@@ -35,6 +40,10 @@ func TestFromStatus(t *testing.T) {
 		if tc.code == codes.Unavailable && errors.Is(err, cluster.ErrDenied) {
 			t.Errorf("%s: %v is a credential refusal", tc.code, err)
 		}
+	}
+	alive := fromStatus(status.Error(codes.Unavailable, "node.id: n2 is a "+cluster.ErrMemberAlive.Error()))
+	if !errors.Is(alive, cluster.ErrMemberAlive) || !errors.Is(alive, cluster.ErrNoLeader) {
+		t.Errorf("a member seen alive: %v", alive)
 	}
 	if fromStatus(nil) != nil {
 		t.Error("nil")

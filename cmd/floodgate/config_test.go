@@ -10,8 +10,6 @@ import (
 	"time"
 )
 
-// Flags win over FLOODGATE_* variables, which win over the YAML file,
-// which wins over the defaults.
 // noEnv is an environment with no variables set.
 func noEnv(string) (string, bool) { return "", false }
 
@@ -20,6 +18,8 @@ func envOf(env map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 }
 
+// Flags win over FLOODGATE_* variables, which win over the YAML file,
+// which wins over the defaults.
 func TestOptionsPrecedence(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "floodgate.yaml")
 	yaml := "grpc-addr: 10.0.0.1:1\nraft-addr: 10.0.0.1:2\nshards: 16\njoin: [10.0.0.9:7700, 10.0.0.8:7700]\ndead-after: 1m\n"
