@@ -144,6 +144,13 @@ func (n *Node) checkJoinTargets(ctx context.Context) error {
 // node resuming its own cluster must not wait long on unreachable ones.
 const joinCheckTimeout = 2 * time.Second
 
+// refusedJoin reports whether a member's answer to AddNode is final: this
+// node's id, addresses or credentials are refused, and asking again would
+// get the same answer.
+func refusedJoin(err error) bool {
+	return errors.Is(err, ErrConfig) || errors.Is(err, fsm.ErrRefused) || errors.Is(err, ErrDenied)
+}
+
 // joinOnce asks the member at addr to add this node and joins its gossip.
 // refused means the answer is final.
 func (n *Node) joinOnce(ctx context.Context, addr string) (refused bool, err error) {
@@ -153,7 +160,7 @@ func (n *Node) joinOnce(ctx context.Context, addr string) (refused bool, err err
 	cid, gossipAddrs, err := n.peers.AddNode(actx, addr, n.self())
 	cancel()
 	if err != nil {
-		return errors.Is(err, ErrConfig) || errors.Is(err, fsm.ErrRefused) || errors.Is(err, ErrDenied), err
+		return refusedJoin(err), err
 	}
 	if err := n.gossip.join(gossipAddrs); err != nil {
 		n.log.Warn("join gossip", "err", err)
@@ -182,7 +189,7 @@ func (n *Node) announce() {
 				n.log.Info("told the cluster this node's addresses", "via", addr)
 				return
 			}
-			if errors.Is(err, ErrConfig) || errors.Is(err, fsm.ErrRefused) || errors.Is(err, ErrDenied) || errors.Is(err, ErrMemberAlive) {
+			if refusedJoin(err) || errors.Is(err, ErrMemberAlive) {
 				// Said at once: an operator must act (or, for a member seen
 				// alive at its old address, wait for gossip).
 				n.log.Warn("the cluster refused this node's addresses; retrying", "via", addr, "err", err)
