@@ -26,7 +26,7 @@ func (f *fleet) Hello(_ context.Context, addr string) (string, string, error) {
 	return "", "", ErrNoLeader
 }
 
-func (f *fleet) AddNode(context.Context, string, *metav1.Node) (string, []string, error) {
+func (f *fleet) AddNode(context.Context, string, *metav1.Node, GossipProof) (string, []string, error) {
 	return "", nil, ErrNotReady
 }
 

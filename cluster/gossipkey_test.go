@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 )
@@ -43,6 +45,43 @@ func TestGossipKey(t *testing.T) {
 		}
 		if a.alive(c.self) || c.alive("a") {
 			t.Errorf("%s: taken for a member", name)
+		}
+	}
+}
+
+// A joining node proves it holds the cluster's gossip key (or that it has
+// none); every mismatch is refused as final (ErrConfig), naming the flag,
+// and a node of an older release, which proves nothing, is let through.
+func TestCheckGossipKey(t *testing.T) {
+	key, other := bytes.Repeat([]byte{7}, 32), bytes.Repeat([]byte{9}, 16)
+	cases := []struct {
+		name    string
+		cluster []byte
+		proof   GossipProof
+		want    string // "" for accepted
+	}{
+		{"same key", key, ProveGossipKey(key, "n4"), ""},
+		{"neither has a key", nil, ProveGossipKey(nil, "n4"), ""},
+		{"older release, cluster with a key", key, GossipProof{}, ""},
+		{"older release, no key", nil, GossipProof{}, ""},
+		{"another key", key, ProveGossipKey(other, "n4"), "gossip_key: node n4's --gossip-key is not this cluster's"},
+		{"no key, cluster with one", key, ProveGossipKey(nil, "n4"), "gossip_key: this cluster encrypts its gossip, and node n4 has no --gossip-key"},
+		{"a key, cluster without", nil, ProveGossipKey(key, "n4"), "gossip_key: node n4 has a --gossip-key, but this cluster's gossip is not encrypted"},
+		{"proof made for another node", key, ProveGossipKey(key, "n5"), "is not this cluster's"},
+		{"short mac", key, GossipProof{Given: true, MAC: []byte{1, 2, 3}}, "gossip_key.mac: 3 bytes, want 32"},
+		{"short mac, no key", nil, GossipProof{Given: true, MAC: []byte{1, 2, 3}}, "gossip_key.mac: 3 bytes, want 32"},
+	}
+	for _, c := range cases {
+		err := checkGossipKey(c.cluster, "n4", c.proof)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", c.name, err)
+		case c.want != "" && err == nil:
+			t.Errorf("%s: accepted", c.name)
+		case c.want != "" && !errors.Is(err, ErrConfig):
+			t.Errorf("%s: %v is not final (ErrConfig)", c.name, err)
+		case c.want != "" && !strings.Contains(err.Error(), c.want):
+			t.Errorf("%s: %q does not say %q", c.name, err, c.want)
 		}
 	}
 }

@@ -153,9 +153,13 @@ func (n *Node) rejoinGossip(v *fsm.MetaView) {
 
 // AddNode adds node to the cluster (any node may be asked; the write goes to
 // the meta leader) and returns the cluster id and the members' gossip
-// addresses. Adding a member again only updates its addresses.
-func (n *Node) AddNode(ctx context.Context, node *metav1.Node) (string, []string, error) {
+// addresses. Adding a member again only updates its addresses. proof must
+// show the node holds this node's gossip key (ProveGossipKey).
+func (n *Node) AddNode(ctx context.Context, node *metav1.Node, proof GossipProof) (string, []string, error) {
 	if err := checkNode(node); err != nil {
+		return "", nil, err
+	}
+	if err := checkGossipKey(n.cfg.GossipKey, node.Id, proof); err != nil {
 		return "", nil, err
 	}
 	v := n.View()

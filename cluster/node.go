@@ -29,8 +29,9 @@ type Peers interface {
 	// number, or -1 for the meta group).
 	Progress(ctx context.Context, addr string, group int) (GroupInfo, error)
 	// AddNode asks the node at addr to add n to its cluster, returning the
-	// cluster id and the gossip addresses of its members.
-	AddNode(ctx context.Context, addr string, n *metav1.Node) (clusterID string, gossip []string, err error)
+	// cluster id and the gossip addresses of its members; proof shows that
+	// n holds the cluster's gossip key.
+	AddNode(ctx context.Context, addr string, n *metav1.Node, proof GossipProof) (clusterID string, gossip []string, err error)
 	// ExportSlots asks the node at addr for the states its replica of
 	// group froze for move (Node.ExportSlots there).
 	ExportSlots(ctx context.Context, addr string, group int, move uint64, slots []uint32) ([]byte, error)

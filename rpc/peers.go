@@ -110,8 +110,12 @@ func (p *Peers) Progress(ctx context.Context, addr string, group int) (cluster.G
 }
 
 // AddNode implements cluster.Peers.
-func (p *Peers) AddNode(ctx context.Context, addr string, n *metav1.Node) (string, []string, error) {
-	resp, err := peerv1.NewPeerClient(p.conn(addr)).AddNode(ctx, &peerv1.AddNodeRequest{Node: n})
+func (p *Peers) AddNode(ctx context.Context, addr string, n *metav1.Node, proof cluster.GossipProof) (string, []string, error) {
+	req := &peerv1.AddNodeRequest{Node: n}
+	if proof.Given {
+		req.GossipKey = &peerv1.GossipKeyProof{Mac: proof.MAC}
+	}
+	resp, err := peerv1.NewPeerClient(p.conn(addr)).AddNode(ctx, req)
 	if err != nil {
 		return "", nil, fromStatus(err)
 	}

@@ -236,7 +236,8 @@ func (p *PeerServer) JoinCluster(ctx context.Context, req *peerv1.JoinClusterReq
 
 // AddNode implements peerv1.PeerServer.
 func (p *PeerServer) AddNode(ctx context.Context, req *peerv1.AddNodeRequest) (*peerv1.AddNodeResponse, error) {
-	cid, gossip, err := p.node.AddNode(ctx, req.Node)
+	proof := cluster.GossipProof{Given: req.GossipKey != nil, MAC: req.GossipKey.GetMac()}
+	cid, gossip, err := p.node.AddNode(ctx, req.Node, proof)
 	if err != nil {
 		return nil, toStatus(err)
 	}

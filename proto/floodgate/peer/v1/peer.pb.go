@@ -1082,8 +1082,13 @@ func (x *JoinClusterResponse) GetClusterId() string {
 }
 
 type AddNodeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          *v1.Node               `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  *v1.Node               `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// gossip_key proves that the node holds the cluster's gossip key
+	// without sending it, so a node started with another key (or none) is
+	// refused at once instead of joining a cluster whose gossip it cannot
+	// read. Absent: a node of an older release, which is not checked.
+	GossipKey     *GossipKeyProof `protobuf:"bytes,2,opt,name=gossip_key,json=gossipKey,proto3" json:"gossip_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1125,6 +1130,59 @@ func (x *AddNodeRequest) GetNode() *v1.Node {
 	return nil
 }
 
+func (x *AddNodeRequest) GetGossipKey() *GossipKeyProof {
+	if x != nil {
+		return x.GossipKey
+	}
+	return nil
+}
+
+// GossipKeyProof is HMAC-SHA256 under the node's --gossip-key of a fixed
+// label and the node's id; empty mac: the node has no --gossip-key.
+type GossipKeyProof struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mac           []byte                 `protobuf:"bytes,1,opt,name=mac,proto3" json:"mac,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GossipKeyProof) Reset() {
+	*x = GossipKeyProof{}
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GossipKeyProof) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GossipKeyProof) ProtoMessage() {}
+
+func (x *GossipKeyProof) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GossipKeyProof.ProtoReflect.Descriptor instead.
+func (*GossipKeyProof) Descriptor() ([]byte, []int) {
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GossipKeyProof) GetMac() []byte {
+	if x != nil {
+		return x.Mac
+	}
+	return nil
+}
+
 type AddNodeResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	ClusterId string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
@@ -1136,7 +1194,7 @@ type AddNodeResponse struct {
 
 func (x *AddNodeResponse) Reset() {
 	*x = AddNodeResponse{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[18]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1206,7 @@ func (x *AddNodeResponse) String() string {
 func (*AddNodeResponse) ProtoMessage() {}
 
 func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[18]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1219,7 @@ func (x *AddNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeResponse.ProtoReflect.Descriptor instead.
 func (*AddNodeResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{18}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AddNodeResponse) GetClusterId() string {
@@ -1187,7 +1245,7 @@ type ExportGroupRequest struct {
 
 func (x *ExportGroupRequest) Reset() {
 	*x = ExportGroupRequest{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[19]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1199,7 +1257,7 @@ func (x *ExportGroupRequest) String() string {
 func (*ExportGroupRequest) ProtoMessage() {}
 
 func (x *ExportGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[19]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1212,7 +1270,7 @@ func (x *ExportGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportGroupRequest.ProtoReflect.Descriptor instead.
 func (*ExportGroupRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{19}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ExportGroupRequest) GetGroup() uint32 {
@@ -1232,7 +1290,7 @@ type ExportGroupResponse struct {
 
 func (x *ExportGroupResponse) Reset() {
 	*x = ExportGroupResponse{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[20]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1244,7 +1302,7 @@ func (x *ExportGroupResponse) String() string {
 func (*ExportGroupResponse) ProtoMessage() {}
 
 func (x *ExportGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[20]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1257,7 +1315,7 @@ func (x *ExportGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportGroupResponse.ProtoReflect.Descriptor instead.
 func (*ExportGroupResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{20}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ExportGroupResponse) GetStates() []byte {
@@ -1278,7 +1336,7 @@ type RestoreGroupRequest struct {
 
 func (x *RestoreGroupRequest) Reset() {
 	*x = RestoreGroupRequest{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[21]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1290,7 +1348,7 @@ func (x *RestoreGroupRequest) String() string {
 func (*RestoreGroupRequest) ProtoMessage() {}
 
 func (x *RestoreGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[21]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1303,7 +1361,7 @@ func (x *RestoreGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreGroupRequest.ProtoReflect.Descriptor instead.
 func (*RestoreGroupRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{21}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RestoreGroupRequest) GetGroup() uint32 {
@@ -1328,7 +1386,7 @@ type RestoreGroupResponse struct {
 
 func (x *RestoreGroupResponse) Reset() {
 	*x = RestoreGroupResponse{}
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[22]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1398,7 @@ func (x *RestoreGroupResponse) String() string {
 func (*RestoreGroupResponse) ProtoMessage() {}
 
 func (x *RestoreGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[22]
+	mi := &file_floodgate_peer_v1_peer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1411,7 @@ func (x *RestoreGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreGroupResponse.ProtoReflect.Descriptor instead.
 func (*RestoreGroupResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{22}
+	return file_floodgate_peer_v1_peer_proto_rawDescGZIP(), []int{23}
 }
 
 var File_floodgate_peer_v1_peer_proto protoreflect.FileDescriptor
@@ -1435,9 +1493,13 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"\x05addrs\x18\x01 \x03(\tR\x05addrs\"4\n" +
 	"\x13JoinClusterResponse\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x01 \x01(\tR\tclusterId\"=\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\"\x7f\n" +
 	"\x0eAddNodeRequest\x12+\n" +
-	"\x04node\x18\x01 \x01(\v2\x17.floodgate.meta.v1.NodeR\x04node\"S\n" +
+	"\x04node\x18\x01 \x01(\v2\x17.floodgate.meta.v1.NodeR\x04node\x12@\n" +
+	"\n" +
+	"gossip_key\x18\x02 \x01(\v2!.floodgate.peer.v1.GossipKeyProofR\tgossipKey\"\"\n" +
+	"\x0eGossipKeyProof\x12\x10\n" +
+	"\x03mac\x18\x01 \x01(\fR\x03mac\"S\n" +
 	"\x0fAddNodeResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12!\n" +
@@ -1475,7 +1537,7 @@ func file_floodgate_peer_v1_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_floodgate_peer_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_floodgate_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_floodgate_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_floodgate_peer_v1_peer_proto_goTypes = []any{
 	(ForwardResult_Code)(0),       // 0: floodgate.peer.v1.ForwardResult.Code
 	(*ExportSlotsRequest)(nil),    // 1: floodgate.peer.v1.ExportSlotsRequest
@@ -1496,45 +1558,47 @@ var file_floodgate_peer_v1_peer_proto_goTypes = []any{
 	(*JoinClusterRequest)(nil),    // 16: floodgate.peer.v1.JoinClusterRequest
 	(*JoinClusterResponse)(nil),   // 17: floodgate.peer.v1.JoinClusterResponse
 	(*AddNodeRequest)(nil),        // 18: floodgate.peer.v1.AddNodeRequest
-	(*AddNodeResponse)(nil),       // 19: floodgate.peer.v1.AddNodeResponse
-	(*ExportGroupRequest)(nil),    // 20: floodgate.peer.v1.ExportGroupRequest
-	(*ExportGroupResponse)(nil),   // 21: floodgate.peer.v1.ExportGroupResponse
-	(*RestoreGroupRequest)(nil),   // 22: floodgate.peer.v1.RestoreGroupRequest
-	(*RestoreGroupResponse)(nil),  // 23: floodgate.peer.v1.RestoreGroupResponse
-	(*v1.Node)(nil),               // 24: floodgate.meta.v1.Node
+	(*GossipKeyProof)(nil),        // 19: floodgate.peer.v1.GossipKeyProof
+	(*AddNodeResponse)(nil),       // 20: floodgate.peer.v1.AddNodeResponse
+	(*ExportGroupRequest)(nil),    // 21: floodgate.peer.v1.ExportGroupRequest
+	(*ExportGroupResponse)(nil),   // 22: floodgate.peer.v1.ExportGroupResponse
+	(*RestoreGroupRequest)(nil),   // 23: floodgate.peer.v1.RestoreGroupRequest
+	(*RestoreGroupResponse)(nil),  // 24: floodgate.peer.v1.RestoreGroupResponse
+	(*v1.Node)(nil),               // 25: floodgate.meta.v1.Node
 }
 var file_floodgate_peer_v1_peer_proto_depIdxs = []int32{
 	5,  // 0: floodgate.peer.v1.ForwardRequest.checks:type_name -> floodgate.peer.v1.ForwardCheck
 	0,  // 1: floodgate.peer.v1.ForwardResult.code:type_name -> floodgate.peer.v1.ForwardResult.Code
 	8,  // 2: floodgate.peer.v1.ForwardResult.decision:type_name -> floodgate.peer.v1.Decision
 	7,  // 3: floodgate.peer.v1.ForwardResponse.results:type_name -> floodgate.peer.v1.ForwardResult
-	24, // 4: floodgate.peer.v1.HelloResponse.node:type_name -> floodgate.meta.v1.Node
-	24, // 5: floodgate.peer.v1.AddNodeRequest.node:type_name -> floodgate.meta.v1.Node
-	6,  // 6: floodgate.peer.v1.Peer.Forward:input_type -> floodgate.peer.v1.ForwardRequest
-	10, // 7: floodgate.peer.v1.Peer.ApplyMeta:input_type -> floodgate.peer.v1.ApplyMetaRequest
-	12, // 8: floodgate.peer.v1.Peer.ShardProgress:input_type -> floodgate.peer.v1.ShardProgressRequest
-	14, // 9: floodgate.peer.v1.Peer.Hello:input_type -> floodgate.peer.v1.HelloRequest
-	16, // 10: floodgate.peer.v1.Peer.JoinCluster:input_type -> floodgate.peer.v1.JoinClusterRequest
-	18, // 11: floodgate.peer.v1.Peer.AddNode:input_type -> floodgate.peer.v1.AddNodeRequest
-	3,  // 12: floodgate.peer.v1.Peer.ResetKey:input_type -> floodgate.peer.v1.PeerResetRequest
-	1,  // 13: floodgate.peer.v1.Peer.ExportSlots:input_type -> floodgate.peer.v1.ExportSlotsRequest
-	20, // 14: floodgate.peer.v1.Peer.ExportGroup:input_type -> floodgate.peer.v1.ExportGroupRequest
-	22, // 15: floodgate.peer.v1.Peer.RestoreGroup:input_type -> floodgate.peer.v1.RestoreGroupRequest
-	9,  // 16: floodgate.peer.v1.Peer.Forward:output_type -> floodgate.peer.v1.ForwardResponse
-	11, // 17: floodgate.peer.v1.Peer.ApplyMeta:output_type -> floodgate.peer.v1.ApplyMetaResponse
-	13, // 18: floodgate.peer.v1.Peer.ShardProgress:output_type -> floodgate.peer.v1.ShardProgressResponse
-	15, // 19: floodgate.peer.v1.Peer.Hello:output_type -> floodgate.peer.v1.HelloResponse
-	17, // 20: floodgate.peer.v1.Peer.JoinCluster:output_type -> floodgate.peer.v1.JoinClusterResponse
-	19, // 21: floodgate.peer.v1.Peer.AddNode:output_type -> floodgate.peer.v1.AddNodeResponse
-	4,  // 22: floodgate.peer.v1.Peer.ResetKey:output_type -> floodgate.peer.v1.PeerResetResponse
-	2,  // 23: floodgate.peer.v1.Peer.ExportSlots:output_type -> floodgate.peer.v1.ExportSlotsResponse
-	21, // 24: floodgate.peer.v1.Peer.ExportGroup:output_type -> floodgate.peer.v1.ExportGroupResponse
-	23, // 25: floodgate.peer.v1.Peer.RestoreGroup:output_type -> floodgate.peer.v1.RestoreGroupResponse
-	16, // [16:26] is the sub-list for method output_type
-	6,  // [6:16] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	25, // 4: floodgate.peer.v1.HelloResponse.node:type_name -> floodgate.meta.v1.Node
+	25, // 5: floodgate.peer.v1.AddNodeRequest.node:type_name -> floodgate.meta.v1.Node
+	19, // 6: floodgate.peer.v1.AddNodeRequest.gossip_key:type_name -> floodgate.peer.v1.GossipKeyProof
+	6,  // 7: floodgate.peer.v1.Peer.Forward:input_type -> floodgate.peer.v1.ForwardRequest
+	10, // 8: floodgate.peer.v1.Peer.ApplyMeta:input_type -> floodgate.peer.v1.ApplyMetaRequest
+	12, // 9: floodgate.peer.v1.Peer.ShardProgress:input_type -> floodgate.peer.v1.ShardProgressRequest
+	14, // 10: floodgate.peer.v1.Peer.Hello:input_type -> floodgate.peer.v1.HelloRequest
+	16, // 11: floodgate.peer.v1.Peer.JoinCluster:input_type -> floodgate.peer.v1.JoinClusterRequest
+	18, // 12: floodgate.peer.v1.Peer.AddNode:input_type -> floodgate.peer.v1.AddNodeRequest
+	3,  // 13: floodgate.peer.v1.Peer.ResetKey:input_type -> floodgate.peer.v1.PeerResetRequest
+	1,  // 14: floodgate.peer.v1.Peer.ExportSlots:input_type -> floodgate.peer.v1.ExportSlotsRequest
+	21, // 15: floodgate.peer.v1.Peer.ExportGroup:input_type -> floodgate.peer.v1.ExportGroupRequest
+	23, // 16: floodgate.peer.v1.Peer.RestoreGroup:input_type -> floodgate.peer.v1.RestoreGroupRequest
+	9,  // 17: floodgate.peer.v1.Peer.Forward:output_type -> floodgate.peer.v1.ForwardResponse
+	11, // 18: floodgate.peer.v1.Peer.ApplyMeta:output_type -> floodgate.peer.v1.ApplyMetaResponse
+	13, // 19: floodgate.peer.v1.Peer.ShardProgress:output_type -> floodgate.peer.v1.ShardProgressResponse
+	15, // 20: floodgate.peer.v1.Peer.Hello:output_type -> floodgate.peer.v1.HelloResponse
+	17, // 21: floodgate.peer.v1.Peer.JoinCluster:output_type -> floodgate.peer.v1.JoinClusterResponse
+	20, // 22: floodgate.peer.v1.Peer.AddNode:output_type -> floodgate.peer.v1.AddNodeResponse
+	4,  // 23: floodgate.peer.v1.Peer.ResetKey:output_type -> floodgate.peer.v1.PeerResetResponse
+	2,  // 24: floodgate.peer.v1.Peer.ExportSlots:output_type -> floodgate.peer.v1.ExportSlotsResponse
+	22, // 25: floodgate.peer.v1.Peer.ExportGroup:output_type -> floodgate.peer.v1.ExportGroupResponse
+	24, // 26: floodgate.peer.v1.Peer.RestoreGroup:output_type -> floodgate.peer.v1.RestoreGroupResponse
+	17, // [17:27] is the sub-list for method output_type
+	7,  // [7:17] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_floodgate_peer_v1_peer_proto_init() }
@@ -1548,7 +1612,7 @@ func file_floodgate_peer_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_floodgate_peer_v1_peer_proto_rawDesc), len(file_floodgate_peer_v1_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
