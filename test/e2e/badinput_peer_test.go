@@ -123,6 +123,14 @@ func peerCases(t *testing.T, f *badFixture) []grpcCase {
 		{"AddNode garbage raft address", addNode(node(func(n *metav1.Node) { n.RaftAddr = "garbage" })), inv, "node.raft_addr:"},
 		{"AddNode no grpc address", addNode(node(func(n *metav1.Node) { n.GrpcAddr = "" })), inv, "node.grpc_addr:"},
 		{"AddNode garbage gossip address", addNode(node(func(n *metav1.Node) { n.GossipAddr = "a:b:c" })), inv, "node.gossip_addr:"},
+		{"AddNode short gossip key proof", func(ctx context.Context) error {
+			_, err := other.AddNode(ctx, &peerv1.AddNodeRequest{Node: node(func(*metav1.Node) {}), GossipKey: &peerv1.GossipKeyProof{Mac: []byte{1, 2, 3}}})
+			return err
+		}, inv, "gossip_key.mac:"},
+		{"AddNode with a gossip key the cluster has not", func(ctx context.Context) error {
+			_, err := other.AddNode(ctx, &peerv1.AddNodeRequest{Node: node(func(*metav1.Node) {}), GossipKey: &peerv1.GossipKeyProof{Mac: make([]byte, 32)}})
+			return err
+		}, inv, "gossip_key:"},
 		{"JoinCluster no addresses", joinCluster(), inv, "addrs:"},
 		{"JoinCluster garbage address", joinCluster("127.0.0.1:7700", "garbage"), inv, "addrs[1]:"},
 		{"JoinCluster 65 addresses", joinCluster(many...), inv, "addrs:"},
