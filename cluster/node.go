@@ -63,7 +63,10 @@ const metaGroup = -1
 // Node is one floodgate node: the meta group, the shard replicas placed on
 // it, gossip, and the loops that move replicas toward the placement.
 type Node struct {
-	cfg    Config
+	cfg Config
+	// asked holds the creation settings as given (zero: not given), to
+	// say which ones the cluster ignores (ignoredSettings).
+	asked  Config
 	log    *slog.Logger
 	peers  Peers
 	lock   *dirLock
@@ -96,6 +99,7 @@ type Node struct {
 // serves Raft traffic at once; call Start (with the gRPC server running, so
 // peers can reach it) to create, join or resume a cluster.
 func Open(cfg Config, peers Peers) (*Node, error) {
+	asked := Config{Slots: cfg.Slots, GroupsPerNode: cfg.GroupsPerNode, Shards: cfg.Shards, Replicas: cfg.Replicas}
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -117,6 +121,7 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 	}
 	n := &Node{
 		cfg:     cfg,
+		asked:   asked,
 		lock:    lock,
 		log:     cfg.Logger.With("node", cfg.NodeID),
 		peers:   peers,
@@ -251,7 +256,13 @@ func (n *Node) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	return n.waitMember(ctx)
+	if err := n.waitMember(ctx); err != nil {
+		return err
+	}
+	for _, s := range ignoredSettings(n.asked, n.View()) {
+		n.log.Warn(s)
+	}
+	return nil
 }
 
 // waitMember waits until the meta state lists this node.

@@ -106,6 +106,17 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 	if err := fillUnset(fs, *configFile, lookupEnv); err != nil {
 		return nil, err
 	}
+	// Creation settings not given stay zero (the cluster's default), so
+	// that the node says which ones given are ignored by an existing
+	// cluster, and only those.
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	creation := func(name string, v int) int {
+		if given[name] {
+			return v
+		}
+		return 0
+	}
 	if *maxLog < 1 || *maxLog > window.MaxLogLength {
 		return nil, fmt.Errorf("max-log-length: must be between 1 and %d, got %d", window.MaxLogLength, *maxLog)
 	}
@@ -181,8 +192,8 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 		cluster: cluster.Config{
 			NodeID: id, DataDir: *dataDir, GRPCAddr: adv["grpc-addr"], HTTPAddr: adv["http-addr"], RaftAddr: adv["raft-addr"],
 			GossipAddr: adv["gossip-addr"], RaftBind: *raftAddr, GossipBind: *gossipAddr, Region: *region,
-			BootstrapExpect: *expect, Resolver: resolver, Join: joinAddrs, Shards: *shards, Replicas: *replicas,
-			Slots: *slots, GroupsPerNode: *perNode,
+			BootstrapExpect: *expect, Resolver: resolver, Join: joinAddrs, Shards: *shards, Replicas: creation("replicas", *replicas),
+			Slots: creation("slots", *slots), GroupsPerNode: creation("groups-per-node", *perNode),
 			Fsync: *fsync, RaftTransport: *raftTrans, DeadAfter: *deadAfter, HeartbeatTimeout: *heartbeat, ElectionTimeout: *election,
 			LeaderLeaseTimeout: *lease, FastFlushInterval: *fastFlush, FastMaxPending: *fastMax,
 		},

@@ -86,9 +86,15 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.cluster.DataDir != "./floodgate-data" || o.cluster.GRPCAddr != "127.0.0.1:7700" || len(o.cluster.Join) != 0 ||
-		o.cluster.Slots != 4096 || o.cluster.GroupsPerNode != 1 || o.cluster.Shards != 0 || o.cluster.Replicas != 3 || o.cluster.Fsync != "batch" {
-		t.Fatalf("defaults %+v", o.cluster)
+	eff := o.cluster.WithDefaults()
+	if eff.DataDir != "./floodgate-data" || eff.GRPCAddr != "127.0.0.1:7700" || len(eff.Join) != 0 ||
+		eff.Slots != 4096 || eff.GroupsPerNode != 1 || eff.Shards != 0 || eff.Replicas != 3 || eff.Fsync != "batch" {
+		t.Fatalf("defaults %+v", eff)
+	}
+	// Creation settings not given stay zero, so that only given ones are
+	// said to be ignored by an existing cluster.
+	if o.cluster.Slots != 0 || o.cluster.GroupsPerNode != 0 || o.cluster.Replicas != 0 {
+		t.Fatalf("creation settings not given: %+v", o.cluster)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "node-id"), []byte("n7\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -173,5 +179,28 @@ func TestDurationFlagsSayWhy(t *testing.T) {
 	o, err := parseOptions([]string{"--dead-after", "1m30s", "--data-dir", t.TempDir()}, noEnv, io.Discard)
 	if err != nil || o.cluster.DeadAfter != 90*time.Second {
 		t.Fatalf("--dead-after 1m30s: %v %v", o, err)
+	}
+}
+
+// Creation settings given by flag, environment or file reach the node as
+// given, even when equal to the default: an existing cluster with other
+// values then says they are ignored.
+func TestCreationSettingsGiven(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "floodgate.yaml")
+	if err := os.WriteFile(file, []byte("groups-per-node: 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := func(k string) (string, bool) {
+		if k == "FLOODGATE_REPLICAS" {
+			return "3", true
+		}
+		return "", false
+	}
+	o, err := parseOptions([]string{"--slots", "4096", "--config", file}, env, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.cluster.Slots != 4096 || o.cluster.GroupsPerNode != 2 || o.cluster.Replicas != 3 {
+		t.Fatalf("given settings lost: %+v", o.cluster)
 	}
 }
