@@ -297,6 +297,17 @@ const (
 	notMemberHint   = "a node that left its cluster (floodgatectl leave) cannot resume it from its data dir: start it with an empty --data-dir and --join; a joining node waits for a member to add it"
 )
 
+// Starting reports whether Start has not returned yet: the node is
+// creating, resuming or joining (through its own --join) its cluster.
+func (n *Node) Starting() bool {
+	select {
+	case <-n.started:
+		return false
+	default:
+		return true
+	}
+}
+
 // Left is closed when the node has been removed from its cluster (after
 // floodgatectl leave): the process should exit.
 func (n *Node) Left() <-chan struct{} { return n.left }

@@ -85,9 +85,9 @@ func (a *AdminServer) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinRe
 	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
 	defer cancel()
 	client := peerv1.NewPeerClient(a.peers.conn(req.NodeAddr))
-	hello, err := client.Hello(ctx, &peerv1.HelloRequest{})
+	hello, err := helloStarted(ctx, client, req.NodeAddr)
 	if err != nil {
-		return nil, toStatus(fmt.Errorf("%w: reach %s: %v", cluster.ErrNoLeader, req.NodeAddr, err))
+		return nil, toStatus(err)
 	}
 	v := a.node.View()
 	if hello.ClusterId == v.ClusterID && v.Node(hello.Node.GetId()) != nil {
@@ -112,6 +112,40 @@ func (a *AdminServer) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinRe
 	}
 	return &pb.JoinResponse{NodeId: hello.Node.GetId(), ClusterId: resp.ClusterId}, nil
 }
+
+// helloStarted asks the node at addr who it is, waiting up to
+// startingWait for it to finish starting: a node that creates its cluster
+// is up in moments, and one joining this cluster through its own --join
+// is then a member; one still joining after that (its --join addresses
+// unreachable, or another cluster's) cannot be told to join, and is
+// refused at once rather than at the join's deadline.
+func helloStarted(ctx context.Context, client peerv1.PeerClient, addr string) (*peerv1.HelloResponse, error) {
+	wait, cancel := context.WithTimeout(ctx, startingWait)
+	defer cancel()
+	for {
+		hello, err := client.Hello(ctx, &peerv1.HelloRequest{})
+		if err != nil {
+			return nil, fmt.Errorf("%w: reach %s: %v", cluster.ErrNoLeader, addr, err)
+		}
+		if !hello.Starting {
+			return hello, nil
+		}
+		select {
+		case <-wait.Done():
+			return nil, fmt.Errorf("%w: node_addr: node %s at %s is still starting (joining the cluster of its own --join, or resuming its data dir) after %s: "+
+				"it joins nothing else until it is up; to add it with floodgatectl join, start it with an empty --data-dir and no --join",
+				cluster.ErrNotFresh, hello.Node.GetId(), addr, startingWait)
+		case <-time.After(startingPoll):
+		}
+	}
+}
+
+// startingWait is how long Join waits for a node that is still starting;
+// startingPoll how often it asks.
+const (
+	startingWait = 5 * time.Second
+	startingPoll = 200 * time.Millisecond
+)
 
 // Leave implements pb.AdminServer.
 func (a *AdminServer) Leave(ctx context.Context, req *pb.LeaveRequest) (*pb.LeaveResponse, error) {

@@ -219,7 +219,7 @@ func (p *PeerServer) Hello(ctx context.Context, req *peerv1.HelloRequest) (*peer
 		c := p.node.Config()
 		self = nodeFromConfig(c)
 	}
-	return &peerv1.HelloResponse{Node: self, ClusterId: v.ClusterID, Fresh: p.node.Fresh()}, nil
+	return &peerv1.HelloResponse{Node: self, ClusterId: v.ClusterID, Fresh: p.node.Fresh(), Starting: p.node.Starting()}, nil
 }
 
 // JoinCluster implements peerv1.PeerServer.

@@ -936,7 +936,11 @@ type HelloResponse struct {
 	ClusterId string                 `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	// Whether the node is alone in its cluster, holds no policies and was
 	// never joined: only such a node may join another cluster.
-	Fresh         bool `protobuf:"varint,3,opt,name=fresh,proto3" json:"fresh,omitempty"`
+	Fresh bool `protobuf:"varint,3,opt,name=fresh,proto3" json:"fresh,omitempty"`
+	// Whether the node is still starting: creating, resuming or joining
+	// (through its own --join) its cluster. Such a node cannot be told to
+	// join another until it is up.
+	Starting      bool `protobuf:"varint,4,opt,name=starting,proto3" json:"starting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -988,6 +992,13 @@ func (x *HelloResponse) GetClusterId() string {
 func (x *HelloResponse) GetFresh() bool {
 	if x != nil {
 		return x.Fresh
+	}
+	return false
+}
+
+func (x *HelloResponse) GetStarting() bool {
+	if x != nil {
+		return x.Starting
 	}
 	return false
 }
@@ -1483,12 +1494,13 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"\aservers\x18\x05 \x03(\tR\aservers\x12\x12\n" +
 	"\x04term\x18\x06 \x01(\x04R\x04term\x12!\n" +
 	"\flast_command\x18\a \x01(\x04R\vlastCommand\"\x0e\n" +
-	"\fHelloRequest\"q\n" +
+	"\fHelloRequest\"\x8d\x01\n" +
 	"\rHelloResponse\x12+\n" +
 	"\x04node\x18\x01 \x01(\v2\x17.floodgate.meta.v1.NodeR\x04node\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x02 \x01(\tR\tclusterId\x12\x14\n" +
-	"\x05fresh\x18\x03 \x01(\bR\x05fresh\"*\n" +
+	"\x05fresh\x18\x03 \x01(\bR\x05fresh\x12\x1a\n" +
+	"\bstarting\x18\x04 \x01(\bR\bstarting\"*\n" +
 	"\x12JoinClusterRequest\x12\x14\n" +
 	"\x05addrs\x18\x01 \x03(\tR\x05addrs\"4\n" +
 	"\x13JoinClusterResponse\x12\x1d\n" +

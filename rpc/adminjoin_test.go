@@ -1,0 +1,74 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/floodgate/floodgate/cluster"
+	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
+	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
+)
+
+// startingPeer answers Hello as a node that finishes starting at upAt
+// (zero: never), or fails every call with err.
+type startingPeer struct {
+	peerv1.PeerClient
+	upAt  time.Time
+	err   error
+	calls int
+}
+
+func (p *startingPeer) Hello(context.Context, *peerv1.HelloRequest, ...grpc.CallOption) (*peerv1.HelloResponse, error) {
+	p.calls++
+	if p.err != nil {
+		return nil, p.err
+	}
+	starting := p.upAt.IsZero() || time.Now().Before(p.upAt)
+	return &peerv1.HelloResponse{Node: &metav1.Node{Id: "c"}, Starting: starting}, nil
+}
+
+// Join waits a few seconds for a node that is still starting (one joining
+// this cluster through its own --join is then a member), and refuses one
+// still starting after that at once, naming node_addr, instead of
+// waiting for the whole join's deadline.
+func TestHelloStarted(t *testing.T) {
+	t.Run("up after a second", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p := &startingPeer{upAt: time.Now().Add(time.Second)}
+			hello, err := helloStarted(context.Background(), p, "127.0.0.1:7730")
+			if err != nil || hello.Starting {
+				t.Fatalf("got %v, %v", hello, err)
+			}
+			if p.calls < 2 {
+				t.Fatalf("asked %d times", p.calls)
+			}
+		})
+	})
+	t.Run("still starting", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p := &startingPeer{}
+			t0 := time.Now()
+			_, err := helloStarted(context.Background(), p, "127.0.0.1:7730")
+			if !errors.Is(err, cluster.ErrNotFresh) || !strings.Contains(err.Error(), "node_addr: node c at 127.0.0.1:7730 is still starting") {
+				t.Fatalf("got %v", err)
+			}
+			if waited := time.Since(t0); waited < startingWait || waited > startingWait+startingPoll {
+				t.Fatalf("refused after %s, want %s", waited, startingWait)
+			}
+		})
+	})
+	t.Run("unreachable", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p := &startingPeer{err: errors.New("connection refused")}
+			if _, err := helloStarted(context.Background(), p, "127.0.0.1:7730"); !errors.Is(err, cluster.ErrNoLeader) || p.calls != 1 {
+				t.Fatalf("got %v after %d calls", err, p.calls)
+			}
+		})
+	})
+}
