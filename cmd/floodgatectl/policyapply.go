@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/policyfile"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
@@ -44,7 +46,7 @@ func policyApplyCmd(g *globals) *cobra.Command {
 			}
 			plan := policyfile.Diff(current.Policies, policies, prune)
 			result := applyResult{Create: orEmpty(plan.Create), Replace: orEmpty(plan.Update), Delete: orEmpty(plan.Delete),
-				Unchanged: orEmpty(plan.Unchanged), DryRun: dryRun}
+				Unchanged: orEmpty(plan.Unchanged), DryRun: dryRun, Failed: []applyFailure{}}
 			if !g.json {
 				if err := plan.Print(g.out); err != nil {
 					return err
@@ -67,19 +69,31 @@ func policyApplyCmd(g *globals) *cobra.Command {
 			}
 			var errs []error
 			for _, name := range plan.Delete {
-				if _, err := admin(conn).DeletePolicy(ctx, &pb.DeletePolicyRequest{Name: name}); err != nil {
+				_, err := admin(conn).DeletePolicy(ctx, &pb.DeletePolicyRequest{Name: name})
+				if status.Code(err) == codes.NotFound {
+					err = nil // deleted meanwhile: gone, as the file asks
+				}
+				if err != nil {
 					errs = append(errs, fmt.Errorf("delete %s: %w", name, err))
+					result.Failed = append(result.Failed, applyFailure{Name: name, Error: err.Error()})
 				}
 			}
-			if err := errors.Join(errs...); err != nil {
-				return err
+			// The policies set stay set when a delete fails: say what was
+			// done as well as what failed, and exit non-zero.
+			result.Applied = len(errs) == 0
+			deleted := fmt.Sprint(len(plan.Delete))
+			if len(errs) > 0 {
+				deleted = fmt.Sprintf("%d of %d", len(plan.Delete)-len(errs), len(plan.Delete))
 			}
 			if g.json {
-				result.Applied = true
-				return g.printResult(result)
+				if err := g.printResult(result); err != nil {
+					return err
+				}
+			} else if _, err := fmt.Fprintf(g.out, "applied: %d created, %d replaced, %s deleted\n",
+				len(plan.Create), len(plan.Update), deleted); err != nil {
+				return err
 			}
-			_, err = fmt.Fprintf(g.out, "applied: %d created, %d replaced, %d deleted\n", len(plan.Create), len(plan.Update), len(plan.Delete))
-			return err
+			return errors.Join(errs...)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "YAML file of policies; - reads stdin")
@@ -126,6 +140,14 @@ type applyResult struct {
 	Unchanged []string `json:"unchanged"`
 	DryRun    bool     `json:"dry_run"`
 	Applied   bool     `json:"applied"` // the changes were made (false when there were none)
+	// Failed lists the deletes that failed; the policies set stay set.
+	Failed []applyFailure `json:"failed"`
+}
+
+// applyFailure is a policy whose delete failed, and why.
+type applyFailure struct {
+	Name  string `json:"name"`
+	Error string `json:"error"`
 }
 
 // orEmpty makes a nil list an empty one, so JSON shows [] rather than null.
