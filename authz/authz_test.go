@@ -297,3 +297,31 @@ func TestBearer(t *testing.T) {
 		t.Fatal("RequireTransportSecurity does not follow requireTLS")
 	}
 }
+
+// A token its check refuses is not taken on reload: the previous stays.
+func TestTokenReloadCheck(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte(adminTok), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := LoadToken("admin-token-file", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const taken = "the-other-roles-token-0123"
+	tok.SetCheck(func(v []byte) error {
+		if string(v) == taken {
+			return errors.New("admin-token-file: taken")
+		}
+		return nil
+	})
+	if err := os.WriteFile(file, []byte(taken), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := tok.Reload(); err == nil || !strings.Contains(err.Error(), "taken") {
+		t.Fatalf("a refused token reloaded: %v", err)
+	}
+	if string(tok.Value()) != adminTok {
+		t.Fatalf("a refused reload changed the token to %q", tok.Value())
+	}
+}

@@ -18,7 +18,12 @@ const minTokenLength = 16
 type Token struct {
 	flag, file string
 	v          atomic.Pointer[[]byte]
+	check      atomic.Pointer[func([]byte) error]
 }
+
+// SetCheck makes every later Reload take a new token only once check
+// accepts it (say, it must differ from another role's token).
+func (t *Token) SetCheck(check func(token []byte) error) { t.check.Store(&check) }
 
 // LoadToken reads the token in file; errors name flag, the setting that
 // named the file.
@@ -44,6 +49,11 @@ func (t *Token) Reload() error {
 		return fmt.Errorf("%s: the token in %s has white space inside it", t.flag, t.file)
 	}
 	v := []byte(tok)
+	if check := t.check.Load(); check != nil {
+		if err := (*check)(v); err != nil {
+			return err
+		}
+	}
 	t.v.Store(&v)
 	return nil
 }

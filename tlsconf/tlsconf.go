@@ -98,6 +98,17 @@ type Reloader struct {
 	mu    sync.RWMutex
 	cur   *material
 	seen  stamp // the files' state when last loaded, for Watch
+	check func(pool *x509.CertPool) error
+}
+
+// SetCheck makes every later reload put new files in use only once check
+// accepts their CA pool (nil without a CA): a rule between settings that
+// held at start (say, two CAs that must stay apart) then holds after a
+// rotation too. Call it before Watch.
+func (r *Reloader) SetCheck(check func(pool *x509.CertPool) error) {
+	r.mu.Lock()
+	r.check = check
+	r.mu.Unlock()
 }
 
 // NewReloader loads f once.
@@ -115,6 +126,14 @@ func (r *Reloader) Reload() error {
 	m, err := load(r.files)
 	if err != nil {
 		return err
+	}
+	r.mu.RLock()
+	check := r.check
+	r.mu.RUnlock()
+	if check != nil {
+		if err := check(m.pool); err != nil {
+			return err
+		}
 	}
 	r.mu.Lock()
 	r.cur, r.seen = m, st

@@ -83,10 +83,18 @@ func (s *securityFlags) check() error {
 			tokens[flag] = t
 		}
 	}
-	if a, p := tokens["admin-token-file"], tokens["peer-token-file"]; a != nil && p != nil && bytes.Equal(a.Value(), p.Value()) {
-		// One token for both would make every operator a node and every
-		// node an operator: neither credential may stand in for the other.
-		return errors.New("peer-token-file: holds the same token as --admin-token-file; give the nodes a token of their own")
+	if a, p := tokens["admin-token-file"], tokens["peer-token-file"]; a != nil && p != nil {
+		return distinctTokens("peer-token-file", "admin-token-file", p.Value(), a.Value())
+	}
+	return nil
+}
+
+// distinctTokens refuses a token (of flag) equal to the other role's (of
+// other): one token for both would make every operator a node and every
+// node an operator, and neither credential may stand in for the other.
+func distinctTokens(flag, other string, token, others []byte) error {
+	if bytes.Equal(token, others) {
+		return fmt.Errorf("%s: holds the same token as --%s; give the nodes a token of their own", flag, other)
 	}
 	return nil
 }

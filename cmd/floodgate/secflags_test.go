@@ -127,3 +127,74 @@ func TestSecurityFlagsNameTheSetting(t *testing.T) {
 		t.Fatalf("security built from good flags: %+v", sec)
 	}
 }
+
+// The rules checked at start hold across a reload: a client CA file
+// rotated to one the peer CA trusts, or a token file rotated to the other
+// role's token, is refused and the previous one stays in use.
+func TestReloadKeepsRolesApart(t *testing.T) {
+	dir := t.TempDir()
+	ca, _ := tlsconf.NewCA("cluster")
+	clients, _ := tlsconf.NewCA("clients")
+	caFile, _ := ca.WriteCA(dir, "ca")
+	clientCA, _ := clients.WriteCA(dir, "client-ca")
+	cert, key, err := ca.Issue(dir, "node", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminTok, peerTok := filepath.Join(dir, "admin.token"), filepath.Join(dir, "peer.token")
+	for file, tok := range map[string]string{adminTok: "admin-token-0123456789", peerTok: "peer-token-0123456789"} {
+		if err := os.WriteFile(file, []byte(tok), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o, err := parseOptions([]string{"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", clientCA,
+		"--peer-tls-cert", cert, "--peer-tls-key", key, "--peer-tls-ca", caFile,
+		"--admin-token-file", adminTok, "--peer-token-file", peerTok}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSecurity(o.security)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := s.client.Pool()
+
+	// The client CA file now holds the cluster CA: every client would be
+	// a node.
+	b, _ := os.ReadFile(caFile)
+	if err := os.WriteFile(clientCA, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.reload(); err == nil || !strings.Contains(err.Error(), "tls-client-ca: --peer-tls-ca trusts its CA CN=cluster") {
+		t.Fatalf("reload of a client CA the peer CA trusts: %v", err)
+	}
+	if !s.client.Pool().Equal(before) {
+		t.Fatal("the refused client CA is in use")
+	}
+
+	// The peer token file now holds the admin token.
+	c, _ := clients.WriteCA(dir, "client-ca-again")
+	b, _ = os.ReadFile(c)
+	if err := os.WriteFile(clientCA, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(peerTok, []byte("admin-token-0123456789"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.reload(); err == nil || !strings.Contains(err.Error(), "peer-token-file: holds the same token as --admin-token-file") {
+		t.Fatalf("reload of the admin token as the peer token: %v", err)
+	}
+	if string(s.peerTok.Value()) != "peer-token-0123456789" {
+		t.Fatalf("the refused peer token is in use: %q", s.peerTok.Value())
+	}
+	// Rotated to a token of its own, it is taken.
+	if err := os.WriteFile(peerTok, []byte("peer-token-rotated-0123"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.reload(); err != nil {
+		t.Fatal(err)
+	}
+	if string(s.peerTok.Value()) != "peer-token-rotated-0123" {
+		t.Fatalf("peer token %q after a good rotation", s.peerTok.Value())
+	}
+}

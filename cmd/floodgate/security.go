@@ -80,8 +80,28 @@ func newSecurity(f securityFlags) (*security, error) {
 		}
 		s.rules.PeerToken = s.peerTok.Value
 	}
+	s.keepApart(f)
 	s.gossipKey, err = f.key()
 	return s, err
+}
+
+// keepApart makes a reload refuse files that break a rule checked at
+// start: the peer CA must not trust the client CA, and the admin and peer
+// tokens must differ. Such a file is logged and the previous one stays in
+// use, as for any file that fails to load.
+func (s *security) keepApart(f securityFlags) {
+	if s.peer != nil && f.client.CA != "" {
+		s.client.SetCheck(func(*x509.CertPool) error { return distinctCAs(f.client.CA, s.peer.Pool()) })
+		s.peer.SetCheck(func(peerPool *x509.CertPool) error { return distinctCAs(f.client.CA, peerPool) })
+	}
+	if s.adminToken != nil && s.peerTok != nil {
+		s.adminToken.SetCheck(func(v []byte) error {
+			return distinctTokens("admin-token-file", "peer-token-file", v, s.peerTok.Value())
+		})
+		s.peerTok.SetCheck(func(v []byte) error {
+			return distinctTokens("peer-token-file", "admin-token-file", v, s.adminToken.Value())
+		})
+	}
 }
 
 // distinctCAs refuses a client CA bundle (file; none when empty) that the
