@@ -44,6 +44,9 @@ type options struct {
 	tracing    tracing.Config
 	security   securityFlags
 	policies   []*policy.Policy // --policies: stored at start when the cluster has none
+	// checkOnly asks for the configuration to be checked, not a node
+	// (--check-config).
+	checkOnly bool
 }
 
 // parseOptions reads args, then the environment (FLOODGATE_GRPC_ADDR for
@@ -55,6 +58,7 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 	var (
 		configFile = fs.String("config", "", "YAML file with settings (keys are flag names)")
 		showVer    = fs.Bool("version", false, "print the version and exit")
+		checkOnly  = fs.Bool("check-config", false, "check the configuration (flags, environment, --config file and the files they name) and exit: 0 when a node could start with it")
 		nodeID     = fs.String("node-id", "", "node name, stable across restarts (default: from the data dir, or generated)")
 		dataDir    = fs.String("data-dir", "./floodgate-data", "directory for Raft logs and snapshots")
 		grpcAddr   = fs.String("grpc-addr", "127.0.0.1:7700", "gRPC address for clients and peers")
@@ -208,6 +212,7 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 		gcHeadroom: uint64(*gcHeadroom) << 20,
 		security:   *sec,
 		policies:   startPolicies,
+		checkOnly:  *checkOnly,
 	}, nil
 }
 

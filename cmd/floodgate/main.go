@@ -47,6 +47,14 @@ func main() {
 		handler = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: opts.logLevel})
 	}
 	log := slog.New(handler)
+	if opts.checkOnly {
+		if err := checkConfig(opts); err != nil {
+			fmt.Fprintln(os.Stderr, "floodgate:", err)
+			os.Exit(2)
+		}
+		fmt.Println("floodgate: configuration ok")
+		return
+	}
 	routeLibraryLogs(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
