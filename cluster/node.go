@@ -308,6 +308,22 @@ func (n *Node) Starting() bool {
 	}
 }
 
+// StorageFailed is closed once the node's log could not be written (a full
+// or failing disk). Raft cannot go on without its log, and hashicorp/raft
+// panics at its next write of its term, so the process should stop at
+// once; StorageErr says why and what to do.
+func (n *Node) StorageFailed() <-chan struct{} { return n.wal.Failed() }
+
+// StorageErr is why StorageFailed closed (nil before).
+func (n *Node) StorageErr() error {
+	err := n.wal.Err()
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w (data dir %s): this node stops, and its groups go on with their other replicas; "+
+		"free or replace the disk and start it again on the same --data-dir: it replays its log", ErrStorage, err, n.cfg.DataDir)
+}
+
 // Left is closed when the node has been removed from its cluster (after
 // floodgatectl leave): the process should exit.
 func (n *Node) Left() <-chan struct{} { return n.left }

@@ -166,10 +166,27 @@ func TestFailedSyncIsSticky(t *testing.T) {
 	if err := g.StoreLog(entry("g", 1, 1)); err != nil {
 		t.Fatal(err)
 	}
+	select {
+	case <-s.Failed():
+		t.Fatal("Failed closed before any failure")
+	default:
+	}
+	if s.Err() != nil {
+		t.Fatalf("Err = %v before any failure", s.Err())
+	}
 	eio := errors.New("input/output error")
 	c.fail.Store(&eio)
 	if err := g.StoreLog(entry("g", 2, 1)); !errors.Is(err, eio) {
 		t.Fatalf("StoreLog with a failing fsync = %v", err)
+	}
+	// The node learns at once that its log is gone, to stop.
+	select {
+	case <-s.Failed():
+	default:
+		t.Fatal("Failed not closed after a failed fsync")
+	}
+	if !errors.Is(s.Err(), eio) {
+		t.Fatalf("Err = %v", s.Err())
 	}
 	c.fail.Store(nil)
 	for name, call := range map[string]func() error{

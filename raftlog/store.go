@@ -64,9 +64,11 @@ type Store struct {
 	handles map[string]*Group
 	segs    []*segment // oldest first; the last one is written
 
-	qmu      sync.Mutex
-	queue    []*op
-	failed   error // sticky: a write or fsync failed
+	qmu    sync.Mutex
+	queue  []*op
+	failed error // sticky: a write or fsync failed
+	// failedCh is closed when failed is set.
+	failedCh chan struct{}
 	closed   bool
 	flushing bool       // a goroutine is writing (flush.go)
 	idle     *sync.Cond // on qmu: signalled when flushing ends
@@ -104,14 +106,15 @@ func openWith(dir string, opts Options, ops fileOps) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		dir:     dir,
-		opts:    opts,
-		ops:     ops,
-		groups:  map[string]*groupState{},
-		handles: map[string]*Group{},
-		kick:    make(chan struct{}),
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
+		dir:      dir,
+		opts:     opts,
+		ops:      ops,
+		groups:   map[string]*groupState{},
+		handles:  map[string]*Group{},
+		kick:     make(chan struct{}),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+		failedCh: make(chan struct{}),
 	}
 	s.idle = sync.NewCond(&s.qmu)
 	if err := s.replay(); err != nil {
@@ -247,7 +250,20 @@ func (s *Store) fail(err error) error {
 	defer s.qmu.Unlock()
 	if s.failed == nil {
 		s.failed = fmt.Errorf("raftlog: log unusable after a failed write (restart to replay it): %w", err)
+		close(s.failedCh)
 	}
+	return s.failed
+}
+
+// Failed is closed once a write or fsync has failed (a full or failing
+// disk): every later call then answers Err, and since Raft cannot go on
+// without its log, the process using it should stop.
+func (s *Store) Failed() <-chan struct{} { return s.failedCh }
+
+// Err is the failure that made the log unusable (nil while it is not).
+func (s *Store) Err() error {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
 	return s.failed
 }
 

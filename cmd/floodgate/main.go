@@ -162,6 +162,11 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 		log.Info("shutting down")
 	case <-node.Left():
 		log.Info("this node left the cluster; shutting down")
+	case <-node.StorageFailed():
+		// No clean shutdown: it would write to the log (a leadership
+		// hand-off, raft's term), and the disk is what failed. What was
+		// acknowledged is on disk; the others serve meanwhile.
+		return node.StorageErr()
 	}
 	return shutdown()
 }
