@@ -28,6 +28,9 @@ const (
 	MaxShards = 1024
 	// MaxReplicas bounds --replicas.
 	MaxReplicas = 7
+	// DefaultMaxClockOffset is --max-clock-offset's default: far beyond
+	// what NTP keeps, far below a window.
+	DefaultMaxClockOffset = 500 * time.Millisecond
 	// metaVoters is how many nodes vote in the meta group; the others
 	// follow it as non-voters so every node has the membership locally.
 	metaVoters = 5
@@ -110,6 +113,12 @@ type Config struct {
 	// shard: fast mode's overshoot bound.
 	FastFlushInterval time.Duration
 	FastMaxPending    int64
+
+	// MaxClockOffset is the largest offset allowed between this node's
+	// clock and the cluster's (0: not checked). Group leaders stamp checks
+	// with their clocks, so a node whose clock is beyond it from most of
+	// the others' stops rather than lead with it (clockwatch.go).
+	MaxClockOffset time.Duration
 
 	// CheckStore checks a Raft log file after an unclean stop (nil: no
 	// check). The daemon runs CheckStore in a child process.
@@ -253,7 +262,7 @@ func (c Config) Validate() error {
 		flag string
 		v    time.Duration
 	}{{"dead-after", c.DeadAfter}, {"fast-flush-interval", c.FastFlushInterval}, {"reconcile interval", c.ReconcileInterval},
-		{"gossip interval", c.GossipInterval}, {"commit timeout", c.CommitTimeout}} {
+		{"gossip interval", c.GossipInterval}, {"commit timeout", c.CommitTimeout}, {"max-clock-offset", c.MaxClockOffset}} {
 		// Zero takes the default (WithDefaults); below zero is a typo, not
 		// "never" or "at once".
 		if d.v < 0 {

@@ -30,6 +30,8 @@ var (
 	ErrClosed = errors.New("node closed")
 	// ErrNotReady means the node has not joined a cluster yet.
 	ErrNotReady = errors.New("node not part of a cluster yet")
+	// ErrClock means this node's clock is too far from the cluster's.
+	ErrClock = errors.New("clock out of step")
 	// ErrStorage means the node's log could not be written.
 	ErrStorage = errors.New("raft log write failed")
 	// ErrDamaged means a Raft log file failed its consistency check.

@@ -35,6 +35,7 @@ func (n *Node) Gauges() metrics.NodeGauges {
 	if meta != nil {
 		g.MetaLeader = meta.isLeader()
 	}
+	g.ClockOffset = n.ClockOffset().Seconds()
 	g.Members = map[string]int{}
 	for _, m := range n.Status().Nodes {
 		g.Members[m.Health]++

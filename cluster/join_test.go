@@ -50,6 +50,9 @@ func (d *deadSeeds) Progress(context.Context, string, int) (GroupInfo, error) {
 func (d *deadSeeds) Hello(context.Context, string) (string, string, error) {
 	return "", "", ErrNoLeader
 }
+func (d *deadSeeds) Clock(context.Context, string) (time.Time, error) {
+	return time.Time{}, ErrNoLeader
+}
 func (d *deadSeeds) AddNode(context.Context, string, *metav1.Node, GossipProof) (string, []string, error) {
 	d.mu.Lock()
 	d.calls++

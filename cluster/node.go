@@ -38,6 +38,8 @@ type Peers interface {
 	// Hello asks the node at addr for its id and its cluster's id ("" while
 	// it belongs to none).
 	Hello(ctx context.Context, addr string) (id, clusterID string, err error)
+	// Clock asks the node at addr for the time on its clock.
+	Clock(ctx context.Context, addr string) (time.Time, error)
 }
 
 // GroupInfo is what a node says about its replica of a group.
@@ -90,6 +92,7 @@ type Node struct {
 	wg      sync.WaitGroup
 
 	recon   reconcileState
+	clock   clockState
 	rates   *rates
 	settled atomic.Pointer[planKey]   // the last slot plan round that found nothing to do
 	toMove  atomic.Pointer[viewCount] // slotsToMove of the latest view Status saw
@@ -130,6 +133,7 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 		grid:    newGrid(gridEvery(cfg.HeartbeatTimeout, cfg.LeaderLeaseTimeout)),
 		recon:   reconcileState{kick: make(chan struct{}, 1)},
 		started: make(chan struct{}),
+		clock:   clockState{failed: make(chan struct{})},
 		left:    make(chan struct{}),
 		stop:    make(chan struct{}),
 	}
@@ -164,9 +168,10 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 		return nil, fmt.Errorf("%w: gossip-addr: %w", ErrConfig, err)
 	}
 	ok = true
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.reconcileLoop()
 	go n.shareRates()
+	go n.watchClock()
 	return n, nil
 }
 

@@ -11,6 +11,7 @@ type NodeGauges struct {
 	Keys        int64          // key states held by the groups led here
 	FastPending int64          // fast-mode cost answered, not yet committed
 	Members     map[string]int // cluster members by health, as gossip sees them
+	ClockOffset float64        // the other nodes' median clock offset from this node's, in seconds
 }
 
 var (
@@ -20,6 +21,7 @@ var (
 	metaLeaderDesc  = prometheus.NewDesc("floodgate_meta_leader", "1 when this node leads the meta group.", nil, nil)
 	keysDesc        = prometheus.NewDesc("floodgate_keys", "Key states held by the shard groups this node leads.", nil, nil)
 	fastPendingDesc = prometheus.NewDesc("floodgate_fast_pending_cost", "Fast-mode cost answered by leaders here and not yet committed.", nil, nil)
+	clockOffsetDesc = prometheus.NewDesc("floodgate_clock_offset_seconds", "How far the other nodes' clocks are ahead of this node's (their median; negative: behind) at the last reading.", nil, nil)
 	membersDesc     = prometheus.NewDesc("floodgate_members", "Cluster members by health, as this node's gossip sees them.", []string{"state"}, nil)
 )
 
@@ -34,7 +36,7 @@ func RegisterNode(read func() NodeGauges) error {
 
 // Describe implements prometheus.Collector.
 func (nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{replicasDesc, leadingDesc, leaderlessDesc, metaLeaderDesc, keysDesc, fastPendingDesc, membersDesc} {
+	for _, d := range []*prometheus.Desc{replicasDesc, leadingDesc, leaderlessDesc, metaLeaderDesc, keysDesc, fastPendingDesc, clockOffsetDesc, membersDesc} {
 		ch <- d
 	}
 }
@@ -49,6 +51,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	for d, v := range map[*prometheus.Desc]float64{
 		replicasDesc: float64(g.Replicas), leadingDesc: float64(g.Leading), leaderlessDesc: float64(g.Leaderless),
 		metaLeaderDesc: meta, keysDesc: float64(g.Keys), fastPendingDesc: float64(g.FastPending),
+		clockOffsetDesc: g.ClockOffset,
 	} {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
 	}

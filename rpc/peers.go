@@ -141,6 +141,18 @@ func (p *Peers) Hello(ctx context.Context, addr string) (string, string, error) 
 	return resp.GetNode().GetId(), resp.ClusterId, nil
 }
 
+// Clock implements cluster.Peers.
+func (p *Peers) Clock(ctx context.Context, addr string) (time.Time, error) {
+	resp, err := peerv1.NewPeerClient(p.conn(addr)).Hello(ctx, &peerv1.HelloRequest{})
+	if err != nil {
+		return time.Time{}, fromStatus(err)
+	}
+	if resp.UnixNanos == 0 {
+		return time.Time{}, fmt.Errorf("%w: %s tells no time (an older release)", cluster.ErrNoLeader, addr)
+	}
+	return time.Unix(0, resp.UnixNanos), nil
+}
+
 // fromStatus turns a peer's gRPC error back into the sentinel the cluster
 // package decides on: refusals are final, everything else may be retried.
 func fromStatus(err error) error {

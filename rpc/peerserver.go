@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -219,7 +220,8 @@ func (p *PeerServer) Hello(ctx context.Context, req *peerv1.HelloRequest) (*peer
 		c := p.node.Config()
 		self = nodeFromConfig(c)
 	}
-	return &peerv1.HelloResponse{Node: self, ClusterId: v.ClusterID, Fresh: p.node.Fresh(), Starting: p.node.Starting()}, nil
+	return &peerv1.HelloResponse{Node: self, ClusterId: v.ClusterID, Fresh: p.node.Fresh(), Starting: p.node.Starting(),
+		UnixNanos: time.Now().UnixNano()}, nil
 }
 
 // JoinCluster implements peerv1.PeerServer.

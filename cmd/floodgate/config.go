@@ -84,6 +84,7 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 		maxLog     = fs.Int64("max-log-length", 10_000, "largest limit a sliding log may have")
 		leaderWait = durationFlag(fs, "leader-wait", 2*time.Second, "how long a check waits for its shard to elect a leader")
 		fastFlush  = durationFlag(fs, "fast-flush-interval", 500*time.Millisecond, "the longest the count of a fast-consistency check waits on its shard leader before it is replicated")
+		maxOffset  = durationFlag(fs, "max-clock-offset", cluster.DefaultMaxClockOffset, "the largest offset allowed between this node's clock and most of the others' before it stops (leaders stamp checks with their clocks); 0: not checked")
 		fastMax    = fs.Int64("fast-max-pending", 1000, "cost of fast checks a shard leader may answer before their batch is replicated (a failover may lose up to twice this)")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		logFormat  = fs.String("log-format", "text", "text or json")
@@ -199,7 +200,7 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 			BootstrapExpect: *expect, Resolver: resolver, Join: joinAddrs, Shards: *shards, Replicas: creation("replicas", *replicas),
 			Slots: creation("slots", *slots), GroupsPerNode: creation("groups-per-node", *perNode),
 			Fsync: *fsync, RaftTransport: *raftTrans, DeadAfter: *deadAfter, HeartbeatTimeout: *heartbeat, ElectionTimeout: *election,
-			LeaderLeaseTimeout: *lease, FastFlushInterval: *fastFlush, FastMaxPending: *fastMax,
+			LeaderLeaseTimeout: *lease, FastFlushInterval: *fastFlush, FastMaxPending: *fastMax, MaxClockOffset: *maxOffset,
 		},
 		rpc:        rpc.Config{MaxLogLength: *maxLog, LeaderWait: *leaderWait},
 		httpAddr:   *httpAddr,

@@ -162,6 +162,15 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 		log.Info("shutting down")
 	case <-node.Left():
 		log.Info("this node left the cluster; shutting down")
+	case <-node.ClockFailed():
+		// A clean stop: the disk is fine, and handing leadership off is
+		// what this stop is for.
+		err := node.ClockErr()
+		log.Error("stopping: this node's clock is out of step with the cluster's", "err", err)
+		if serr := shutdown(); serr != nil {
+			log.Warn("shutdown", "err", serr)
+		}
+		return err
 	case <-node.StorageFailed():
 		// No clean shutdown: it would write to the log (a leadership
 		// hand-off, raft's term), and the disk is what failed. What was

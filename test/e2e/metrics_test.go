@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -164,6 +165,20 @@ func TestMetricsMove(t *testing.T) {
 		if !live[base] {
 			t.Errorf("the dashboard queries %s, which no node serves", name)
 		}
+	}
+
+	// Every node reads the others' clocks (every 5 s): on one machine they
+	// agree to well under a millisecond, but not to the nanosecond.
+	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer ccancel()
+	for _, m := range c.Running() {
+		waitFor(t, cctx, m.ID+"'s clock reading", func() error {
+			off := value(scrape(t, m), "floodgate_clock_offset_seconds", nil)
+			if off == 0 || off > 0.01 || off < -0.01 {
+				return fmt.Errorf("floodgate_clock_offset_seconds = %v", off)
+			}
+			return nil
+		})
 	}
 }
 

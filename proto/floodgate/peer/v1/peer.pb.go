@@ -940,7 +940,10 @@ type HelloResponse struct {
 	// Whether the node is still starting: creating, resuming or joining
 	// (through its own --join) its cluster. Such a node cannot be told to
 	// join another until it is up.
-	Starting      bool `protobuf:"varint,4,opt,name=starting,proto3" json:"starting,omitempty"`
+	Starting bool `protobuf:"varint,4,opt,name=starting,proto3" json:"starting,omitempty"`
+	// The node's clock when it answered (Unix nanoseconds): nodes compare
+	// clocks with it, since group leaders stamp checks with theirs.
+	UnixNanos     int64 `protobuf:"varint,5,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1001,6 +1004,13 @@ func (x *HelloResponse) GetStarting() bool {
 		return x.Starting
 	}
 	return false
+}
+
+func (x *HelloResponse) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
 }
 
 type JoinClusterRequest struct {
@@ -1494,13 +1504,15 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"\aservers\x18\x05 \x03(\tR\aservers\x12\x12\n" +
 	"\x04term\x18\x06 \x01(\x04R\x04term\x12!\n" +
 	"\flast_command\x18\a \x01(\x04R\vlastCommand\"\x0e\n" +
-	"\fHelloRequest\"\x8d\x01\n" +
+	"\fHelloRequest\"\xac\x01\n" +
 	"\rHelloResponse\x12+\n" +
 	"\x04node\x18\x01 \x01(\v2\x17.floodgate.meta.v1.NodeR\x04node\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x02 \x01(\tR\tclusterId\x12\x14\n" +
 	"\x05fresh\x18\x03 \x01(\bR\x05fresh\x12\x1a\n" +
-	"\bstarting\x18\x04 \x01(\bR\bstarting\"*\n" +
+	"\bstarting\x18\x04 \x01(\bR\bstarting\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x05 \x01(\x03R\tunixNanos\"*\n" +
 	"\x12JoinClusterRequest\x12\x14\n" +
 	"\x05addrs\x18\x01 \x03(\tR\x05addrs\"4\n" +
 	"\x13JoinClusterResponse\x12\x1d\n" +

@@ -1,0 +1,77 @@
+package clockcheck
+
+import (
+	"slices"
+	"time"
+)
+
+// Sample is one reading of a peer's clock: the peer read Remote between
+// this node's sending the question at Sent and its receiving the answer
+// at Received (both on this node's clock).
+type Sample struct {
+	Sent, Received, Remote time.Time
+}
+
+// Offset is how far the peer's clock is ahead of this node's (negative:
+// behind), taking the peer to have read it half-way through the round
+// trip; uncertainty is the most that guess can be off by (half the round
+// trip).
+func (s Sample) Offset() (offset, uncertainty time.Duration) {
+	rtt := s.Received.Sub(s.Sent)
+	if rtt < 0 {
+		rtt = 0
+	}
+	mid := s.Sent.Add(rtt / 2)
+	return s.Remote.Round(0).Sub(mid.Round(0)), rtt / 2
+}
+
+// Verdict counts the cluster's clocks against this node's.
+type Verdict struct {
+	// Agree counts the nodes whose clocks may be within the bound of
+	// this node's, this node included; Disagree those surely beyond it.
+	// Peers not measured count in neither.
+	Agree, Disagree int
+	// Median is the median of the peers' offsets (0 without samples): how
+	// far the cluster's clocks are ahead of this node's.
+	Median time.Duration
+}
+
+// Judge measures samples, one per peer, against max, the largest offset
+// allowed between two nodes' clocks. A peer disagrees only when its
+// offset is beyond max even after the round trip's uncertainty: a slow
+// answer never condemns a clock.
+func Judge(samples []Sample, max time.Duration) Verdict {
+	v := Verdict{Agree: 1}
+	offsets := make([]time.Duration, 0, len(samples))
+	for _, s := range samples {
+		off, unc := s.Offset()
+		offsets = append(offsets, off)
+		if abs(off)-unc > max {
+			v.Disagree++
+		} else {
+			v.Agree++
+		}
+	}
+	if len(offsets) > 0 {
+		slices.Sort(offsets)
+		n := len(offsets)
+		v.Median = offsets[n/2]
+		if n%2 == 0 {
+			v.Median = offsets[n/2-1] + (offsets[n/2]-offsets[n/2-1])/2
+		}
+	}
+	return v
+}
+
+// Outlier reports whether this node's clock is the one that is off: most
+// of the nodes measured, counting this one on its own side, are beyond
+// the bound. Two nodes that disagree are a tie, and neither is the
+// outlier: nobody can tell which is right.
+func (v Verdict) Outlier() bool { return v.Disagree > v.Agree }
+
+func abs(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}

@@ -1,0 +1,61 @@
+package clockcheck
+
+import (
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+
+// sample is a peer whose clock is off ahead of ours, answering after rtt.
+func sample(off, rtt time.Duration) Sample {
+	return Sample{Sent: t0, Received: t0.Add(rtt), Remote: t0.Add(rtt / 2).Add(off)}
+}
+
+func TestOffset(t *testing.T) {
+	for _, c := range []struct {
+		s        Sample
+		off, unc time.Duration
+	}{
+		{sample(0, 2*time.Millisecond), 0, time.Millisecond},
+		{sample(3*time.Second, 10*time.Millisecond), 3 * time.Second, 5 * time.Millisecond},
+		{sample(-time.Second, 0), -time.Second, 0},
+		// A reply that came back "before" it was sent (a step of this
+		// node's wall clock): no negative uncertainty.
+		{Sample{Sent: t0, Received: t0.Add(-time.Millisecond), Remote: t0}, 0, 0},
+	} {
+		off, unc := c.s.Offset()
+		if off != c.off || unc != c.unc {
+			t.Errorf("%+v: offset %s ± %s, want %s ± %s", c.s, off, unc, c.off, c.unc)
+		}
+	}
+}
+
+func TestJudge(t *testing.T) {
+	max := 500 * time.Millisecond
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name     string
+		samples  []Sample
+		agree    int
+		disagree int
+		median   time.Duration
+		outlier  bool
+	}{
+		{"alone", nil, 1, 0, 0, false},
+		{"in step", []Sample{sample(3*ms, ms), sample(-2*ms, ms)}, 3, 0, ms / 2, false},
+		{"this node behind both peers", []Sample{sample(2*time.Second, ms), sample(2*time.Second+5*ms, ms)}, 1, 2, 2*time.Second + 2500*time.Microsecond, true},
+		{"this node ahead of both peers", []Sample{sample(-time.Hour, ms), sample(-time.Hour, ms)}, 1, 2, -time.Hour, true},
+		{"one peer off: it is the outlier, not us", []Sample{sample(2*time.Second, ms), sample(ms, ms)}, 2, 1, time.Second + ms/2, false},
+		{"two nodes apart: a tie", []Sample{sample(2*time.Second, ms)}, 1, 1, 2 * time.Second, false},
+		{"just inside the bound", []Sample{sample(max, 0), sample(max, 0)}, 3, 0, max, false},
+		{"beyond the bound only within the round trip's uncertainty", []Sample{sample(600*ms, 300*ms), sample(-600*ms, 300*ms)}, 3, 0, 0, false},
+		{"four of five peers off", []Sample{sample(time.Second, ms), sample(time.Second, ms), sample(time.Second, ms), sample(time.Second, ms), sample(0, ms)}, 2, 4, time.Second, true},
+		{"two of four peers off", []Sample{sample(time.Second, ms), sample(time.Second, ms), sample(0, ms), sample(0, ms)}, 3, 2, time.Second / 2, false},
+	} {
+		v := Judge(c.samples, max)
+		if v.Agree != c.agree || v.Disagree != c.disagree || v.Median != c.median || v.Outlier() != c.outlier {
+			t.Errorf("%s: %+v outlier=%v, want agree %d disagree %d median %s outlier=%v", c.name, v, v.Outlier(), c.agree, c.disagree, c.median, c.outlier)
+		}
+	}
+}

@@ -1,0 +1,156 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/floodgate/floodgate/cluster/clockcheck"
+	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
+)
+
+const (
+	// clockEvery is how often a node reads the other nodes' clocks.
+	clockEvery = 5 * time.Second
+	// clockStrikes is how many readings in a row must find this node's
+	// clock the outlier before it stops: one slow round is not a verdict.
+	clockStrikes = 3
+	// clockCallTimeout bounds one reading; a peer that does not answer
+	// counts neither way.
+	clockCallTimeout = time.Second
+)
+
+// clockState is what the clock watch found.
+type clockState struct {
+	failed chan struct{} // closed when this node's clock is judged off
+	once   sync.Once
+	mu     sync.Mutex
+	err    error
+	median time.Duration // the peers' median offset from this node's clock
+}
+
+// ClockFailed is closed once this node found its clock beyond
+// --max-clock-offset from most of the cluster's, several readings in a
+// row: a group leader stamps every check with its clock, so it must not
+// lead with it, and the process should stop; ClockErr says why.
+func (n *Node) ClockFailed() <-chan struct{} { return n.clock.failed }
+
+// ClockErr is why ClockFailed closed (nil before).
+func (n *Node) ClockErr() error {
+	n.clock.mu.Lock()
+	defer n.clock.mu.Unlock()
+	return n.clock.err
+}
+
+// ClockOffset is the median offset of the other nodes' clocks from this
+// node's at the last reading (positive: theirs are ahead).
+func (n *Node) ClockOffset() time.Duration {
+	n.clock.mu.Lock()
+	defer n.clock.mu.Unlock()
+	return n.clock.median
+}
+
+// watchClock reads the other members' clocks every clockEvery and stops
+// the node (ClockFailed) when its own is the outlier clockStrikes times
+// in a row.
+func (n *Node) watchClock() {
+	defer n.wg.Done()
+	if n.cfg.MaxClockOffset <= 0 {
+		return
+	}
+	ctx, cancel := n.untilStop(context.Background())
+	defer cancel()
+	w := clockWatch{max: n.cfg.MaxClockOffset, members: n.otherMembers, read: n.peers.Clock, log: n.log, state: &n.clock}
+	w.run(ctx)
+}
+
+// otherMembers lists the gRPC addresses of the other active members.
+func (n *Node) otherMembers() []string {
+	var out []string
+	for _, m := range n.View().Nodes {
+		if m.Id != n.cfg.NodeID && m.State == metav1.NodeState_NODE_STATE_ACTIVE && m.GrpcAddr != "" {
+			out = append(out, m.GrpcAddr)
+		}
+	}
+	return out
+}
+
+// clockWatch is the clock check's loop, apart from the node so that it
+// runs on fake time in tests.
+type clockWatch struct {
+	max     time.Duration
+	members func() []string
+	read    func(ctx context.Context, addr string) (time.Time, error)
+	log     *slog.Logger
+	state   *clockState
+}
+
+func (w clockWatch) run(ctx context.Context) {
+	t := time.NewTicker(clockEvery)
+	defer t.Stop()
+	strikes := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		samples := w.readAll(ctx)
+		v := clockcheck.Judge(samples, w.max)
+		w.state.mu.Lock()
+		w.state.median = v.Median
+		w.state.mu.Unlock()
+		if !v.Outlier() {
+			if strikes > 0 {
+				w.log.Info("this node's clock agrees with the cluster's again", "median_offset", v.Median)
+			}
+			strikes = 0
+			continue
+		}
+		strikes++
+		err := fmt.Errorf("%w: this node's clock is %s the clock of %d of %d other nodes (their median offset %s; --max-clock-offset %s): "+
+			"a group leader stamps each check with its clock, so with it windows would slide early (admitting over the limit) or late; "+
+			"fix its time sync (NTP, chrony) and start it again", ErrClock, describeOffset(v.Median), v.Disagree, len(samples), v.Median, w.max)
+		if strikes < clockStrikes {
+			w.log.Warn("clock check", "err", err, "strike", strikes, "of", clockStrikes)
+			continue
+		}
+		w.state.once.Do(func() {
+			w.state.mu.Lock()
+			w.state.err = err
+			w.state.mu.Unlock()
+			close(w.state.failed)
+		})
+		return
+	}
+}
+
+// describeOffset says which way this node's clock is off, given the
+// others' median offset from it.
+func describeOffset(median time.Duration) string {
+	if median > 0 {
+		return fmt.Sprintf("%s behind", median)
+	}
+	return fmt.Sprintf("%s ahead of", -median)
+}
+
+// readAll reads every other member's clock once; a member that does not
+// answer in time is left out.
+func (w clockWatch) readAll(ctx context.Context) []clockcheck.Sample {
+	var samples []clockcheck.Sample
+	for _, addr := range w.members() {
+		cctx, cancel := context.WithTimeout(ctx, clockCallTimeout)
+		sent := time.Now()
+		remote, err := w.read(cctx, addr)
+		received := time.Now()
+		cancel()
+		if err != nil {
+			w.log.Debug("clock reading", "addr", addr, "err", err)
+			continue
+		}
+		samples = append(samples, clockcheck.Sample{Sent: sent, Received: received, Remote: remote})
+	}
+	return samples
+}
