@@ -29,6 +29,7 @@ type clockState struct {
 	mu     sync.Mutex
 	err    error
 	median time.Duration // the peers' median offset from this node's clock
+	read   bool          // median comes from at least one reading
 }
 
 // ClockFailed is closed once this node found its clock beyond
@@ -45,11 +46,12 @@ func (n *Node) ClockErr() error {
 }
 
 // ClockOffset is the median offset of the other nodes' clocks from this
-// node's at the last reading (positive: theirs are ahead).
-func (n *Node) ClockOffset() time.Duration {
+// node's at the last reading (positive: theirs are ahead); ok is false
+// when there is none (the check is off, or no node answered).
+func (n *Node) ClockOffset() (offset time.Duration, ok bool) {
 	n.clock.mu.Lock()
 	defer n.clock.mu.Unlock()
-	return n.clock.median
+	return n.clock.median, n.clock.read
 }
 
 // watchClock reads the other members' clocks every clockEvery and stops
@@ -97,22 +99,29 @@ func (w clockWatch) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		samples := w.readAll(ctx)
-		v := clockcheck.Judge(samples, w.max)
+		members := w.members()
+		samples := w.readAll(ctx, members)
+		v := clockcheck.Judge(samples, len(members), w.max)
 		w.state.mu.Lock()
-		w.state.median = v.Median
+		w.state.median, w.state.read = v.Median, len(samples) > 0
 		w.state.mu.Unlock()
 		if !v.Outlier() {
-			if strikes > 0 {
+			switch {
+			case v.Disagree > 0:
+				// A minority, or a tie: which clock is off cannot be told
+				// here; said, so that a two-node cluster apart is heard.
+				w.log.Warn("some nodes' clocks are beyond --max-clock-offset from this node's", "nodes", v.Disagree,
+					"of", len(members), "median_offset", v.Median, "max_clock_offset", w.max)
+			case strikes > 0:
 				w.log.Info("this node's clock agrees with the cluster's again", "median_offset", v.Median)
 			}
 			strikes = 0
 			continue
 		}
 		strikes++
-		err := fmt.Errorf("%w: this node's clock is %s the clock of %d of %d other nodes (their median offset %s; --max-clock-offset %s): "+
+		err := fmt.Errorf("%w: this node's clock is %s the clock of %d of the %d other nodes (their median offset %s; --max-clock-offset %s): "+
 			"a group leader stamps each check with its clock, so with it windows would slide early (admitting over the limit) or late; "+
-			"fix its time sync (NTP, chrony) and start it again", ErrClock, describeOffset(v.Median), v.Disagree, len(samples), v.Median, w.max)
+			"fix its time sync (NTP, chrony) and start it again", ErrClock, describeOffset(v.Median), v.Disagree, len(members), v.Median, w.max)
 		if strikes < clockStrikes {
 			w.log.Warn("clock check", "err", err, "strike", strikes, "of", clockStrikes)
 			continue
@@ -136,11 +145,11 @@ func describeOffset(median time.Duration) string {
 	return fmt.Sprintf("%s ahead of", -median)
 }
 
-// readAll reads every other member's clock once; a member that does not
-// answer in time is left out.
-func (w clockWatch) readAll(ctx context.Context) []clockcheck.Sample {
+// readAll reads the clock of each member at addrs once; a member that
+// does not answer in time is left out.
+func (w clockWatch) readAll(ctx context.Context, addrs []string) []clockcheck.Sample {
 	var samples []clockcheck.Sample
-	for _, addr := range w.members() {
+	for _, addr := range addrs {
 		cctx, cancel := context.WithTimeout(ctx, clockCallTimeout)
 		sent := time.Now()
 		remote, err := w.read(cctx, addr)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -11,18 +14,21 @@ import (
 )
 
 // skewedPeers answers each address's clock reading with the (fake) time
-// plus its skew; an address without one does not answer.
+// plus its skew; a silent one does not answer (paused, cut off, or of an
+// older release).
 type skewedPeers map[string]time.Duration
 
+const silent = time.Duration(math.MinInt64)
+
 func (p skewedPeers) read(_ context.Context, addr string) (time.Time, error) {
-	skew, ok := p[addr]
-	if !ok {
+	skew := p[addr]
+	if skew == silent {
 		return time.Time{}, ErrNoLeader
 	}
 	return time.Now().Add(skew), nil
 }
 
-func (p skewedPeers) addrs() []string { return []string{"a", "b", "c", "d"}[:len(p)+1] }
+func (p skewedPeers) addrs() []string { return slices.Sorted(maps.Keys(p)) }
 
 // watch runs a clock watch over peers until ctx ends; the state tells.
 func watch(ctx context.Context, peers skewedPeers) *clockState {
@@ -52,11 +58,14 @@ func TestClockWatch(t *testing.T) {
 		peers skewedPeers // "d" is never answered: an unreachable member
 		stops bool
 	}{
-		{"in step", skewedPeers{"a": 3 * time.Millisecond, "b": -2 * time.Millisecond}, false},
+		{"in step", skewedPeers{"a": 3 * time.Millisecond, "b": -2 * time.Millisecond, "c": silent}, false},
 		{"this node behind", skewedPeers{"a": 2 * time.Second, "b": 2 * time.Second}, true},
-		{"this node ahead", skewedPeers{"a": -time.Hour, "b": -time.Hour, "c": -time.Hour}, true},
+		{"this node ahead", skewedPeers{"a": -time.Hour, "b": -time.Hour, "c": -time.Hour, "d": silent}, true},
 		{"one peer off", skewedPeers{"a": 2 * time.Second, "b": 0}, false},
 		{"a tie", skewedPeers{"a": 2 * time.Second}, false},
+		// Reaching only the two skewed nodes of five (a rolling upgrade, a
+		// partition): the silent ones count for this node.
+		{"two skewed, two silent", skewedPeers{"a": 2 * time.Second, "b": 2 * time.Second, "c": silent, "d": silent}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -78,7 +87,7 @@ func TestClockWatch(t *testing.T) {
 				if !errors.Is(err, ErrClock) || !strings.Contains(err.Error(), "--max-clock-offset 500ms") {
 					t.Fatalf("error %v", err)
 				}
-				if want := map[bool]string{true: "2s behind the clock of 2 of 2", false: "1h0m0s ahead of the clock of 3 of 3"}[c.name == "this node behind"]; !strings.Contains(err.Error(), want) {
+				if want := map[bool]string{true: "2s behind the clock of 2 of the 2 other nodes", false: "1h0m0s ahead of the clock of 3 of the 4 other nodes"}[c.name == "this node behind"]; !strings.Contains(err.Error(), want) {
 					t.Fatalf("error %q does not say %q", err, want)
 				}
 			})

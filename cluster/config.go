@@ -31,6 +31,8 @@ const (
 	// DefaultMaxClockOffset is --max-clock-offset's default: far beyond
 	// what NTP keeps, far below a window.
 	DefaultMaxClockOffset = 500 * time.Millisecond
+	// minMaxClockOffset is the least --max-clock-offset (other than 0).
+	minMaxClockOffset = 50 * time.Millisecond
 	// metaVoters is how many nodes vote in the meta group; the others
 	// follow it as non-voters so every node has the membership locally.
 	metaVoters = 5
@@ -268,6 +270,11 @@ func (c Config) Validate() error {
 		if d.v < 0 {
 			return fmt.Errorf("%w: %s: must not be negative, got %s", ErrConfig, d.flag, d.v)
 		}
+	}
+	if c.MaxClockOffset > 0 && c.MaxClockOffset < minMaxClockOffset {
+		// Healthy clocks on busy virtual machines wander by milliseconds:
+		// such a bound would have them stop each other.
+		return fmt.Errorf("%w: max-clock-offset: must be 0 (not checked) or at least %s, got %s", ErrConfig, minMaxClockOffset, c.MaxClockOffset)
 	}
 	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
 		return fmt.Errorf("%w: leader lease timeout must not exceed the heartbeat timeout", ErrConfig)

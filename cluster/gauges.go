@@ -35,7 +35,9 @@ func (n *Node) Gauges() metrics.NodeGauges {
 	if meta != nil {
 		g.MetaLeader = meta.isLeader()
 	}
-	g.ClockOffset = n.ClockOffset().Seconds()
+	if off, ok := n.ClockOffset(); ok {
+		g.ClockOffset = &off
+	}
 	g.Members = map[string]int{}
 	for _, m := range n.Status().Nodes {
 		g.Members[m.Health]++

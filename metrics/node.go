@@ -1,6 +1,10 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // NodeGauges is what a node holds at the moment of a scrape.
 type NodeGauges struct {
@@ -11,7 +15,7 @@ type NodeGauges struct {
 	Keys        int64          // key states held by the groups led here
 	FastPending int64          // fast-mode cost answered, not yet committed
 	Members     map[string]int // cluster members by health, as gossip sees them
-	ClockOffset float64        // the other nodes' median clock offset from this node's, in seconds
+	ClockOffset *time.Duration // the other nodes' median clock offset from this node's (nil: no reading)
 }
 
 var (
@@ -51,9 +55,11 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	for d, v := range map[*prometheus.Desc]float64{
 		replicasDesc: float64(g.Replicas), leadingDesc: float64(g.Leading), leaderlessDesc: float64(g.Leaderless),
 		metaLeaderDesc: meta, keysDesc: float64(g.Keys), fastPendingDesc: float64(g.FastPending),
-		clockOffsetDesc: g.ClockOffset,
 	} {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	}
+	if g.ClockOffset != nil { // absent, not 0, while nothing was read
+		ch <- prometheus.MustNewConstMetric(clockOffsetDesc, prometheus.GaugeValue, g.ClockOffset.Seconds())
 	}
 	for state, n := range g.Members {
 		ch <- prometheus.MustNewConstMetric(membersDesc, prometheus.GaugeValue, float64(n), state)

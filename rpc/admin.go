@@ -85,12 +85,14 @@ func (a *AdminServer) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinRe
 	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
 	defer cancel()
 	client := peerv1.NewPeerClient(a.peers.conn(req.NodeAddr))
-	hello, err := helloStarted(ctx, client, req.NodeAddr)
+	member := func(id string) bool { return a.node.View().Node(id) != nil }
+	hello, err := helloStarted(ctx, client, req.NodeAddr, a.node.View().ClusterID, member)
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	v := a.node.View()
-	if hello.ClusterId == v.ClusterID && v.Node(hello.Node.GetId()) != nil {
+	if (hello.ClusterId == v.ClusterID || hello.Starting) && v.Node(hello.Node.GetId()) != nil {
+		// A member already (one still starting is resuming it).
 		return &pb.JoinResponse{NodeId: hello.Node.GetId(), ClusterId: v.ClusterID}, nil
 	}
 	if !hello.Fresh {
@@ -115,11 +117,13 @@ func (a *AdminServer) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinRe
 
 // helloStarted asks the node at addr who it is, waiting up to
 // startingWait for it to finish starting: a node that creates its cluster
-// is up in moments, and one joining this cluster through its own --join
-// is then a member; one still joining after that (its --join addresses
-// unreachable, or another cluster's) cannot be told to join, and is
-// refused at once rather than at the join's deadline.
-func helloStarted(ctx context.Context, client peerv1.PeerClient, addr string) (*peerv1.HelloResponse, error) {
+// is up in moments, and one joining this cluster (ours: its id) through
+// its own --join is then a member (member says so: the node is answered
+// at once). One still starting after that cannot be told to join, and is
+// refused at once rather than at the join's deadline; the advice to start
+// it afresh is only for a node of no cluster or another one, never for
+// one resuming this cluster (its data would go).
+func helloStarted(ctx context.Context, client peerv1.PeerClient, addr, ours string, member func(id string) bool) (*peerv1.HelloResponse, error) {
 	wait, cancel := context.WithTimeout(ctx, startingWait)
 	defer cancel()
 	for {
@@ -127,11 +131,15 @@ func helloStarted(ctx context.Context, client peerv1.PeerClient, addr string) (*
 		if err != nil {
 			return nil, fmt.Errorf("%w: reach %s: %v", cluster.ErrNoLeader, addr, err)
 		}
-		if !hello.Starting {
+		if !hello.Starting || member(hello.Node.GetId()) {
 			return hello, nil
 		}
 		select {
 		case <-wait.Done():
+			if ours != "" && hello.ClusterId == ours {
+				return nil, fmt.Errorf("%w: node_addr: node %s at %s is still resuming its membership of this cluster after %s: wait for it to come up",
+					cluster.ErrNotReady, hello.Node.GetId(), addr, startingWait)
+			}
 			return nil, fmt.Errorf("%w: node_addr: node %s at %s is still starting (joining the cluster of its own --join, or resuming its data dir) after %s: "+
 				"it joins nothing else until it is up; to add it with floodgatectl join, start it with an empty --data-dir and no --join",
 				cluster.ErrNotFresh, hello.Node.GetId(), addr, startingWait)

@@ -19,10 +19,13 @@ import (
 // (zero: never), or fails every call with err.
 type startingPeer struct {
 	peerv1.PeerClient
-	upAt  time.Time
-	err   error
-	calls int
+	upAt    time.Time
+	err     error
+	cluster string // the cluster id it reports
+	calls   int
 }
+
+func noMember(string) bool { return false }
 
 func (p *startingPeer) Hello(context.Context, *peerv1.HelloRequest, ...grpc.CallOption) (*peerv1.HelloResponse, error) {
 	p.calls++
@@ -30,7 +33,7 @@ func (p *startingPeer) Hello(context.Context, *peerv1.HelloRequest, ...grpc.Call
 		return nil, p.err
 	}
 	starting := p.upAt.IsZero() || time.Now().Before(p.upAt)
-	return &peerv1.HelloResponse{Node: &metav1.Node{Id: "c"}, Starting: starting}, nil
+	return &peerv1.HelloResponse{Node: &metav1.Node{Id: "c"}, ClusterId: p.cluster, Starting: starting}, nil
 }
 
 // Join waits a few seconds for a node that is still starting (one joining
@@ -41,7 +44,7 @@ func TestHelloStarted(t *testing.T) {
 	t.Run("up after a second", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := &startingPeer{upAt: time.Now().Add(time.Second)}
-			hello, err := helloStarted(context.Background(), p, "127.0.0.1:7730")
+			hello, err := helloStarted(context.Background(), p, "127.0.0.1:7730", "ours", noMember)
 			if err != nil || hello.Starting {
 				t.Fatalf("got %v, %v", hello, err)
 			}
@@ -54,7 +57,7 @@ func TestHelloStarted(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := &startingPeer{}
 			t0 := time.Now()
-			_, err := helloStarted(context.Background(), p, "127.0.0.1:7730")
+			_, err := helloStarted(context.Background(), p, "127.0.0.1:7730", "ours", noMember)
 			if !errors.Is(err, cluster.ErrNotFresh) || !strings.Contains(err.Error(), "node_addr: node c at 127.0.0.1:7730 is still starting") {
 				t.Fatalf("got %v", err)
 			}
@@ -63,10 +66,29 @@ func TestHelloStarted(t *testing.T) {
 			}
 		})
 	})
+	t.Run("a member still starting is answered at once", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p := &startingPeer{cluster: "ours"}
+			hello, err := helloStarted(context.Background(), p, "127.0.0.1:7730", "ours", func(id string) bool { return id == "c" })
+			if err != nil || !hello.Starting || p.calls != 1 {
+				t.Fatalf("got %v, %v after %d calls", hello, err, p.calls)
+			}
+		})
+	})
+	t.Run("resuming this cluster: no advice to start afresh", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p := &startingPeer{cluster: "ours"}
+			_, err := helloStarted(context.Background(), p, "127.0.0.1:7730", "ours", noMember)
+			if !errors.Is(err, cluster.ErrNotReady) || !strings.Contains(err.Error(), "still resuming its membership of this cluster") ||
+				strings.Contains(err.Error(), "empty --data-dir") {
+				t.Fatalf("got %v", err)
+			}
+		})
+	})
 	t.Run("unreachable", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := &startingPeer{err: errors.New("connection refused")}
-			if _, err := helloStarted(context.Background(), p, "127.0.0.1:7730"); !errors.Is(err, cluster.ErrNoLeader) || p.calls != 1 {
+			if _, err := helloStarted(context.Background(), p, "127.0.0.1:7730", "ours", noMember); !errors.Is(err, cluster.ErrNoLeader) || p.calls != 1 {
 				t.Fatalf("got %v after %d calls", err, p.calls)
 			}
 		})

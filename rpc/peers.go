@@ -148,7 +148,7 @@ func (p *Peers) Clock(ctx context.Context, addr string) (time.Time, error) {
 		return time.Time{}, fromStatus(err)
 	}
 	if resp.UnixNanos == 0 {
-		return time.Time{}, fmt.Errorf("%w: %s tells no time (an older release)", cluster.ErrNoLeader, addr)
+		return time.Time{}, fmt.Errorf("%s tells no time (an older release): its clock is not read", addr)
 	}
 	return time.Unix(0, resp.UnixNanos), nil
 }

@@ -31,22 +31,25 @@ type Verdict struct {
 	// this node's, this node included; Disagree those surely beyond it.
 	// Peers not measured count in neither.
 	Agree, Disagree int
+	// Nodes is the cluster's size, this node included, measured or not.
+	Nodes int
 	// Median is the median of the peers' offsets (0 without samples): how
 	// far the cluster's clocks are ahead of this node's.
 	Median time.Duration
 }
 
-// Judge measures samples, one per peer, against max, the largest offset
-// allowed between two nodes' clocks. A peer disagrees only when its
-// offset is beyond max even after the round trip's uncertainty: a slow
-// answer never condemns a clock.
-func Judge(samples []Sample, max time.Duration) Verdict {
-	v := Verdict{Agree: 1}
+// Judge measures samples, one per peer that answered, against bound, the
+// largest offset allowed between two nodes' clocks; peers is how many
+// other members the cluster has, answered or not. A peer disagrees only
+// when its offset is beyond bound even after the round trip's uncertainty:
+// a slow answer never condemns a clock.
+func Judge(samples []Sample, peers int, bound time.Duration) Verdict {
+	v := Verdict{Agree: 1, Nodes: max(peers, len(samples)) + 1}
 	offsets := make([]time.Duration, 0, len(samples))
 	for _, s := range samples {
 		off, unc := s.Offset()
 		offsets = append(offsets, off)
-		if abs(off)-unc > max {
+		if abs(off)-unc > bound {
 			v.Disagree++
 		} else {
 			v.Agree++
@@ -63,11 +66,13 @@ func Judge(samples []Sample, max time.Duration) Verdict {
 	return v
 }
 
-// Outlier reports whether this node's clock is the one that is off: most
-// of the nodes measured, counting this one on its own side, are beyond
-// the bound. Two nodes that disagree are a tie, and neither is the
+// Outlier reports whether this node's clock is the one that is off: a
+// majority of the whole cluster, this node included, is surely beyond
+// the bound. Members that did not answer (paused, cut off, of an older
+// release) count for this node, so a few skewed nodes it alone reaches
+// never condemn it; two nodes that disagree are a tie, and neither is the
 // outlier: nobody can tell which is right.
-func (v Verdict) Outlier() bool { return v.Disagree > v.Agree }
+func (v Verdict) Outlier() bool { return 2*v.Disagree > v.Nodes }
 
 func abs(d time.Duration) time.Duration {
 	if d < 0 {

@@ -1,5 +1,7 @@
 package main
 
+import "github.com/floodgate/floodgate/cluster"
+
 // checkConfig checks what a node would check before it opens anything:
 // the flags (already parsed), the certificate, key, CA and token files
 // they name, and the cluster settings. It opens no port and no data dir,
@@ -10,7 +12,13 @@ func checkConfig(opts *options) error {
 	if err != nil {
 		return err
 	}
+	return nodeConfig(opts, sec).WithDefaults().Validate()
+}
+
+// nodeConfig is the node's configuration: the flags' plus what the
+// security files give, the same for a start and for --check-config.
+func nodeConfig(opts *options, sec *security) cluster.Config {
 	cfg := opts.cluster
 	cfg.PeerTLS, cfg.GossipKey = sec.raftTLS(), sec.gossipKey
-	return cfg.WithDefaults().Validate()
+	return cfg
 }

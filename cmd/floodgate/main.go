@@ -67,14 +67,13 @@ func main() {
 // run serves one node until ctx ends (a signal) or the node leaves its
 // cluster, then shuts down cleanly.
 func run(ctx context.Context, opts *options, log *slog.Logger) error {
-	cfg := opts.cluster
-	cfg.Logger = log
-	cfg.CheckStore = checkInChild
 	sec, err := newSecurity(opts.security)
 	if err != nil {
 		return err
 	}
-	cfg.PeerTLS, cfg.GossipKey = sec.raftTLS(), sec.gossipKey
+	cfg := nodeConfig(opts, sec)
+	cfg.Logger = log
+	cfg.CheckStore = checkInChild
 	sec.warnIfOpen(opts.grpcBind, cfg.RaftBind, log)
 	sec.watch(ctx, log)
 	go gctune.Run(ctx, opts.gcHeadroom, 5*time.Second)
@@ -146,7 +145,16 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 		return node.Close()
 	}
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	err = node.Start(startCtx)
+	started := make(chan error, 1)
+	go func() { started <- node.Start(startCtx) }()
+	select {
+	case err = <-started:
+	case <-node.StorageFailed():
+		// A node restarted on a disk still full fails at its first write,
+		// which may come while it starts (see the select below).
+		cancel()
+		return node.StorageErr()
+	}
 	cancel()
 	if err != nil {
 		_ = shutdown()
