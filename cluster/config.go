@@ -118,8 +118,9 @@ type Config struct {
 
 	// MaxClockOffset is the largest offset allowed between this node's
 	// clock and the cluster's (0: not checked). Group leaders stamp checks
-	// with their clocks, so a node whose clock is beyond it from most of
-	// the others' stops rather than lead with it (clockwatch.go).
+	// with their clocks, so a node whose clock is beyond it from a
+	// majority of the cluster's stops rather than lead with it
+	// (clockwatch.go).
 	MaxClockOffset time.Duration
 
 	// CheckStore checks a Raft log file after an unclean stop (nil: no
