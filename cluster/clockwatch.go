@@ -24,8 +24,7 @@ const (
 
 // clockState is what the clock watch found.
 type clockState struct {
-	failed chan struct{} // closed when this node's clock is judged off
-	once   sync.Once
+	failed chan struct{} // closed when this node's clock is judged off (by run, once: it returns then)
 	mu     sync.Mutex
 	err    error
 	median time.Duration // the peers' median offset from this node's clock
@@ -33,8 +32,8 @@ type clockState struct {
 }
 
 // ClockFailed is closed once this node found its clock beyond
-// --max-clock-offset from most of the cluster's, several readings in a
-// row: a group leader stamps every check with its clock, so it must not
+// --max-clock-offset from a majority of the cluster's, several readings
+// in a row: a group leader stamps every check with its clock, so it must not
 // lead with it, and the process should stop; ClockErr says why.
 func (n *Node) ClockFailed() <-chan struct{} { return n.clock.failed }
 
@@ -126,12 +125,10 @@ func (w clockWatch) run(ctx context.Context) {
 			w.log.Warn("clock check", "err", err, "strike", strikes, "of", clockStrikes)
 			continue
 		}
-		w.state.once.Do(func() {
-			w.state.mu.Lock()
-			w.state.err = err
-			w.state.mu.Unlock()
-			close(w.state.failed)
-		})
+		w.state.mu.Lock()
+		w.state.err = err
+		w.state.mu.Unlock()
+		close(w.state.failed)
 		return
 	}
 }
