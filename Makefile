@@ -25,7 +25,9 @@ run: build ## Run a single-node cluster on loopback, data in ./floodgate-data
 
 test: ## Run every test: unit, property, race, system, end-to-end and fault
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags clockskew ./wallclock/ ./cmd/floodgate/
 	$(GO) test -race -count=1 $(RACE)
+	$(GO) test -count=1 -tags clockskew ./wallclock/
 	$(GO) test -count=1 $$($(GO) list ./test/... | grep -v /test/fault)
 	$(MAKE) deploy-check
 	$(MAKE) fault

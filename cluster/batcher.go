@@ -16,6 +16,7 @@ import (
 	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/tracing"
+	"github.com/floodgate/floodgate/wallclock"
 )
 
 // batcher is a shard's group commit. Requests that arrive while earlier
@@ -155,7 +156,7 @@ func requestChecks(r *request) int { return len(r.checks) }
 // answers its requests from another goroutine once it commits. Stamping and
 // enqueueing happen here, in order, so log order and time order agree.
 func (b *batcher) apply(batch []*request, committed chan<- time.Time) {
-	sent := time.Now()
+	sent := wallclock.Now()
 	ts := sent.UnixNano()
 	if ts <= b.lastTS {
 		ts = b.lastTS + 1

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -9,11 +10,17 @@ import (
 
 	"github.com/floodgate/floodgate/cluster/clockcheck"
 	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
+	"github.com/floodgate/floodgate/wallclock"
 )
 
 const (
 	// clockEvery is how often a node reads the other nodes' clocks.
 	clockEvery = 5 * time.Second
+	// clockRecheck is how soon a reading follows one that found this
+	// node's clock off, and how often a starting node reads until a peer
+	// answers: a leader with a clock ahead admits over the limit while it
+	// leads, so the verdict must not wait for three full rounds.
+	clockRecheck = time.Second
 	// clockStrikes is how many readings in a row must find this node's
 	// clock the outlier before it stops: one slow round is not a verdict.
 	clockStrikes = 3
@@ -53,9 +60,10 @@ func (n *Node) ClockOffset() (offset time.Duration, ok bool) {
 	return n.clock.median, n.clock.read
 }
 
-// watchClock reads the other members' clocks every clockEvery and stops
-// the node (ClockFailed) when its own is the outlier clockStrikes times
-// in a row.
+// watchClock reads the other members' clocks every clockEvery (every
+// clockRecheck from its start until a peer answers, and after a reading
+// that found its own clock off), and stops the node (ClockFailed) when its
+// own is the outlier clockStrikes times in a row.
 func (n *Node) watchClock() {
 	defer n.wg.Done()
 	if n.cfg.MaxClockOffset <= 0 {
@@ -89,9 +97,9 @@ type clockWatch struct {
 }
 
 func (w clockWatch) run(ctx context.Context) {
-	t := time.NewTicker(clockEvery)
+	t := time.NewTimer(0)
 	defer t.Stop()
-	strikes := 0
+	strikes, judged := 0, false
 	for {
 		select {
 		case <-ctx.Done():
@@ -100,6 +108,12 @@ func (w clockWatch) run(ctx context.Context) {
 		}
 		members := w.members()
 		samples := w.readAll(ctx, members)
+		judged = judged || len(samples) > 0
+		if judged {
+			t.Reset(clockEvery)
+		} else {
+			t.Reset(clockRecheck) // starting: the members or their answers are still to come
+		}
 		v := clockcheck.Judge(samples, len(members), w.max)
 		w.state.mu.Lock()
 		w.state.median, w.state.read = v.Median, len(samples) > 0
@@ -118,6 +132,7 @@ func (w clockWatch) run(ctx context.Context) {
 			continue
 		}
 		strikes++
+		t.Reset(clockRecheck)
 		err := fmt.Errorf("%w: this node's clock is %s the clock of %d of the %d other nodes (their median offset %s; --max-clock-offset %s): "+
 			"a group leader stamps each check with its clock, so with it windows would slide early (admitting over the limit) or late; "+
 			"fix its time sync (NTP, chrony) and start it again", ErrClock, describeOffset(v.Median), v.Disagree, len(members), v.Median, w.max)
@@ -148,9 +163,9 @@ func (w clockWatch) readAll(ctx context.Context, addrs []string) []clockcheck.Sa
 	var samples []clockcheck.Sample
 	for _, addr := range addrs {
 		cctx, cancel := context.WithTimeout(ctx, clockCallTimeout)
-		sent := time.Now()
+		sent := wallclock.Now()
 		remote, err := w.read(cctx, addr)
-		received := time.Now()
+		received := wallclock.Now()
 		cancel()
 		if err != nil {
 			w.log.Debug("clock reading", "addr", addr, "err", err)
@@ -159,4 +174,35 @@ func (w clockWatch) readAll(ctx context.Context, addrs []string) []clockcheck.Sa
 		samples = append(samples, clockcheck.Sample{Sent: sent, Received: received, Remote: remote})
 	}
 	return samples
+}
+
+// clockInStep reads member m's clock and says whether it is within
+// --max-clock-offset of this node's. A leader hands its group only to a
+// node in step, since the new leader stamps checks with its clock: a node
+// restarted with its clock off would otherwise lead until its own clock
+// watch stops it. A node that tells no time (an older release) passes, as
+// does any node while the check is off; one that does not answer fails.
+func (n *Node) clockInStep(ctx context.Context, m *metav1.Node) bool {
+	if n.cfg.MaxClockOffset <= 0 {
+		return true
+	}
+	if m == nil || m.GrpcAddr == "" {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, clockCallTimeout)
+	defer cancel()
+	sent := wallclock.Now()
+	remote, err := n.peers.Clock(cctx, m.GrpcAddr)
+	received := wallclock.Now()
+	if err != nil {
+		return errors.Is(err, ErrNoClock)
+	}
+	s := clockcheck.Sample{Sent: sent, Received: received, Remote: remote}
+	if clockcheck.Judge([]clockcheck.Sample{s}, 1, n.cfg.MaxClockOffset).Disagree > 0 {
+		off, _ := s.Offset()
+		n.log.Warn("leadership not handed over: the node's clock is beyond --max-clock-offset from this node's", "to", m.Id,
+			"offset", off.Round(time.Millisecond), "max_clock_offset", n.cfg.MaxClockOffset)
+		return false
+	}
+	return true
 }

@@ -3,14 +3,18 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
 )
 
 // skewedPeers answers each address's clock reading with the (fake) time
@@ -73,7 +77,8 @@ func TestClockWatch(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				st := watch(ctx, c.peers)
-				if failedBy(st, (clockStrikes-1)*clockEvery+clockEvery/2) {
+				// Read at start, then again clockRecheck after each bad reading.
+				if failedBy(st, (clockStrikes-1)*clockRecheck-clockRecheck/2) {
 					t.Fatal("stopped before its strikes were up")
 				}
 				stopped := failedBy(st, clockEvery)
@@ -119,4 +124,148 @@ func TestClockWatchStrikesInARow(t *testing.T) {
 			t.Fatal("stopped without clockStrikes bad readings in a row")
 		}
 	})
+}
+
+// The first reading is at start and the next ones every clockEvery while
+// the clock is in step; after a bad reading they come every clockRecheck,
+// so a clock that jumps stops the node within clockEvery plus
+// clockStrikes-1 rechecks, and one bad reading alone returns the watch to
+// its slow pace.
+func TestClockWatchPace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		start := time.Now()
+		var mu sync.Mutex
+		var at []time.Duration // when peer "a" was read
+		skew := time.Duration(0)
+		read := func(_ context.Context, addr string) (time.Time, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if addr == "a" {
+				at = append(at, time.Since(start))
+			}
+			return time.Now().Add(skew), nil
+		}
+		setSkew := func(d time.Duration) { mu.Lock(); skew = d; mu.Unlock() }
+		members := func() []string { return []string{"a", "b"} }
+		st := &clockState{failed: make(chan struct{})}
+		w := clockWatch{max: 500 * time.Millisecond, members: members, read: read, log: slog.New(slog.DiscardHandler), state: st}
+		go w.run(ctx)
+
+		synctest.Wait()
+		time.Sleep(2*clockEvery + time.Millisecond) // in step: readings at 0, 5 s, 10 s
+		setSkew(2 * time.Second)                    // one bad reading at 15 s ...
+		time.Sleep(clockEvery)
+		setSkew(0) // ... then in step at its recheck, 16 s, and slow again: 21 s
+		time.Sleep(clockEvery + 2*clockRecheck)
+		setSkew(-2 * time.Second) // off from 22 s: read at 26, 27 and 28 s
+		if failedBy(st, 28*time.Second-clockRecheck/2-time.Since(start)) {
+			t.Fatal("stopped before its third bad reading")
+		}
+		if !failedBy(st, clockRecheck) {
+			t.Fatal("not stopped by three bad readings a recheck apart")
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		want := []time.Duration{0, 5 * time.Second, 10 * time.Second, 15 * time.Second, 16 * time.Second, 21 * time.Second,
+			26 * time.Second, 27 * time.Second, 28 * time.Second}
+		if !slices.Equal(at, want) {
+			t.Fatalf("read at %v, want %v", at, want)
+		}
+	})
+}
+
+// A starting node reads every clockRecheck until a peer answers (its
+// members are still to be learnt, or still starting), then every
+// clockEvery: a node that starts with its clock off stops within seconds
+// of its peers answering.
+func TestClockWatchStartPace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		start := time.Now()
+		var mu sync.Mutex
+		var at []time.Duration
+		members := func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			at = append(at, time.Since(start))
+			if time.Since(start) < 2*time.Second {
+				return nil // the member list is still to come
+			}
+			return []string{"a", "b"}
+		}
+		read := func(_ context.Context, addr string) (time.Time, error) {
+			if time.Since(start) < 3*time.Second {
+				return time.Time{}, ErrNoLeader // still starting
+			}
+			return time.Now(), nil
+		}
+		st := &clockState{failed: make(chan struct{})}
+		w := clockWatch{max: 500 * time.Millisecond, members: members, read: read, log: slog.New(slog.DiscardHandler), state: st}
+		go w.run(ctx)
+		time.Sleep(14 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		want := []time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second, 8 * time.Second, 13 * time.Second}
+		if !slices.Equal(at, want) {
+			t.Fatalf("read at %v, want %v", at, want)
+		}
+	})
+}
+
+// clockPeers answers Clock from skewedPeers; nothing else is called.
+type clockPeers struct {
+	deadSeeds
+	skew skewedPeers
+}
+
+func (p *clockPeers) Clock(ctx context.Context, addr string) (time.Time, error) {
+	if p.skew[addr] == noTime {
+		return time.Time{}, fmt.Errorf("%s %w", addr, ErrNoClock)
+	}
+	return p.skew.read(ctx, addr)
+}
+
+// noTime marks a member of an older release, which tells no time.
+const noTime = time.Duration(math.MaxInt64)
+
+// A leader hands its group only to a member whose clock it reads within
+// --max-clock-offset of its own (or that tells no time: an older
+// release); one beyond it, or silent, is passed over, and with the check
+// off every member passes.
+func TestClockInStep(t *testing.T) {
+	peers := &clockPeers{skew: skewedPeers{"near": 300 * time.Millisecond, "ahead": 3 * time.Second, "behind": -time.Second,
+		"silent": silent, "old": noTime}}
+	var log lockedBuffer
+	for _, c := range []struct {
+		addr   string
+		max    time.Duration
+		inStep bool
+		logs   string
+	}{
+		{"near", 500 * time.Millisecond, true, ""},
+		{"ahead", 500 * time.Millisecond, false, "offset=3s"},
+		{"behind", 500 * time.Millisecond, false, "offset=-1s"},
+		{"silent", 500 * time.Millisecond, false, ""},
+		{"old", 500 * time.Millisecond, true, ""},
+		{"", 500 * time.Millisecond, false, ""}, // no address known
+		{"ahead", 0, true, ""},                  // the check is off
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			n := &Node{cfg: Config{MaxClockOffset: c.max}, peers: peers, log: slog.New(slog.NewTextHandler(&log, nil))}
+			m := &metav1.Node{Id: "n-" + c.addr, GrpcAddr: c.addr}
+			if got := n.clockInStep(context.Background(), m); got != c.inStep {
+				t.Errorf("%q (max %s): in step %v, want %v", c.addr, c.max, got, c.inStep)
+			}
+			if c.logs != "" && !strings.Contains(log.String(), "to=n-"+c.addr+" "+c.logs) {
+				t.Errorf("%q: the log does not say why:\n%s", c.addr, log.String())
+			}
+		})
+	}
+	if n := (&Node{}); n.clockInStep(context.Background(), nil) != true {
+		t.Error("a node with the check off refused a member")
+	}
 }

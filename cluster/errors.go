@@ -32,6 +32,9 @@ var (
 	ErrNotReady = errors.New("node not part of a cluster yet")
 	// ErrClock means this node's clock is too far from the cluster's.
 	ErrClock = errors.New("clock out of step")
+	// ErrNoClock means a member tells no time (an older release): its
+	// clock cannot be checked.
+	ErrNoClock = errors.New("tells no time")
 	// ErrStorage means the node's log could not be written.
 	ErrStorage = errors.New("raft log write failed")
 	// ErrDamaged means a Raft log file failed its consistency check.

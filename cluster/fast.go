@@ -11,6 +11,7 @@ import (
 
 	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/wallclock"
 )
 
 // fastLane answers a shard's fast-consistency checks on its leader at once,
@@ -69,7 +70,7 @@ func (f *fastLane) decide(ctx context.Context, c fsm.Check) (policy.Result, erro
 		return policy.Result{}, err
 	}
 	defer f.mu.Unlock()
-	res, gen, at := f.shard.FastEval(c.Policy, c.Key, c.Cost, time.Now().UnixNano(), c.Elastic)
+	res, gen, at := f.shard.FastEval(c.Policy, c.Key, c.Cost, wallclock.Now().UnixNano(), c.Elastic)
 	if res.Outcome != policy.Denied {
 		f.counted(fsm.Hit{Key: c.Key, Policy: c.Policy, Cost: c.Cost, Time: at, Outcome: res.Outcome, Elastic: c.Elastic}, gen)
 	}
@@ -89,7 +90,7 @@ func (f *fastLane) decideSet(ctx context.Context, set []fsm.Check, elastic bool)
 		return nil, err
 	}
 	defer f.mu.Unlock()
-	res, hits, gen := f.shard.FastEvalSet(set[0].Policy, keys, costs, time.Now().UnixNano(), elastic)
+	res, hits, gen := f.shard.FastEvalSet(set[0].Policy, keys, costs, wallclock.Now().UnixNano(), elastic)
 	for _, h := range hits {
 		f.counted(h, gen)
 	}
@@ -268,7 +269,7 @@ func (f *fastLane) flush() bool {
 	for i := range batch {
 		hits[i] = batch[i].hit
 	}
-	af := f.r.Apply(fsm.EncodeHits(nil, time.Now().UnixNano(), hits), f.timeout)
+	af := f.r.Apply(fsm.EncodeHits(nil, wallclock.Now().UnixNano(), hits), f.timeout)
 	err := af.Error()
 	if err == nil {
 		if rerr, ok := af.Response().(error); ok {

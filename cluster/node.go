@@ -38,7 +38,8 @@ type Peers interface {
 	// Hello asks the node at addr for its id and its cluster's id ("" while
 	// it belongs to none).
 	Hello(ctx context.Context, addr string) (id, clusterID string, err error)
-	// Clock asks the node at addr for the time on its clock.
+	// Clock asks the node at addr for the time on its clock; ErrNoClock
+	// when it tells none.
 	Clock(ctx context.Context, addr string) (time.Time, error)
 }
 

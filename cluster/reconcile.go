@@ -9,6 +9,7 @@ import (
 
 	"github.com/floodgate/floodgate/fsm"
 	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
+	"github.com/floodgate/floodgate/wallclock"
 )
 
 const (
@@ -283,7 +284,7 @@ func (n *Node) transfer(ctx context.Context, shard int, g *Group, desired []stri
 				target = &cfg.Servers[i]
 			}
 		}
-		if target == nil || !n.caughtUp(ctx, g, shard, id, v) {
+		if target == nil || !n.caughtUp(ctx, g, shard, id, v) || !n.clockInStep(ctx, v.Node(id)) {
 			if force {
 				continue
 			}
@@ -329,7 +330,7 @@ func (n *Node) reportShard(ctx context.Context, r *replica, term uint64, cfg raf
 // time moves on and expired keys are dropped.
 func (n *Node) maybeTick(ctx context.Context, r *replica) {
 	st := r.fsm.Stats()
-	now := time.Now().UnixNano()
+	now := wallclock.Now().UnixNano()
 	if st.States == 0 || now-st.Now < int64(tickEvery) {
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/floodgate/floodgate/cluster/hashing"
 	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/wallclock"
 )
 
 // Route says where a shard's leader is.
@@ -374,7 +375,7 @@ func (n *Node) ResetKey(ctx context.Context, shard int, key string, p *policy.Po
 	if p.Consistency == policy.Fast {
 		r.fast.drain()
 	}
-	f := r.group.raft.Apply(fsm.EncodeReset(time.Now().UnixNano(), key, p), n.cfg.CommitTimeout)
+	f := r.group.raft.Apply(fsm.EncodeReset(wallclock.Now().UnixNano(), key, p), n.cfg.CommitTimeout)
 	if err := f.Error(); err != nil {
 		return 0, r.batcher.classify(err)
 	}

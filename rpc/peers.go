@@ -148,7 +148,7 @@ func (p *Peers) Clock(ctx context.Context, addr string) (time.Time, error) {
 		return time.Time{}, fromStatus(err)
 	}
 	if resp.UnixNanos == 0 {
-		return time.Time{}, fmt.Errorf("%s tells no time (an older release): its clock is not read", addr)
+		return time.Time{}, fmt.Errorf("%s %w (an older release): its clock is not read", addr, cluster.ErrNoClock)
 	}
 	return time.Unix(0, resp.UnixNanos), nil
 }

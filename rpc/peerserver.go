@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/floodgate/floodgate/policy"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
 	"github.com/floodgate/floodgate/rpc/validate"
+	"github.com/floodgate/floodgate/wallclock"
 )
 
 // PeerServer implements the node-to-node Peer service.
@@ -221,7 +221,7 @@ func (p *PeerServer) Hello(ctx context.Context, req *peerv1.HelloRequest) (*peer
 		self = nodeFromConfig(c)
 	}
 	return &peerv1.HelloResponse{Node: self, ClusterId: v.ClusterID, Fresh: p.node.Fresh(), Starting: p.node.Starting(),
-		UnixNanos: time.Now().UnixNano()}, nil
+		UnixNanos: wallclock.Now().UnixNano()}, nil
 }
 
 // JoinCluster implements peerv1.PeerServer.

@@ -24,6 +24,7 @@ import (
 	"github.com/floodgate/floodgate/rpc"
 	"github.com/floodgate/floodgate/tracing"
 	"github.com/floodgate/floodgate/version"
+	"github.com/floodgate/floodgate/wallclock"
 )
 
 func main() {
@@ -75,6 +76,9 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 	cfg.Logger = log
 	cfg.CheckStore = checkInChild
 	sec.warnIfOpen(opts.grpcBind, cfg.RaftBind, log)
+	if skew := wallclock.Skew(); skew != 0 {
+		log.Warn("test build: this node's clock is skewed on purpose; never run it in production", "skew", skew)
+	}
 	sec.watch(ctx, log)
 	go gctune.Run(ctx, opts.gcHeadroom, 5*time.Second)
 	grpcLn, err := net.Listen("tcp", opts.grpcBind)

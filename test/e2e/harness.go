@@ -27,11 +27,17 @@ type Binaries struct {
 }
 
 // Build compiles floodgate and floodgatectl into dir.
-func Build(dir string) (Binaries, error) { return BuildVersion(dir, "") }
+func Build(dir string) (Binaries, error) { return build(dir, "", "") }
 
 // BuildVersion is Build with the binaries stamped as version (as make
 // release does), for an upgrade from one build to another.
-func BuildVersion(dir, version string) (Binaries, error) {
+func BuildVersion(dir, version string) (Binaries, error) { return build(dir, version, "") }
+
+// BuildTagged is Build with build tags: a test build such as clockskew
+// (wallclock), never a release.
+func BuildTagged(dir, tags string) (Binaries, error) { return build(dir, "", tags) }
+
+func build(dir, version, tags string) (Binaries, error) {
 	root, err := ModuleRoot()
 	if err != nil {
 		return Binaries{}, err
@@ -41,6 +47,9 @@ func BuildVersion(dir, version string) (Binaries, error) {
 		args := []string{"build", "-o", out}
 		if version != "" {
 			args = append(args, "-ldflags", "-X github.com/floodgate/floodgate/version.Override="+version)
+		}
+		if tags != "" {
+			args = append(args, "-tags", tags)
 		}
 		cmd := exec.Command("go", append(args, pkg)...)
 		cmd.Dir = root
@@ -75,6 +84,7 @@ type Node struct {
 	Dir                      string
 	GRPC, HTTP, Raft, Gossip string
 	Args                     []string // extra flags
+	Env                      []string // extra environment, NAME=value
 	bin                      string
 	mu                       sync.Mutex
 	cmd                      *exec.Cmd
@@ -135,6 +145,9 @@ func (n *Node) Start(join ...string) error {
 	}
 	cmd := exec.Command(n.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if len(n.Env) > 0 {
+		cmd.Env = append(os.Environ(), n.Env...)
+	}
 	cmd.SysProcAttr = dieWithParent()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
