@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +14,25 @@ import (
 
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 )
+
+// skewedBuilt is the test build whose clock FLOODGATE_TEST_CLOCK_SKEW moves,
+// built once for the tests that need it, in bin's directory.
+var skewedBuilt struct {
+	once sync.Once
+	bin  Binaries
+	err  error
+}
+
+func skewedBuild(t *testing.T) Binaries {
+	t.Helper()
+	skewedBuilt.once.Do(func() {
+		skewedBuilt.bin, skewedBuilt.err = BuildTagged(filepath.Join(filepath.Dir(bin.Floodgate), "skewed"), "clockskew")
+	})
+	if skewedBuilt.err != nil {
+		t.Fatal(skewedBuilt.err)
+	}
+	return skewedBuilt.bin
+}
 
 // A node whose clock is off by more than --max-clock-offset from the rest
 // of the cluster stops within seconds, exit 1, saying by how much and
@@ -22,10 +43,7 @@ import (
 // FLOODGATE_TEST_CLOCK_SKEW to its clock: processes on one machine share
 // the system clock.
 func TestSkewedClockStopsTheNode(t *testing.T) {
-	skewed, err := BuildTagged(t.TempDir(), "clockskew")
-	if err != nil {
-		t.Fatal(err)
-	}
+	skewed := skewedBuild(t)
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -110,10 +128,7 @@ func TestSkewedClockStopsTheNode(t *testing.T) {
 // group to a node whose clock it reads beyond --max-clock-offset: n2,
 // restarted with its clock 3s ahead, is not given back its home group.
 func TestSkewedNodeIsNotHandedLeadership(t *testing.T) {
-	skewed, err := BuildTagged(t.TempDir(), "clockskew")
-	if err != nil {
-		t.Fatal(err)
-	}
+	skewed := skewedBuild(t)
 	c := startCluster(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -31,6 +31,7 @@ func scenarios() []scenario {
 		{name: "kill-mid-move", load: 40 * time.Second, exact: true, nemesis: killMidMove},
 		{name: "disk-full", disks: true, load: 25 * time.Second, exact: true, nemesis: diskFull},
 		{name: "readonly-start", disks: true, load: 20 * time.Second, exact: true, nemesis: readOnlyStart},
+		{name: "clock-skew", load: 25 * time.Second, exact: true, nemesis: clockSkew},
 	}
 }
 

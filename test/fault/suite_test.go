@@ -30,8 +30,9 @@ const (
 )
 
 // bin is the build under test; next is the same code stamped as a newer
-// release, for the rolling upgrade.
-var bin, next e2e.Binaries
+// release, for the rolling upgrade; skewed is a test build whose clock
+// FLOODGATE_TEST_CLOCK_SKEW moves (wallclock), for the clock skew.
+var bin, next, skewed e2e.Binaries
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -46,6 +47,9 @@ func TestMain(m *testing.M) {
 	}
 	if bin, err = e2e.Build(dir); err == nil {
 		next, err = e2e.BuildVersion(filepath.Join(dir, "next"), nextVersion)
+	}
+	if err == nil {
+		skewed, err = e2e.BuildTagged(filepath.Join(dir, "skewed"), "clockskew")
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
