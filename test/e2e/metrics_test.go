@@ -147,15 +147,15 @@ func TestMetricsMove(t *testing.T) {
 		t.Errorf("raft metrics %v, memberlist metrics %v: the go-metrics bridge is missing", raftSeen, memberlistSeen)
 	}
 
-	// Every metric the Grafana dashboard queries, bridged ones included,
-	// is in a live scrape of the cluster.
+	// Every metric the Grafana dashboard and the alerting rules name,
+	// bridged ones included, is in a live scrape of the cluster.
 	live := map[string]bool{}
 	for _, m := range c.Running() {
 		for name := range scrape(t, m) {
 			live[name] = true
 		}
 	}
-	for _, name := range dashboardMetrics(t) {
+	for _, name := range append(dashboardMetrics(t), alertMetrics(t)...) {
 		base := name
 		for _, suf := range []string{"_bucket", "_sum", "_count"} {
 			if b, ok := strings.CutSuffix(name, suf); ok && live[b] {
@@ -163,7 +163,7 @@ func TestMetricsMove(t *testing.T) {
 			}
 		}
 		if !live[base] {
-			t.Errorf("the dashboard queries %s, which no node serves", name)
+			t.Errorf("the dashboard or an alert queries %s, which no node serves", name)
 		}
 	}
 
@@ -212,6 +212,25 @@ func dashboardMetrics(t *testing.T) []string {
 	}
 	if len(out) < 10 {
 		t.Fatalf("the dashboard queries only %d metrics: %v", len(out), out)
+	}
+	return out
+}
+
+// alertMetrics lists the metric names deploy/prometheus/alerts.yaml names,
+// in its expressions and in its advice alike.
+func alertMetrics(t *testing.T) []string {
+	t.Helper()
+	root, err := ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "deploy", "prometheus", "alerts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := regexp.MustCompile(`\b(?:floodgate|raft)_[A-Za-z_]+`).FindAllString(string(b), -1)
+	if len(out) < 7 {
+		t.Fatalf("the alerts name only %d metrics: %v", len(out), out)
 	}
 	return out
 }
