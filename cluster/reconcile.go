@@ -284,15 +284,21 @@ func (n *Node) transfer(ctx context.Context, shard int, g *Group, desired []stri
 				target = &cfg.Servers[i]
 			}
 		}
-		if target == nil || !n.caughtUp(ctx, g, shard, id, v) || !n.clockInStep(ctx, v.Node(id)) {
+		if target == nil || !n.caughtUp(ctx, g, shard, id, v) {
 			if force {
 				continue
 			}
 			return // only ever hand a shard to its preferred leader
 		}
 		n.recon.mu.Lock()
-		n.recon.lastTransfer[shard] = time.Now()
+		n.recon.lastTransfer[shard] = time.Now() // a refusal below waits out the cooldown too: one reading and warning per cooldown
 		n.recon.mu.Unlock()
+		if !n.clockInStep(ctx, v.Node(id)) {
+			if force {
+				continue
+			}
+			return
+		}
 		move := func() error { return g.transferLeadership(ctx, target) }
 		var err error
 		if r := n.replica(shard); r != nil && r.group == g {
