@@ -31,6 +31,12 @@ const (
 	// DefaultMaxClockOffset is --max-clock-offset's default: far beyond
 	// what NTP keeps, far below a window.
 	DefaultMaxClockOffset = 500 * time.Millisecond
+	// DefaultMaxKeyStates is --max-key-states's default: about 120 MB of
+	// fixed-window states per group replica (60 B each; a sliding log
+	// adds 8 B per timestamp), so that a flood of new keys (random client
+	// addresses, say) is refused before it runs every replica of a group
+	// out of memory at once.
+	DefaultMaxKeyStates = 2_000_000
 	// minMaxClockOffset is the least --max-clock-offset (other than 0).
 	minMaxClockOffset = 50 * time.Millisecond
 	// metaVoters is how many nodes vote in the meta group; the others
@@ -115,6 +121,11 @@ type Config struct {
 	// shard: fast mode's overshoot bound.
 	FastFlushInterval time.Duration
 	FastMaxPending    int64
+	// MaxKeyStates bounds the key states (one per key and limit) a group
+	// leader lets its group hold: a check that would add states beyond it
+	// is refused (ErrFull) until old ones expire; checks of keys it holds
+	// go on. 0: no bound. Entries in flight can pass it by what they carry.
+	MaxKeyStates int
 
 	// MaxClockOffset is the largest offset allowed between this node's
 	// clock and the cluster's (0: not checked). Group leaders stamp checks
@@ -249,6 +260,9 @@ func (c Config) Validate() error {
 	}
 	if c.RaftTransport != TransportRaftnet && c.RaftTransport != TransportLegacy {
 		return fmt.Errorf("%w: raft-transport: %q is not %s or %s", ErrConfig, c.RaftTransport, TransportRaftnet, TransportLegacy)
+	}
+	if c.MaxKeyStates < 0 {
+		return fmt.Errorf("%w: max-key-states: must be 0 (no bound) or more, got %d", ErrConfig, c.MaxKeyStates)
 	}
 	if c.FastMaxPending < 1 {
 		return fmt.Errorf("%w: fast-max-pending: must be at least 1, got %d", ErrConfig, c.FastMaxPending)

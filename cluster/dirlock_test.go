@@ -56,12 +56,19 @@ func TestOpenRefusesALockedDataDir(t *testing.T) {
 }
 
 // startOne starts a single-node cluster of one shard, closed when t ends.
-func startOne(t *testing.T) *Node {
+func startOne(t *testing.T) *Node { return startOneWith(t, nil) }
+
+// startOneWith is startOne with its config changed by set first.
+func startOneWith(t *testing.T, set func(*Config)) *Node {
 	t.Helper()
-	n, err := Open(Config{
+	cfg := Config{
 		NodeID: "n1", DataDir: t.TempDir(), GRPCAddr: loopback(t), RaftAddr: loopback(t), GossipAddr: loopback(t),
 		Shards: 1, Replicas: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}, nil)
+	}
+	if set != nil {
+		set(&cfg)
+	}
+	n, err := Open(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,6 +54,10 @@ var (
 	// that moved before its old process was declared dead. It clears
 	// itself in the second case, so a join retries it.
 	ErrMemberAlive = errors.New("member still alive at its old address")
+	// ErrFull refuses a check that would add key states to a group that
+	// holds --max-key-states: nothing was counted, and a retry fails alike
+	// until old states expire.
+	ErrFull = errors.New("key states full")
 	// ErrMoved means the group does not own the key's slot (now): the slot
 	// moved away, is moving, or has not arrived yet. Nothing was counted;
 	// the sender routes the check again once its slot table changes.

@@ -182,32 +182,40 @@ func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]pol
 	}
 	// The group's state machine knows which slots it owns now: a check for
 	// another's is refused before anything is written (the state machine
-	// refuses it again at apply, which is the authority). An atomic set
-	// goes whole or not at all.
-	var owned []int
+	// refuses it again at apply, which is the authority); so is one that
+	// would add key states beyond --max-key-states. An atomic set goes
+	// whole or not at all.
+	var owned []int     // the checks taken, once one is refused
+	var refused []error // each refused check's error, by index
 	for i, j := range sets(checks) {
-		if !r.fsm.OwnsAll(checks[i:j]) {
-			if owned == nil {
-				owned = make([]int, 0, len(checks))
-				for k := range i {
+		v := r.fsm.Vet(checks[i:j], n.cfg.MaxKeyStates)
+		if v == fsm.Take {
+			if owned != nil {
+				for k := i; k < j; k++ {
 					owned = append(owned, k)
 				}
 			}
 			continue
 		}
-		if owned != nil {
-			for k := i; k < j; k++ {
+		if owned == nil {
+			owned, refused = make([]int, 0, len(checks)), make([]error, len(checks))
+			for k := range i {
 				owned = append(owned, k)
 			}
+		}
+		err := fmt.Errorf("%s: %w", shardName(shard), ErrMoved)
+		if v == fsm.Full {
+			err = fmt.Errorf("%s: %w: the group holds --max-key-states (%d) key states; checks of new keys are refused until old ones expire",
+				shardName(shard), ErrFull, n.cfg.MaxKeyStates)
+		}
+		for k := i; k < j; k++ {
+			refused[k] = err
 		}
 	}
 	if owned == nil {
 		return n.submit(ctx, shard, r, checks)
 	}
-	errs := make([]error, len(checks))
-	for i := range errs {
-		errs[i] = fmt.Errorf("%s: %w", shardName(shard), ErrMoved)
-	}
+	errs := refused
 	out := make([]policy.Result, len(checks))
 	if len(owned) > 0 {
 		sub := make([]fsm.Check, len(owned))
@@ -221,11 +229,11 @@ func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]pol
 		}
 		if err != nil {
 			// Nothing written (not the leader, no leader): the whole call
-			// may go again, and the moved checks will be found again.
+			// may go again, and the refused checks will be vetted again.
 			if Retryable(err) {
 				return nil, err
 			}
-			// An unknown outcome for the owned checks alike.
+			// An unknown outcome for the taken checks alike.
 			for _, i := range owned {
 				errs[i] = err
 			}

@@ -15,7 +15,7 @@ import (
 
 // A call mixing strict and fast checks of one group, one of whose strict
 // checks is refused at apply (its slot was frozen between Submit's
-// OwnsAll and the entry's apply: a slot move racing the call), must
+// Vet and the entry's apply: a slot move racing the call), must
 // answer every check of the call in the call's own order: callers
 // (dispatch.evaluateInto, PeerServer.forwardResult) read pe.Errs[j] for
 // their j-th check, and an answer indexed by the strict checks alone would

@@ -112,19 +112,6 @@ func (s *Shard) Owns(key string) bool {
 	return s.own == nil || s.own.state[s.own.slotOf(key)] == slotOwned
 }
 
-// OwnsAll reports whether the shard owns the key of every check (an
-// atomic set is decided whole or not at all).
-func (s *Shard) OwnsAll(checks []Check) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i := range checks {
-		if s.own != nil && s.own.state[s.own.slotOf(checks[i].Key)] != slotOwned {
-			return false
-		}
-	}
-	return true
-}
-
 // owns is Owns of a key decoded from an entry; s.mu is held.
 func (s *Shard) owns(key []byte) bool {
 	return s.own == nil || s.own.state[hashing.ShardOfBytes(key, len(s.own.state))] == slotOwned

@@ -377,8 +377,8 @@ func callDeadline(batch []*fwdReq) time.Time {
 }
 
 // decodeResults turns one shard's forward results into results or the
-// shard's error. Checks the peer refused as invalid, or whose slot moved,
-// fail alone: the error is then a *cluster.PartialError carrying each
+// shard's error. Checks the peer refused as invalid, whose slot moved, or
+// that its full group refused, fail alone: the error is then a *cluster.PartialError carrying each
 // check's answer.
 func decodeResults(shard int, rs []*peerv1.ForwardResult) ([]policy.Result, error) {
 	out := make([]policy.Result, len(rs))
@@ -397,6 +397,11 @@ func decodeResults(shard int, rs []*peerv1.ForwardResult) ([]policy.Result, erro
 				errs = make([]error, len(rs))
 			}
 			errs[i] = fmt.Errorf("%w: %s", cluster.ErrMoved, r.Message)
+		case peerv1.ForwardResult_FULL:
+			if errs == nil {
+				errs = make([]error, len(rs))
+			}
+			errs[i] = fmt.Errorf("%w: refused by the shard leader: %s", cluster.ErrFull, r.Message)
 		case peerv1.ForwardResult_NOT_LEADER:
 			// A check the peer refused alone (checkItem) while it counted
 			// others of the request: the request must not go again whole,

@@ -1,8 +1,12 @@
 package rpc
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
+
+	"google.golang.org/grpc/codes"
 
 	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/policy"
@@ -28,5 +32,31 @@ func TestDecodeMixedOKAndNotLeaderIsNotRetried(t *testing.T) {
 	_, err := decodeResults(7, rs)
 	if cluster.Retryable(err) {
 		t.Fatalf("a request one of whose checks was counted decodes to a retryable error: %v", err)
+	}
+}
+
+// A check refused by a full group (--max-key-states) crosses the
+// node-to-node call as FULL and comes back as cluster.ErrFull for that
+// check alone, final, with the leader's message; a client sees
+// ResourceExhausted, never a code that invites a retry.
+func TestDecodeFullCheck(t *testing.T) {
+	full := fmt.Errorf("shard-3: %w: the group holds --max-key-states (10) key states", cluster.ErrFull)
+	rs := []*peerv1.ForwardResult{
+		forwardResult([]policy.Result{{Allowed: true}}, 0, nil),
+		forwardResult(nil, 0, full),
+	}
+	if rs[1].Code != peerv1.ForwardResult_FULL {
+		t.Fatalf("peer encodes a full group's refusal as %v", rs[1].Code)
+	}
+	_, err := decodeResults(3, rs)
+	pe, ok := err.(*cluster.PartialError)
+	if !ok || pe.Errs[0] != nil || !errors.Is(pe.Errs[1], cluster.ErrFull) || cluster.Retryable(err) {
+		t.Fatalf("decoded as %v", err)
+	}
+	if !strings.Contains(pe.Errs[1].Error(), "--max-key-states (10)") {
+		t.Errorf("the leader's message is lost: %v", pe.Errs[1])
+	}
+	if c := codeOf(pe.Errs[1]); c != codes.ResourceExhausted {
+		t.Errorf("a client would see %v", c)
 	}
 }

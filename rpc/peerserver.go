@@ -165,8 +165,9 @@ func forwardSets(in []*peerv1.ForwardCheck, checks []fsm.Check, errs []error) {
 
 // forwardResult encodes the j-th result of a shard, or its error: the
 // shard's, or the check's own in a partial answer. NOT_LEADER when nothing
-// was written, MOVED when the group does not own the key's slot (nothing
-// written either), UNAVAILABLE when the outcome is unknown.
+// was written, MOVED when the group does not own the key's slot and FULL
+// when it holds --max-key-states (nothing written either), UNAVAILABLE when
+// the outcome is unknown.
 func forwardResult(res []policy.Result, j int, err error) *peerv1.ForwardResult {
 	var nl *cluster.NotLeaderError
 	var pe *cluster.PartialError
@@ -178,6 +179,8 @@ func forwardResult(res []policy.Result, j int, err error) *peerv1.ForwardResult 
 		return &peerv1.ForwardResult{Decision: decisionToProto(res[j])}
 	case errors.Is(err, cluster.ErrMoved):
 		return &peerv1.ForwardResult{Code: peerv1.ForwardResult_MOVED, Message: err.Error()}
+	case errors.Is(err, cluster.ErrFull):
+		return &peerv1.ForwardResult{Code: peerv1.ForwardResult_FULL, Message: err.Error()}
 	case codeOf(err) == codes.InvalidArgument:
 		return &peerv1.ForwardResult{Code: peerv1.ForwardResult_INVALID, Message: err.Error()}
 	case cluster.Retryable(err):

@@ -41,6 +41,7 @@ func TestCheckConfig(t *testing.T) {
 		{[]string{"--replicas", "99"}, "replicas: must be between 1 and"},
 		{[]string{"--raft-heartbeat-timeout", "1ms"}, "raft-heartbeat-timeout:"},
 		{[]string{"--max-clock-offset", "500us"}, "max-clock-offset: must be 0 (not checked) or at least 50ms"},
+		{[]string{"--max-key-states", "-1"}, "max-key-states: must be 0 (no bound) or more"},
 		{[]string{"--tls-cert", filepath.Join(dir, "none.crt"), "--tls-key", filepath.Join(dir, "none.key")}, "tls-cert:"},
 		{[]string{"--peer-token-file", short}, "peer-token-file:"},
 		{[]string{"--gossip-key", "c2hvcnQ="}, "gossip-key:"},

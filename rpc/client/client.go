@@ -37,7 +37,8 @@ type Options struct {
 	Addrs []string
 	// FailOpen admits requests the cluster cannot answer (Unavailable,
 	// DeadlineExceeded) instead of returning the error. Invalid requests
-	// still fail.
+	// still fail, as do checks of new keys a full cluster refuses
+	// (ResourceExhausted, --max-key-states): it answered.
 	FailOpen bool
 	// OnError, if set, hears about every failed call, including those
 	// FailOpen turned into an admission.

@@ -26,7 +26,9 @@ type HTTPOptions struct {
 	// client's own Options.FailOpen, if set, already admits unanswered
 	// checks.) A check the limiter refuses (InvalidArgument: an unknown
 	// policy, a key too long) is 500 either way, so neither a typo nor a
-	// long header turns limiting off.
+	// long header turns limiting off; one of a new key that the cluster
+	// has no room for (--max-key-states: a flood of new keys) is 429
+	// either way.
 	FailOpen bool
 	// Headers picks the rate-limit headers (the IETF draft's by default).
 	Headers httpapi.Headers
@@ -52,6 +54,8 @@ func HTTPMiddleware(l Limiter, o HTTPOptions) func(http.Handler) http.Handler {
 				switch {
 				case refused(err):
 					http.Error(w, "rate limiter refused the check", http.StatusInternalServerError)
+				case full(err):
+					http.Error(w, "too many requests: the rate limiter holds no room for new keys", http.StatusTooManyRequests)
 				case o.FailOpen:
 					next.ServeHTTP(w, r)
 				default:
@@ -76,6 +80,11 @@ func HTTPMiddleware(l Limiter, o HTTPOptions) func(http.Handler) http.Handler {
 // answer it.
 func refused(err error) bool { return status.Code(err) == codes.InvalidArgument }
 
+// full reports whether err is the cluster refusing a new key for want of
+// room (ResourceExhausted: its group holds --max-key-states): an answer,
+// which FailOpen does not admit, and to the caller a limit like any other.
+func full(err error) bool { return status.Code(err) == codes.ResourceExhausted }
+
 func quota(d Decision) httpapi.Quota {
 	return httpapi.Quota{Name: d.DecidedBy, Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining,
 		Window: d.Window, ResetAfter: d.ResetAfter, RetryAfter: d.RetryAfter}
@@ -90,7 +99,8 @@ type GRPCOptions struct {
 	Cost func(ctx context.Context, fullMethod string) int64
 	// FailOpen lets a call through when the limiter cannot answer;
 	// otherwise it fails with Unavailable. A check the limiter refuses (InvalidArgument) fails the
-	// call with Internal either way.
+	// call with Internal either way, and one of a new key the cluster has
+	// no room for (--max-key-states) with ResourceExhausted.
 	FailOpen bool
 	// OnError, if set, hears about every failed check.
 	OnError func(error)
@@ -111,6 +121,8 @@ func (o GRPCOptions) check(ctx context.Context, l Limiter, method string) error 
 		switch {
 		case refused(err):
 			return status.Errorf(codes.Internal, "rate limiter refused the check: %v", err)
+		case full(err):
+			return status.Errorf(codes.ResourceExhausted, "rate limited: the rate limiter holds no room for new keys: %v", err)
 		case o.FailOpen:
 			return nil
 		}

@@ -121,6 +121,14 @@ func (failing) AllowN(context.Context, client.D, int64) (client.Decision, error)
 	return client.Decision{}, status.Error(codes.Unavailable, "down")
 }
 
+// fullCluster is a Limiter whose groups hold --max-key-states: every new
+// key is refused.
+type fullCluster struct{ client.Limiter }
+
+func (fullCluster) AllowN(context.Context, client.D, int64) (client.Decision, error) {
+	return client.Decision{}, status.Error(codes.ResourceExhausted, "shard-1: key states full: the group holds --max-key-states (10) key states")
+}
+
 func TestHTTPMiddleware(t *testing.T) {
 	l, err := client.NewLocal(perMinute(2))
 	if err != nil {
@@ -158,6 +166,12 @@ func TestHTTPMiddleware(t *testing.T) {
 		h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 		if want := map[bool]int{true: http.StatusTeapot, false: http.StatusServiceUnavailable}[failOpen]; rec.Code != want {
 			t.Fatalf("limiter down, fail-open %v: %d, want %d", failOpen, rec.Code, want)
+		}
+		// A new key the cluster has no room for: an answer, limited either way.
+		rec = httptest.NewRecorder()
+		client.HTTPMiddleware(fullCluster{}, client.HTTPOptions{Descriptors: byUser, FailOpen: failOpen})(ok).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		if rec.Code != http.StatusTooManyRequests {
+			t.Fatalf("a full cluster, fail-open %v: %d, want 429", failOpen, rec.Code)
 		}
 	}
 }
@@ -199,6 +213,9 @@ func TestGRPCInterceptors(t *testing.T) {
 	down.FailOpen = true
 	if _, err := client.UnaryServerInterceptor(failing{}, down)(context.Background(), nil, info, handler); err != nil {
 		t.Fatalf("fail-open: %v", err)
+	}
+	if _, err := client.UnaryServerInterceptor(fullCluster{}, down)(context.Background(), nil, info, handler); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a full cluster, fail-open: %v, want ResourceExhausted", err)
 	}
 	bad := client.GRPCOptions{Descriptors: func(context.Context, string) client.D { return client.D{"ip": "1"} }, FailOpen: true}
 	if _, err := client.UnaryServerInterceptor(l, bad)(context.Background(), nil, info, handler); status.Code(err) != codes.Internal {

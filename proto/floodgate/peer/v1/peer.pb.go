@@ -44,6 +44,10 @@ const (
 	// or is moving): the check was not counted. The sender routes it again
 	// once its slot table has caught up.
 	ForwardResult_MOVED ForwardResult_Code = 4
+	// The receiver's group holds --max-key-states key states and the check
+	// would add more: it was not counted, and a retry fails alike until
+	// old states expire. Senders of older releases take it as UNAVAILABLE.
+	ForwardResult_FULL ForwardResult_Code = 5
 )
 
 // Enum value maps for ForwardResult_Code.
@@ -54,6 +58,7 @@ var (
 		2: "UNAVAILABLE",
 		3: "INVALID",
 		4: "MOVED",
+		5: "FULL",
 	}
 	ForwardResult_Code_value = map[string]int32{
 		"OK":          0,
@@ -61,6 +66,7 @@ var (
 		"UNAVAILABLE": 2,
 		"INVALID":     3,
 		"MOVED":       4,
+		"FULL":        5,
 	}
 )
 
@@ -1459,21 +1465,22 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"\x04cost\x18\x04 \x01(\x03R\x04cost\x12\x16\n" +
 	"\x06joined\x18\x05 \x01(\bR\x06joined\"I\n" +
 	"\x0eForwardRequest\x127\n" +
-	"\x06checks\x18\x01 \x03(\v2\x1f.floodgate.peer.v1.ForwardCheckR\x06checks\"\xa4\x02\n" +
+	"\x06checks\x18\x01 \x03(\v2\x1f.floodgate.peer.v1.ForwardCheckR\x06checks\"\xae\x02\n" +
 	"\rForwardResult\x129\n" +
 	"\x04code\x18\x01 \x01(\x0e2%.floodgate.peer.v1.ForwardResult.CodeR\x04code\x127\n" +
 	"\bdecision\x18\x02 \x01(\v2\x1b.floodgate.peer.v1.DecisionR\bdecision\x12\x1b\n" +
 	"\tleader_id\x18\x03 \x01(\tR\bleaderId\x12\x1f\n" +
 	"\vleader_addr\x18\x05 \x01(\tR\n" +
 	"leaderAddr\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"G\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"Q\n" +
 	"\x04Code\x12\x06\n" +
 	"\x02OK\x10\x00\x12\x0e\n" +
 	"\n" +
 	"NOT_LEADER\x10\x01\x12\x0f\n" +
 	"\vUNAVAILABLE\x10\x02\x12\v\n" +
 	"\aINVALID\x10\x03\x12\t\n" +
-	"\x05MOVED\x10\x04\"\x88\x02\n" +
+	"\x05MOVED\x10\x04\x12\b\n" +
+	"\x04FULL\x10\x05\"\x88\x02\n" +
 	"\bDecision\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x18\n" +
 	"\adecider\x18\x02 \x01(\x05R\adecider\x12\x14\n" +

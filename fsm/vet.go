@@ -1,0 +1,76 @@
+package fsm
+
+import "github.com/floodgate/floodgate/policy"
+
+// Verdict is a leader's judgment of whether its group may take a set of
+// checks now (Vet).
+type Verdict uint8
+
+const (
+	// Take: the group owns every key, and the states the checks would add
+	// fit under the bound.
+	Take Verdict = iota
+	// NotOwned: a key's slot is not the group's (any more, or yet).
+	NotOwned
+	// Full: the checks would add key states beyond the bound.
+	Full
+)
+
+// Vet says whether the group may take the checks of one atomic set now (a
+// set is taken whole or not at all): it owns every key, and the states the
+// checks would add to those it holds stay within maxStates (0: no bound).
+// A check of a key with no state yet adds one per limit of its policy; a
+// peek (cost 0) adds none, and neither does a check of a key whose state
+// has expired (its record is reused) or has a fast decision on its way to
+// the log (counted as held already).
+//
+// It is the leader's judgment before it writes, not the state machine's at
+// apply: entries in flight may add states meanwhile, so the bound can be
+// passed by what they carry, and every replica applies what the log holds.
+func (s *Shard) Vet(checks []Check, maxStates int) Verdict {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.own != nil {
+		for i := range checks {
+			if s.own.state[s.own.slotOf(checks[i].Key)] != slotOwned {
+				return NotOwned
+			}
+		}
+	}
+	// Fast decisions not yet replicated count as held: their states are on
+	// their way. The overlay holds at most --fast-max-pending of them.
+	if maxStates <= 0 || s.tab.live+len(s.ov.entries)+len(checks)*(policy.MaxLimits+1) <= maxStates {
+		return Take // room for any states they could add
+	}
+	held := s.tab.live
+	for id := range s.ov.entries {
+		if _, ok := s.tab.lookup([]byte(id)); !ok {
+			held++
+		}
+	}
+	added := 0
+	for i := range checks {
+		if checks[i].Cost > 0 {
+			added += s.missing(checks[i].Policy, checks[i].Key)
+		}
+	}
+	if added > 0 && held+added > maxStates {
+		return Full
+	}
+	return Take
+}
+
+// missing counts the states of a check of p on key that have neither a
+// record nor a fast decision on their way to one; s.mu is held.
+func (s *Shard) missing(p *policy.Policy, key string) int {
+	n := 0
+	k := []byte(key)
+	for i := range p.States() {
+		l, scope := limitOf(p, i)
+		s.ids = appendID(s.ids[:0], k, scope, l)
+		if _, ok := s.tab.lookup(s.ids); !ok && s.ov.entries[string(s.ids)] == nil {
+			n++
+		}
+	}
+	return n
+}

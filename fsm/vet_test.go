@@ -1,0 +1,133 @@
+package fsm
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/window"
+)
+
+// Vet takes a set of checks when the group owns every key and the states
+// they would add fit under the bound: checks of keys it holds always fit,
+// a peek adds nothing, a policy adds one state per limit (its reduced
+// limit included), a set is judged whole, and 0 is no bound.
+func TestVet(t *testing.T) {
+	const max = 200 // far below len(checks)*(MaxLimits+1) + live: the slow path is taken
+	hour := window.Limit{Algorithm: window.FixedWindow, Limit: 10, Window: 3600 * sec}
+	one := inline(hour)
+	two := &policy.Policy{Name: "two", Limits: []policy.Limit{{Limit: hour}, {Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 100, Window: 86400 * sec}}}}
+	s := NewShard()
+	var fill []Check
+	for i := range max - 1 {
+		fill = append(fill, Check{Key: fmt.Sprintf("held-%d", i), Policy: one, Cost: 1})
+	}
+	s.Apply(allowLog(1, 1000*sec, fill...))
+	if got := s.Stats().States; got != max-1 {
+		t.Fatalf("%d states, want %d", got, max-1)
+	}
+	newKey := func(k string) Check { return Check{Key: k, Policy: one, Cost: 1} }
+	cases := []struct {
+		name   string
+		checks []Check
+		max    int
+		want   Verdict
+	}{
+		{"a held key", []Check{newKey("held-3")}, max, Take},
+		{"one new key: the last room", []Check{newKey("new-1")}, max, Take},
+		{"two new keys", []Check{newKey("new-1"), newKey("new-2")}, max, Full},
+		{"a new key of two limits", []Check{{Key: "new-1", Policy: two, Cost: 1}}, max, Full},
+		{"a held key under a new policy", []Check{{Key: "held-3", Policy: two, Cost: 1}}, max, Full},
+		{"a peek of a new key", []Check{{Key: "new-1", Policy: two, Cost: 0}}, max, Take},
+		{"held keys and a new one", []Check{newKey("held-1"), newKey("held-2"), newKey("new-1")}, max, Take},
+		{"no bound", []Check{newKey("new-1"), newKey("new-2")}, 0, Take},
+		{"room for a batch", []Check{newKey("new-1"), newKey("new-2")}, max + 1, Take},
+	}
+	for _, c := range cases {
+		if got := s.Vet(c.checks, c.max); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	if s.Stats().States != max-1 {
+		t.Fatal("Vet changed the state")
+	}
+}
+
+// A key whose state has expired reuses its record: at the bound it is
+// taken, while a key never seen is not; once the expired states are swept
+// away new keys are taken again.
+func TestVetExpiredStates(t *testing.T) {
+	const max = 50
+	minute := inline(window.Limit{Algorithm: window.FixedWindow, Limit: 10, Window: 60 * sec})
+	s := NewShard()
+	var fill []Check
+	for i := range max {
+		fill = append(fill, Check{Key: fmt.Sprintf("old-%d", i), Policy: minute, Cost: 1})
+	}
+	s.Apply(allowLog(1, 1000*sec, fill...))
+	later := allowLog(2, 1200*sec, Check{Key: "old-0", Policy: minute, Cost: 1}) // log time moves past every window
+	s.Apply(later)
+	// An expired state the sweeper has not reached yet, at a bound of the
+	// states held now.
+	held := s.Stats().States
+	expired := ""
+	for i := 1; i < max && expired == ""; i++ {
+		k := fmt.Sprintf("old-%d", i)
+		s.mu.Lock()
+		if s.missing(minute, k) == 0 {
+			expired = k
+		}
+		s.mu.Unlock()
+	}
+	if expired == "" {
+		t.Fatal("every expired state was swept at once")
+	}
+	if got := s.Vet([]Check{{Key: expired, Policy: minute, Cost: 1}}, held); got != Take {
+		t.Errorf("an expired key: %v, want Take", got)
+	}
+	if got := s.Vet([]Check{{Key: "never", Policy: minute, Cost: 1}}, held); got != Full {
+		t.Errorf("a key never seen: %v, want Full", got)
+	}
+	for i := uint64(3); s.Stats().States > 1 && i < 1000; i++ {
+		s.Apply(&raft.Log{Index: i, Type: raft.LogCommand, Data: EncodeTick(1200*sec + int64(i))})
+	}
+	if got := s.Stats().States; got > 1 {
+		t.Fatalf("%d states left after the sweeps", got)
+	}
+	if got := s.Vet([]Check{{Key: "fresh", Policy: minute, Cost: 1}}, max); got != Take {
+		t.Errorf("a new key once the expired ones went: %v, want Take", got)
+	}
+}
+
+// Vet refuses a set of which a key's slot is not the group's, before it
+// looks at room.
+func TestVetOwnership(t *testing.T) {
+	g := newGroup(t, 1, 4, 0, 1)
+	mine, theirs := keyIn(0, 4, 1), keyIn(3, 4, 1)
+	p := inline(window.Limit{Algorithm: window.FixedWindow, Limit: 10, Window: 60 * sec})
+	if got := g.s.Vet([]Check{{Key: mine, Policy: p, Cost: 1}}, 0); got != Take {
+		t.Errorf("an owned key: %v", got)
+	}
+	if got := g.s.Vet([]Check{{Key: mine, Policy: p, Cost: 1}, {Key: theirs, Policy: p, Cost: 1}}, 0); got != NotOwned {
+		t.Errorf("a set with another group's key: %v", got)
+	}
+}
+
+// A fast decision not yet replicated holds its state already: a second
+// check of its key is taken at the bound, and the state counts against it.
+func TestVetCountsFastDecisions(t *testing.T) {
+	p := &policy.Policy{Name: "f", Consistency: policy.Fast, Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 10, Window: 3600 * sec}}}}
+	s := NewShard()
+	s.Apply(allowLog(1, 1000*sec, Check{Key: "held", Policy: p, Cost: 1}))
+	if res, _, _ := s.FastEval(p, "pending", 1, 1001*sec, false); !res.Allowed {
+		t.Fatal("fast check refused")
+	}
+	if got := s.Vet([]Check{{Key: "pending", Policy: p, Cost: 1}}, 2); got != Take {
+		t.Errorf("the pending key at the bound: %v, want Take", got)
+	}
+	if got := s.Vet([]Check{{Key: "other", Policy: p, Cost: 1}}, 2); got != Full {
+		t.Errorf("a new key with the pending one counted: %v, want Full", got)
+	}
+}

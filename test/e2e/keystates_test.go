@@ -1,0 +1,87 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+)
+
+// A flood of new keys against groups at --max-key-states: each group takes
+// keys up to its bound and refuses the rest (gRPC ResourceExhausted and
+// HTTP 429, naming the flag, nothing counted), whichever node a check
+// enters by; keys it holds go on being counted, in single and batch calls;
+// and once the states expire the groups take new keys again by themselves.
+func TestMaxKeyStatesRefusesNewKeys(t *testing.T) {
+	const perGroup = 20
+	c := startCluster(t, 3, "--max-key-states", fmt.Sprint(perGroup))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	lim := &pb.Limit{Algorithm: pb.Algorithm_FIXED_WINDOW, Limit: 5, WindowMs: 3_000}
+	allow := func(n *Node, key string) error {
+		_, err := n.Limiter().Allow(ctx, &pb.AllowRequest{Key: key, Limit: lim})
+		return err
+	}
+
+	var taken []string
+	refused := 0
+	for i := range 200 {
+		key := fmt.Sprintf("flood-%d", i)
+		err := allow(c.Nodes[i%3], key)
+		switch {
+		case err == nil:
+			taken = append(taken, key)
+		case status.Code(err) == codes.ResourceExhausted && strings.Contains(err.Error(), "--max-key-states (20)"):
+			refused++
+		default:
+			t.Fatalf("%s: %v", key, err)
+		}
+	}
+	if len(taken) != 3*perGroup || refused != 200-3*perGroup {
+		t.Fatalf("%d keys taken and %d refused, want %d and %d", len(taken), refused, 3*perGroup, 200-3*perGroup)
+	}
+
+	// Keys held go on, alone and beside a new key in a batch.
+	if err := allow(c.Nodes[2], taken[0]); err != nil {
+		t.Fatalf("a held key: %v", err)
+	}
+	resp, err := c.Nodes[1].Limiter().AllowBatch(ctx, &pb.AllowBatchRequest{Requests: []*pb.AllowRequest{
+		{Key: taken[1], Limit: lim}, {Key: "flood-new", Limit: lim}, {Key: taken[2], Limit: lim}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []codes.Code{codes.OK, codes.ResourceExhausted, codes.OK} {
+		r := resp.Results[i]
+		got := codes.OK
+		if r.GetError() != nil {
+			got = codes.Code(r.GetError().Code)
+		}
+		if got != want || (want == codes.OK && !r.GetResponse().GetAllowed()) {
+			t.Errorf("batch item %d: %v (%v), want %v", i, got, r, want)
+		}
+	}
+	res, body := httpGet(t, "http://"+c.Nodes[0].HTTP+"/api/v1/limit?key=flood-http&limit=5&window=3s")
+	if res.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, "RESOURCE_EXHAUSTED") || !strings.Contains(body, "--max-key-states") {
+		t.Errorf("HTTP: %d %s", res.StatusCode, body)
+	}
+
+	// The 3 s windows pass; the groups sweep the expired states (an idle
+	// group writes a tick every 10 s) and take new keys again.
+	for i := 0; ; i++ {
+		err := allow(c.Nodes[0], fmt.Sprintf("after-%d", i))
+		if err == nil {
+			break
+		}
+		if status.Code(err) != codes.ResourceExhausted || ctx.Err() != nil {
+			t.Fatalf("after the windows passed: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
