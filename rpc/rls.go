@@ -2,10 +2,12 @@ package rpc
 
 import (
 	"context"
+	"errors"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/policy"
 )
@@ -30,7 +32,8 @@ func NewRLSServer(s *Server) *RLSServer { return &RLSServer{s: s} }
 // limits admit at once is OVER_LIMIT (its set's too), counting nothing. A
 // descriptor whose group cannot answer fails the whole request
 // (Unavailable): Envoy's failure_mode_deny then decides whether the
-// request goes through.
+// request goes through. A descriptor of a new key that its group has no
+// room for (--max-key-states) is OVER_LIMIT, counting nothing.
 func (r *RLSServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if err := r.s.ready(); err != nil {
 		return nil, toStatus(err)
@@ -49,12 +52,20 @@ func (r *RLSServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReq
 				res[k] = overLimit(limited[k].Policy, res[k])
 			}
 		}
-		r.s.count(limited, res, errs)
+		r.s.count(limited, res, errs) // a full group's refusal counts as the check error it is
 		for k, err := range errs {
-			if err != nil {
+			switch {
+			case errors.Is(err, cluster.ErrFull):
+				// No room for a new key's states: an answer, limited like
+				// any other, so Envoy's failure mode does not let a flood
+				// of new keys through.
+				p := limited[k].Policy
+				results[at[k]] = overLimit(p, policy.Result{Allowed: true, Limit: p.Limits[0].Limit.Limit})
+			case err != nil:
 				return nil, toStatus(err)
+			default:
+				results[at[k]] = res[k]
 			}
-			results[at[k]] = res[k]
 		}
 	}
 	out := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}

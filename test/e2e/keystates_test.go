@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -15,16 +17,23 @@ import (
 )
 
 // A flood of new keys against groups at --max-key-states: each group takes
-// keys up to its bound and refuses the rest (gRPC ResourceExhausted and
-// HTTP 429, naming the flag, nothing counted), whichever node a check
-// enters by; keys it holds go on being counted, in single and batch calls;
-// and once the states expire the groups take new keys again by themselves.
+// keys up to its bound and refuses the rest (gRPC ResourceExhausted, HTTP
+// 429, naming the flag; Envoy's RLS OVER_LIMIT; nothing counted),
+// whichever node a check enters by; keys it holds go on being counted, in
+// single and batch calls; and once the states expire the groups take new
+// keys again by themselves.
 func TestMaxKeyStatesRefusesNewKeys(t *testing.T) {
 	const perGroup = 20
 	c := startCluster(t, 3, "--max-key-states", fmt.Sprint(perGroup))
+	setPolicies(t, c, `
+policies:
+  - name: edge.remote_address
+    limits:
+      - {algorithm: fixed_window, limit: 5, window: 1h}
+`)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	lim := &pb.Limit{Algorithm: pb.Algorithm_FIXED_WINDOW, Limit: 5, WindowMs: 3_000}
+	lim := &pb.Limit{Algorithm: pb.Algorithm_FIXED_WINDOW, Limit: 5, WindowMs: 10_000}
 	allow := func(n *Node, key string) error {
 		_, err := n.Limiter().Allow(ctx, &pb.AllowRequest{Key: key, Limit: lim})
 		return err
@@ -48,6 +57,23 @@ func TestMaxKeyStatesRefusesNewKeys(t *testing.T) {
 		t.Fatalf("%d keys taken and %d refused, want %d and %d", len(taken), refused, 3*perGroup, 200-3*perGroup)
 	}
 
+	// Envoy: a descriptor of a new key is OVER_LIMIT, so Envoy's failure
+	// mode does not let the flood through.
+	rls := rlsv3.NewRateLimitServiceClient(c.Nodes[2].Conn())
+	over := 0
+	for i := range 30 {
+		r, err := rls.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge",
+			Descriptors: []*rlcommon.RateLimitDescriptor{rlsDesc("remote_address", fmt.Sprintf("10.9.0.%d", i))}})
+		if err != nil {
+			t.Fatalf("RLS, address %d: %v", i, err)
+		}
+		if r.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+			over++
+		}
+	}
+	if over != 30 {
+		t.Errorf("RLS: %d of 30 new addresses refused by full groups", over)
+	}
 	// Keys held go on, alone and beside a new key in a batch.
 	if err := allow(c.Nodes[2], taken[0]); err != nil {
 		t.Fatalf("a held key: %v", err)
@@ -67,12 +93,12 @@ func TestMaxKeyStatesRefusesNewKeys(t *testing.T) {
 			t.Errorf("batch item %d: %v (%v), want %v", i, got, r, want)
 		}
 	}
-	res, body := httpGet(t, "http://"+c.Nodes[0].HTTP+"/api/v1/limit?key=flood-http&limit=5&window=3s")
+	res, body := httpGet(t, "http://"+c.Nodes[0].HTTP+"/api/v1/limit?key=flood-http&limit=5&window=10s")
 	if res.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, "RESOURCE_EXHAUSTED") || !strings.Contains(body, "--max-key-states") {
 		t.Errorf("HTTP: %d %s", res.StatusCode, body)
 	}
 
-	// The 3 s windows pass; the groups sweep the expired states (an idle
+	// The 10 s windows pass; the groups sweep the expired states (an idle
 	// group writes a tick every 10 s) and take new keys again.
 	for i := 0; ; i++ {
 		err := allow(c.Nodes[0], fmt.Sprintf("after-%d", i))
