@@ -112,3 +112,33 @@ func BenchmarkApplyCallersPolicies(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(checks)), "ns/check")
 }
+
+// BenchmarkSnapshotCapture is how long a group's applies wait while raft
+// takes a snapshot of a third of make bench's keys: Snapshot copies every
+// live state before Apply resumes.
+func BenchmarkSnapshotCapture(b *testing.B) {
+	for _, keys := range []int{33_000} { // a group's share of make bench's 100,000 keys
+		for _, alg := range []window.Algorithm{window.SlidingLog, window.TokenBucket} {
+			b.Run(fmt.Sprintf("%d-%v", keys, alg), func(b *testing.B) {
+				p := inline(window.Limit{Algorithm: alg, Limit: 10000, Window: 60 * sec})
+				s := NewShard()
+				var checks []Check
+				idx := uint64(1)
+				for i := range keys {
+					checks = append(checks, Check{Key: fmt.Sprintf("bench:%d", i), Policy: p, Cost: 1})
+					if len(checks) == 1000 {
+						s.Apply(allowLog(idx, 1000*sec+int64(idx), checks...))
+						idx++
+						checks = checks[:0]
+					}
+				}
+				b.ResetTimer()
+				for range b.N {
+					if _, err := s.Snapshot(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -33,6 +33,10 @@ type Shard struct {
 	ids []byte // scratch: the identities of the current item's states
 	ov  overlay
 	own *ownership // slot ownership (own.go); nil in a legacy shard
+	// scratch encodes one state at a time while a snapshot is captured;
+	// snapSize is the size of the last full capture's buffer, plus room.
+	scratch  []byte
+	snapSize int
 }
 
 // NewShard returns an empty shard state machine.
