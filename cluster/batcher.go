@@ -156,8 +156,8 @@ func requestChecks(r *request) int { return len(r.checks) }
 // answers its requests from another goroutine once it commits. Stamping and
 // enqueueing happen here, in order, so log order and time order agree.
 func (b *batcher) apply(batch []*request, committed chan<- time.Time) {
-	sent := wallclock.Now()
-	ts := sent.UnixNano()
+	sent := time.Now()                    // times the commit, as its answer is timed
+	ts := wallclock.From(sent).UnixNano() // stamps the entry
 	if ts <= b.lastTS {
 		ts = b.lastTS + 1
 	}

@@ -21,6 +21,10 @@ const (
 	// answers: a leader with a clock ahead admits over the limit while it
 	// leads, so the verdict must not wait for three full rounds.
 	clockRecheck = time.Second
+	// clockStartPace is how long a starting node reads every clockRecheck
+	// while no peer answers: a single node, or peers of an older release
+	// that tell no time, then go at clockEvery.
+	clockStartPace = 30 * time.Second
 	// clockStrikes is how many readings in a row must find this node's
 	// clock the outlier before it stops: one slow round is not a verdict.
 	clockStrikes = 3
@@ -61,8 +65,8 @@ func (n *Node) ClockOffset() (offset time.Duration, ok bool) {
 }
 
 // watchClock reads the other members' clocks every clockEvery (every
-// clockRecheck from its start until a peer answers, and after a reading
-// that found its own clock off), and stops the node (ClockFailed) when its
+// clockRecheck from its start until a peer answers, for clockStartPace at
+// most, and after a reading that found its own clock off), and stops the node (ClockFailed) when its
 // own is the outlier clockStrikes times in a row.
 func (n *Node) watchClock() {
 	defer n.wg.Done()
@@ -99,7 +103,7 @@ type clockWatch struct {
 func (w clockWatch) run(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
-	strikes, judged := 0, false
+	strikes, judged, start := 0, false, time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -108,7 +112,7 @@ func (w clockWatch) run(ctx context.Context) {
 		}
 		members := w.members()
 		samples := w.readAll(ctx, members)
-		judged = judged || len(samples) > 0
+		judged = judged || len(samples) > 0 || time.Since(start) >= clockStartPace
 		if judged {
 			t.Reset(clockEvery)
 		} else {

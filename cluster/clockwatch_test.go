@@ -269,3 +269,37 @@ func TestClockInStep(t *testing.T) {
 		t.Error("a node with the check off refused a member")
 	}
 }
+
+// Peers that never tell a time (an older release) put the watch at its
+// slow pace once clockStartPace has passed: a second's pace is for a start.
+func TestClockWatchStartPaceEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		start := time.Now()
+		var mu sync.Mutex
+		var at []time.Duration
+		read := func(context.Context, string) (time.Time, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			at = append(at, time.Since(start))
+			return time.Time{}, fmt.Errorf("n2 %w", ErrNoClock)
+		}
+		st := &clockState{failed: make(chan struct{})}
+		w := clockWatch{max: 500 * time.Millisecond, members: func() []string { return []string{"old"} }, read: read,
+			log: slog.New(slog.DiscardHandler), state: st}
+		go w.run(ctx)
+		time.Sleep(clockStartPace + 2*clockEvery + time.Millisecond)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		var want []time.Duration
+		for d := time.Duration(0); d <= clockStartPace; d += clockRecheck {
+			want = append(want, d)
+		}
+		want = append(want, clockStartPace+clockEvery, clockStartPace+2*clockEvery)
+		if !slices.Equal(at, want) {
+			t.Fatalf("read at %v, want %v", at, want)
+		}
+	})
+}

@@ -32,13 +32,20 @@ func TestMaxKeyStates(t *testing.T) {
 		return fsm.Check{Key: key, Policy: p, Cost: cost}
 	}
 
-	for i := range max - 1 {
+	for i := range max - 3 {
 		if _, err := n.Submit(ctx, 0, []fsm.Check{check(fmt.Sprintf("k%d", i), strict, 1)}); err != nil {
 			t.Fatalf("key %d of %d: %v", i, max, err)
 		}
 	}
 	if _, err := n.Submit(ctx, 0, []fsm.Check{check("f0", fast, 1)}); err != nil {
-		t.Fatalf("the last room, for a fast check: %v", err)
+		t.Fatalf("room for a fast check: %v", err)
+	}
+	// Three new keys in one call for the room of two: each set finds the
+	// states of those taken before it counted.
+	_, err := n.Submit(ctx, 0, []fsm.Check{check("k3", strict, 1), check("last", strict, 1), check("one-too-many", strict, 1)})
+	var pe *PartialError
+	if !errors.As(err, &pe) || pe.Errs[0] != nil || pe.Errs[1] != nil || !errors.Is(pe.Errs[2], ErrFull) {
+		t.Fatalf("three new keys for two rooms: %v", err)
 	}
 	for _, c := range []fsm.Check{check("new-strict", strict, 1), check("new-fast", fast, 1), check("k0", fast, 1)} {
 		_, err := n.Submit(ctx, 0, []fsm.Check{c})
@@ -51,12 +58,22 @@ func TestMaxKeyStates(t *testing.T) {
 		t.Fatalf("a held key and a peek: %+v, %v", res, err)
 	}
 	_, err = n.Submit(ctx, 0, []fsm.Check{check("k1", strict, 1), check("new-2", strict, 1), check("f0", fast, 1)})
-	var pe *PartialError
 	if !errors.As(err, &pe) {
 		t.Fatalf("a call with one new key: %v, want a partial answer", err)
 	}
 	if pe.Errs[0] != nil || pe.Errs[2] != nil || !errors.Is(pe.Errs[1], ErrFull) || !pe.Results[0].Allowed || !pe.Results[2].Allowed {
 		t.Fatalf("partial answer %+v", pe)
+	}
+	// A shadow policy never denies: a new key without room is answered as
+	// would-deny, and counted nowhere.
+	shadow := &policy.Policy{Name: "sh", Mode: policy.Shadow, Limits: []policy.Limit{lim}}
+	res, err = n.Submit(ctx, 0, []fsm.Check{check("new-shadow", shadow, 1)})
+	if err != nil || len(res) != 1 || !res[0].Allowed || !res[0].WouldDeny {
+		t.Fatalf("a shadow check without room: %+v, %v", res, err)
+	}
+	res, err = n.Submit(ctx, 0, []fsm.Check{check("new-shadow", shadow, 1), check("k2", strict, 1)})
+	if err != nil || !res[0].WouldDeny || !res[1].Allowed || res[1].WouldDeny {
+		t.Fatalf("a shadow check without room beside a held key: %+v, %v", res, err)
 	}
 	r := n.replica(0)
 	r.fast.drain() // the fast counts are replicated

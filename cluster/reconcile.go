@@ -293,10 +293,9 @@ func (n *Node) transfer(ctx context.Context, shard int, g *Group, desired []stri
 		n.recon.mu.Lock()
 		n.recon.lastTransfer[shard] = time.Now() // a refusal below waits out the cooldown too: one reading and warning per cooldown
 		n.recon.mu.Unlock()
-		if !n.clockInStep(ctx, v.Node(id)) {
-			if force {
-				continue
-			}
+		// A leader that must go hands over whatever its clock reads: it may
+		// be the one off, and the target's own clock watch guards it.
+		if !force && !n.clockInStep(ctx, v.Node(id)) {
 			return
 		}
 		move := func() error { return g.transferLeadership(ctx, target) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -184,12 +185,20 @@ func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]pol
 	// another's is refused before anything is written (the state machine
 	// refuses it again at apply, which is the authority); so is one that
 	// would add key states beyond --max-key-states. An atomic set goes
-	// whole or not at all.
-	var owned []int     // the checks taken, once one is refused
-	var refused []error // each refused check's error, by index
+	// whole or not at all. A shadow policy never denies: its set, finding
+	// no room, is answered as one that would have been denied, and counts
+	// nothing.
+	var owned []int         // the checks taken, once one is not
+	var errs []error        // each refused check's error, by index
+	var out []policy.Result // each check's answer, by index
+	adding := 0             // what the sets taken so far may add
 	for i, j := range sets(checks) {
-		v := r.fsm.Vet(checks[i:j], n.cfg.MaxKeyStates)
+		v, adds := r.fsm.Vet(checks[i:j], n.cfg.MaxKeyStates, adding)
+		if v == fsm.Full && r.group.raft.State() != raft.Leader {
+			v = fsm.Take // a follower's judgment: the batcher answers not-leader
+		}
 		if v == fsm.Take {
+			adding += adds
 			if owned != nil {
 				for k := i; k < j; k++ {
 					owned = append(owned, k)
@@ -198,25 +207,31 @@ func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]pol
 			continue
 		}
 		if owned == nil {
-			owned, refused = make([]int, 0, len(checks)), make([]error, len(checks))
+			owned, errs, out = make([]int, 0, len(checks)), make([]error, len(checks)), make([]policy.Result, len(checks))
 			for k := range i {
 				owned = append(owned, k)
 			}
 		}
-		err := fmt.Errorf("%s: %w", shardName(shard), ErrMoved)
-		if v == fsm.Full {
+		var err error
+		switch p := checks[i].Policy; {
+		case v == fsm.NotOwned:
+			err = fmt.Errorf("%s: %w", shardName(shard), ErrMoved)
+		case p.Mode == policy.Shadow:
+			for k := i; k < j; k++ {
+				out[k] = policy.Result{Allowed: true, WouldDeny: true, Limit: p.Limits[0].Limit.Limit}
+			}
+			continue
+		default:
 			err = fmt.Errorf("%s: %w: the group holds --max-key-states (%d) key states; checks of new keys are refused until old ones expire",
 				shardName(shard), ErrFull, n.cfg.MaxKeyStates)
 		}
 		for k := i; k < j; k++ {
-			refused[k] = err
+			errs[k] = err
 		}
 	}
 	if owned == nil {
 		return n.submit(ctx, shard, r, checks)
 	}
-	errs := refused
-	out := make([]policy.Result, len(checks))
 	if len(owned) > 0 {
 		sub := make([]fsm.Check, len(owned))
 		for j, i := range owned {
@@ -245,6 +260,9 @@ func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]pol
 				}
 			}
 		}
+	}
+	if !slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+		return out, nil // shadow checks answered without room, and the rest
 	}
 	return nil, NewPartialError(out, errs)
 }

@@ -24,23 +24,28 @@ const (
 // has expired (its record is reused) or has a fast decision on its way to
 // the log (counted as held already).
 //
+// adding is what the sets of the same call taken before this one may add
+// (their adds, summed); adds is this set's, when taken: exact near the
+// bound, an upper bound far from it.
+//
 // It is the leader's judgment before it writes, not the state machine's at
 // apply: entries in flight may add states meanwhile, so the bound can be
 // passed by what they carry, and every replica applies what the log holds.
-func (s *Shard) Vet(checks []Check, maxStates int) Verdict {
+func (s *Shard) Vet(checks []Check, maxStates, adding int) (v Verdict, adds int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.own != nil {
 		for i := range checks {
 			if s.own.state[s.own.slotOf(checks[i].Key)] != slotOwned {
-				return NotOwned
+				return NotOwned, 0
 			}
 		}
 	}
 	// Fast decisions not yet replicated count as held: their states are on
-	// their way. The overlay holds at most --fast-max-pending of them.
-	if maxStates <= 0 || s.tab.live+len(s.ov.entries)+len(checks)*(policy.MaxLimits+1) <= maxStates {
-		return Take // room for any states they could add
+	// their way (a few per decision; --fast-max-pending bounds their cost).
+	most := len(checks) * (policy.MaxLimits + 1)
+	if maxStates <= 0 || s.tab.live+len(s.ov.entries)+adding+most <= maxStates {
+		return Take, most // room for any states they could add
 	}
 	held := s.tab.live
 	for id := range s.ov.entries {
@@ -48,16 +53,15 @@ func (s *Shard) Vet(checks []Check, maxStates int) Verdict {
 			held++
 		}
 	}
-	added := 0
 	for i := range checks {
 		if checks[i].Cost > 0 {
-			added += s.missing(checks[i].Policy, checks[i].Key)
+			adds += s.missing(checks[i].Policy, checks[i].Key)
 		}
 	}
-	if added > 0 && held+added > maxStates {
-		return Full
+	if adds > 0 && held+adding+adds > maxStates {
+		return Full, 0
 	}
-	return Take
+	return Take, adds
 }
 
 // missing counts the states of a check of p on key that have neither a

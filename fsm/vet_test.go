@@ -46,9 +46,20 @@ func TestVet(t *testing.T) {
 		{"room for a batch", []Check{newKey("new-1"), newKey("new-2")}, max + 1, Take},
 	}
 	for _, c := range cases {
-		if got := s.Vet(c.checks, c.max); got != c.want {
+		if got, _ := s.Vet(c.checks, c.max, 0); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
+	}
+	// The sets of one call taken before count: the last room goes once.
+	v, adds := s.Vet([]Check{newKey("new-1")}, max, 0)
+	if v != Take || adds != 1 {
+		t.Fatalf("the first new key of a call: %v adding %d", v, adds)
+	}
+	if v, _ := s.Vet([]Check{newKey("new-2")}, max, adds); v != Full {
+		t.Errorf("a second new key in the same call: %v, want Full", v)
+	}
+	if v, _ := s.Vet([]Check{newKey("held-5")}, max, adds); v != Take {
+		t.Errorf("a held key after it: %v, want Take", v)
 	}
 	if s.Stats().States != max-1 {
 		t.Fatal("Vet changed the state")
@@ -84,10 +95,10 @@ func TestVetExpiredStates(t *testing.T) {
 	if expired == "" {
 		t.Fatal("every expired state was swept at once")
 	}
-	if got := s.Vet([]Check{{Key: expired, Policy: minute, Cost: 1}}, held); got != Take {
+	if got, _ := s.Vet([]Check{{Key: expired, Policy: minute, Cost: 1}}, held, 0); got != Take {
 		t.Errorf("an expired key: %v, want Take", got)
 	}
-	if got := s.Vet([]Check{{Key: "never", Policy: minute, Cost: 1}}, held); got != Full {
+	if got, _ := s.Vet([]Check{{Key: "never", Policy: minute, Cost: 1}}, held, 0); got != Full {
 		t.Errorf("a key never seen: %v, want Full", got)
 	}
 	for i := uint64(3); s.Stats().States > 1 && i < 1000; i++ {
@@ -96,7 +107,8 @@ func TestVetExpiredStates(t *testing.T) {
 	if got := s.Stats().States; got > 1 {
 		t.Fatalf("%d states left after the sweeps", got)
 	}
-	if got := s.Vet([]Check{{Key: "fresh", Policy: minute, Cost: 1}}, max); got != Take {
+	// At a bound of one more than what is left (the judgment that counts).
+	if got, _ := s.Vet([]Check{{Key: "fresh", Policy: minute, Cost: 1}}, s.Stats().States+1, 0); got != Take {
 		t.Errorf("a new key once the expired ones went: %v, want Take", got)
 	}
 }
@@ -107,10 +119,10 @@ func TestVetOwnership(t *testing.T) {
 	g := newGroup(t, 1, 4, 0, 1)
 	mine, theirs := keyIn(0, 4, 1), keyIn(3, 4, 1)
 	p := inline(window.Limit{Algorithm: window.FixedWindow, Limit: 10, Window: 60 * sec})
-	if got := g.s.Vet([]Check{{Key: mine, Policy: p, Cost: 1}}, 0); got != Take {
+	if got, _ := g.s.Vet([]Check{{Key: mine, Policy: p, Cost: 1}}, 0, 0); got != Take {
 		t.Errorf("an owned key: %v", got)
 	}
-	if got := g.s.Vet([]Check{{Key: mine, Policy: p, Cost: 1}, {Key: theirs, Policy: p, Cost: 1}}, 0); got != NotOwned {
+	if got, _ := g.s.Vet([]Check{{Key: mine, Policy: p, Cost: 1}, {Key: theirs, Policy: p, Cost: 1}}, 0, 0); got != NotOwned {
 		t.Errorf("a set with another group's key: %v", got)
 	}
 }
@@ -124,10 +136,10 @@ func TestVetCountsFastDecisions(t *testing.T) {
 	if res, _, _ := s.FastEval(p, "pending", 1, 1001*sec, false); !res.Allowed {
 		t.Fatal("fast check refused")
 	}
-	if got := s.Vet([]Check{{Key: "pending", Policy: p, Cost: 1}}, 2); got != Take {
+	if got, _ := s.Vet([]Check{{Key: "pending", Policy: p, Cost: 1}}, 2, 0); got != Take {
 		t.Errorf("the pending key at the bound: %v, want Take", got)
 	}
-	if got := s.Vet([]Check{{Key: "other", Policy: p, Cost: 1}}, 2); got != Full {
+	if got, _ := s.Vet([]Check{{Key: "other", Policy: p, Cost: 1}}, 2, 0); got != Full {
 		t.Errorf("a new key with the pending one counted: %v, want Full", got)
 	}
 }

@@ -33,7 +33,8 @@ func NewRLSServer(s *Server) *RLSServer { return &RLSServer{s: s} }
 // descriptor whose group cannot answer fails the whole request
 // (Unavailable): Envoy's failure_mode_deny then decides whether the
 // request goes through. A descriptor of a new key that its group has no
-// room for (--max-key-states) is OVER_LIMIT, counting nothing.
+// room for (--max-key-states) is OVER_LIMIT (a shadow policy's: OK, would
+// deny), counting nothing.
 func (r *RLSServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if err := r.s.ready(); err != nil {
 		return nil, toStatus(err)

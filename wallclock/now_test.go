@@ -14,6 +14,9 @@ func TestNow(t *testing.T) {
 	if got.Before(before.Add(Skew())) || got.After(after.Add(Skew())) {
 		t.Fatalf("Now %v, want between %v and %v plus skew %v", got, before, after, Skew())
 	}
+	if d := From(before).Sub(before); d != Skew() {
+		t.Fatalf("From is %v off, want the skew %v", d, Skew())
+	}
 	a := Now()
 	time.Sleep(time.Millisecond)
 	if d := Now().Sub(a); d < time.Millisecond || d > time.Second {

@@ -29,5 +29,8 @@ var skew = func() time.Duration {
 // reading, so durations between two calls are unchanged.
 func Now() time.Time { return time.Now().Add(skew) }
 
+// From is the node's clock at the instant t, a reading of time.Now.
+func From(t time.Time) time.Time { return t.Add(skew) }
+
 // Skew is the test skew added to the system clock.
 func Skew() time.Duration { return skew }

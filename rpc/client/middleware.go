@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -81,9 +82,18 @@ func HTTPMiddleware(l Limiter, o HTTPOptions) func(http.Handler) http.Handler {
 func refused(err error) bool { return status.Code(err) == codes.InvalidArgument }
 
 // full reports whether err is the cluster refusing a new key for want of
-// room (ResourceExhausted: its group holds --max-key-states): an answer,
-// which FailOpen does not admit, and to the caller a limit like any other.
-func full(err error) bool { return status.Code(err) == codes.ResourceExhausted }
+// room (ResourceExhausted from a group at --max-key-states, whose message
+// says "key states full"; gRPC's own ResourceExhausted, a message too
+// large, is not one): an answer, which FailOpen does not admit, and to the
+// caller a limit like any other.
+func full(err error) bool {
+	st := status.Convert(err)
+	return st.Code() == codes.ResourceExhausted && strings.Contains(st.Message(), keyStatesFull)
+}
+
+// keyStatesFull is in the message of every refusal of a full group
+// (cluster.ErrFull's text; the SDK does not import the cluster).
+const keyStatesFull = "key states full"
 
 func quota(d Decision) httpapi.Quota {
 	return httpapi.Quota{Name: d.DecidedBy, Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining,

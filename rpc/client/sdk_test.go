@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/floodgate/floodgate/cluster"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 	"github.com/floodgate/floodgate/rpc/client"
 	"github.com/floodgate/floodgate/test/inproc"
@@ -122,11 +124,19 @@ func (failing) AllowN(context.Context, client.D, int64) (client.Decision, error)
 }
 
 // fullCluster is a Limiter whose groups hold --max-key-states: every new
-// key is refused.
+// key is refused, as a node words it.
 type fullCluster struct{ client.Limiter }
 
 func (fullCluster) AllowN(context.Context, client.D, int64) (client.Decision, error) {
-	return client.Decision{}, status.Error(codes.ResourceExhausted, "shard-1: key states full: the group holds --max-key-states (10) key states")
+	return client.Decision{}, status.Error(codes.ResourceExhausted, fmt.Errorf("shard-1: %w: the group holds --max-key-states (10) key states", cluster.ErrFull).Error())
+}
+
+// tooLarge is a Limiter whose call gRPC itself refused as too large: a
+// ResourceExhausted that is no answer of the cluster.
+type tooLarge struct{ client.Limiter }
+
+func (tooLarge) AllowN(context.Context, client.D, int64) (client.Decision, error) {
+	return client.Decision{}, status.Error(codes.ResourceExhausted, "grpc: received message larger than max (5000000 vs. 4194304)")
 }
 
 func TestHTTPMiddleware(t *testing.T) {
@@ -172,6 +182,12 @@ func TestHTTPMiddleware(t *testing.T) {
 		client.HTTPMiddleware(fullCluster{}, client.HTTPOptions{Descriptors: byUser, FailOpen: failOpen})(ok).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 		if rec.Code != http.StatusTooManyRequests {
 			t.Fatalf("a full cluster, fail-open %v: %d, want 429", failOpen, rec.Code)
+		}
+		// gRPC's own ResourceExhausted is a failure to answer, as any other.
+		rec = httptest.NewRecorder()
+		client.HTTPMiddleware(tooLarge{}, client.HTTPOptions{Descriptors: byUser, FailOpen: failOpen})(ok).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		if want := map[bool]int{true: http.StatusTeapot, false: http.StatusServiceUnavailable}[failOpen]; rec.Code != want {
+			t.Fatalf("a call too large, fail-open %v: %d, want %d", failOpen, rec.Code, want)
 		}
 	}
 }

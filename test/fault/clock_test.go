@@ -1,8 +1,14 @@
 package fault
 
 import (
+	"bufio"
 	"context"
+	"net/http"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/floodgate/floodgate/test/e2e"
 )
 
 // skewAhead is how far ahead the clock of clockSkew's restarted node is:
@@ -32,13 +38,29 @@ func clockSkew(ctx context.Context, e *env) error {
 	if err := l.Start(); err != nil {
 		return err
 	}
-	select {
-	case <-l.Exited():
-		e.t.Logf("%s, its clock %s ahead, stopped %v after its start", l.ID, skewAhead, time.Since(started).Round(100*time.Millisecond))
-	case <-time.After(30 * time.Second):
-		e.violate("%s ran 30 s with its clock %s ahead:\n%s", l.ID, skewAhead, tailLines(l.Log()[logOff:], 15))
-	case <-ctx.Done():
-		return ctx.Err()
+	// Until it stops, it must lead nothing: its own gauge says (leaders
+	// hand it no group, and an election needs a leader to fail).
+	poll := time.NewTicker(100 * time.Millisecond)
+	defer poll.Stop()
+	deadline := time.After(30 * time.Second)
+	led := false
+wait:
+	for {
+		select {
+		case <-l.Exited():
+			e.t.Logf("%s, its clock %s ahead, stopped %v after its start", l.ID, skewAhead, time.Since(started).Round(100*time.Millisecond))
+			break wait
+		case <-deadline:
+			e.violate("%s ran 30 s with its clock %s ahead:\n%s", l.ID, skewAhead, tailLines(l.Log()[logOff:], 15))
+			break wait
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-poll.C:
+			led = led || groupsLed(ctx, l) > 0
+		}
+	}
+	if led {
+		e.violate("%s led a group with its clock %s ahead", l.ID, skewAhead)
 	}
 	log := l.Log()[logOff:]
 	if exitedNow(l) && (l.ExitCode() != 1 || !mentions(log, "--max-clock-offset")) {
@@ -59,4 +81,28 @@ func clockSkew(ctx context.Context, e *env) error {
 		return nil
 	}
 	return e.n.Settle(ctx, 40*time.Second)
+}
+
+// groupsLed is n's floodgate_groups_led gauge, 0 when it cannot be read.
+func groupsLed(ctx context.Context, n *e2e.Node) float64 {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.HTTP+"/metrics", nil)
+	if err != nil {
+		return 0
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "floodgate_groups_led "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
 }
