@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -36,11 +37,41 @@ func (p skewedPeers) addrs() []string { return slices.Sorted(maps.Keys(p)) }
 
 // watch runs a clock watch over peers until ctx ends; the state tells.
 func watch(ctx context.Context, peers skewedPeers) *clockState {
+	return watchWith(ctx, peers.addrs, peers.read)
+}
+
+// watchWith runs a clock watch (500ms bound) over members, reading their
+// clocks with read, until ctx ends; the state tells.
+func watchWith(ctx context.Context, members func() []string, read func(context.Context, string) (time.Time, error)) *clockState {
 	st := &clockState{failed: make(chan struct{})}
-	w := clockWatch{max: 500 * time.Millisecond, members: peers.addrs, read: peers.read,
-		log: slog.New(slog.DiscardHandler), state: st}
+	w := clockWatch{max: 500 * time.Millisecond, members: members, read: read, log: slog.New(slog.DiscardHandler), state: st}
 	go w.run(ctx)
 	return st
+}
+
+// paceLog records when a clock watch read, in (fake) time since it was
+// made, for a test to compare with the pace it expects.
+type paceLog struct {
+	start time.Time
+	mu    sync.Mutex
+	at    []time.Duration
+}
+
+func newPaceLog() *paceLog { return &paceLog{start: time.Now()} }
+
+func (p *paceLog) mark() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.at = append(p.at, time.Since(p.start))
+}
+
+func (p *paceLog) want(t *testing.T, want []time.Duration) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !slices.Equal(p.at, want) {
+		t.Fatalf("read at %v, want %v", p.at, want)
+	}
 }
 
 func failedBy(st *clockState, d time.Duration) bool {
@@ -107,7 +138,6 @@ func TestClockWatchStrikesInARow(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		peers := skewedPeers{"a": 2 * time.Second, "b": 2 * time.Second}
-		st := &clockState{failed: make(chan struct{})}
 		readings := 0
 		read := func(ctx context.Context, addr string) (time.Time, error) {
 			if addr == "a" {
@@ -118,8 +148,7 @@ func TestClockWatchStrikesInARow(t *testing.T) {
 			}
 			return peers.read(ctx, addr)
 		}
-		w := clockWatch{max: 500 * time.Millisecond, members: peers.addrs, read: read, log: slog.New(slog.DiscardHandler), state: st}
-		go w.run(ctx)
+		st := watchWith(ctx, peers.addrs, read)
 		if failedBy(st, 10*clockStrikes*clockEvery) {
 			t.Fatal("stopped without clockStrikes bad readings in a row")
 		}
@@ -135,23 +164,16 @@ func TestClockWatchPace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		start := time.Now()
-		var mu sync.Mutex
-		var at []time.Duration // when peer "a" was read
-		skew := time.Duration(0)
+		reads := newPaceLog() // when peer "a" was read
+		var skew atomic.Int64
 		read := func(_ context.Context, addr string) (time.Time, error) {
-			mu.Lock()
-			defer mu.Unlock()
 			if addr == "a" {
-				at = append(at, time.Since(start))
+				reads.mark()
 			}
-			return time.Now().Add(skew), nil
+			return time.Now().Add(time.Duration(skew.Load())), nil
 		}
-		setSkew := func(d time.Duration) { mu.Lock(); skew = d; mu.Unlock() }
-		members := func() []string { return []string{"a", "b"} }
-		st := &clockState{failed: make(chan struct{})}
-		w := clockWatch{max: 500 * time.Millisecond, members: members, read: read, log: slog.New(slog.DiscardHandler), state: st}
-		go w.run(ctx)
+		setSkew := func(d time.Duration) { skew.Store(int64(d)) }
+		st := watchWith(ctx, func() []string { return []string{"a", "b"} }, read)
 
 		synctest.Wait()
 		time.Sleep(2*clockEvery + time.Millisecond) // in step: readings at 0, 5 s, 10 s
@@ -160,19 +182,14 @@ func TestClockWatchPace(t *testing.T) {
 		setSkew(0) // ... then in step at its recheck, 16 s, and slow again: 21 s
 		time.Sleep(clockEvery + 2*clockRecheck)
 		setSkew(-2 * time.Second) // off from 22 s: read at 26, 27 and 28 s
-		if failedBy(st, 28*time.Second-clockRecheck/2-time.Since(start)) {
+		if failedBy(st, 28*time.Second-clockRecheck/2-time.Since(reads.start)) {
 			t.Fatal("stopped before its third bad reading")
 		}
 		if !failedBy(st, clockRecheck) {
 			t.Fatal("not stopped by three bad readings a recheck apart")
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		want := []time.Duration{0, 5 * time.Second, 10 * time.Second, 15 * time.Second, 16 * time.Second, 21 * time.Second,
-			26 * time.Second, 27 * time.Second, 28 * time.Second}
-		if !slices.Equal(at, want) {
-			t.Fatalf("read at %v, want %v", at, want)
-		}
+		reads.want(t, []time.Duration{0, 5 * time.Second, 10 * time.Second, 15 * time.Second, 16 * time.Second, 21 * time.Second,
+			26 * time.Second, 27 * time.Second, 28 * time.Second})
 	})
 }
 
@@ -184,35 +201,24 @@ func TestClockWatchStartPace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		start := time.Now()
-		var mu sync.Mutex
-		var at []time.Duration
+		reads := newPaceLog()
 		members := func() []string {
-			mu.Lock()
-			defer mu.Unlock()
-			at = append(at, time.Since(start))
-			if time.Since(start) < 2*time.Second {
+			reads.mark()
+			if time.Since(reads.start) < 2*time.Second {
 				return nil // the member list is still to come
 			}
 			return []string{"a", "b"}
 		}
 		read := func(_ context.Context, addr string) (time.Time, error) {
-			if time.Since(start) < 3*time.Second {
+			if time.Since(reads.start) < 3*time.Second {
 				return time.Time{}, ErrNoLeader // still starting
 			}
 			return time.Now(), nil
 		}
-		st := &clockState{failed: make(chan struct{})}
-		w := clockWatch{max: 500 * time.Millisecond, members: members, read: read, log: slog.New(slog.DiscardHandler), state: st}
-		go w.run(ctx)
+		watchWith(ctx, members, read)
 		time.Sleep(14 * time.Second)
 		synctest.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		want := []time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second, 8 * time.Second, 13 * time.Second}
-		if !slices.Equal(at, want) {
-			t.Fatalf("read at %v, want %v", at, want)
-		}
+		reads.want(t, []time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second, 8 * time.Second, 13 * time.Second})
 	})
 }
 
@@ -276,30 +282,18 @@ func TestClockWatchStartPaceEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		start := time.Now()
-		var mu sync.Mutex
-		var at []time.Duration
+		reads := newPaceLog()
 		read := func(context.Context, string) (time.Time, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			at = append(at, time.Since(start))
+			reads.mark()
 			return time.Time{}, fmt.Errorf("n2 %w", ErrNoClock)
 		}
-		st := &clockState{failed: make(chan struct{})}
-		w := clockWatch{max: 500 * time.Millisecond, members: func() []string { return []string{"old"} }, read: read,
-			log: slog.New(slog.DiscardHandler), state: st}
-		go w.run(ctx)
+		watchWith(ctx, func() []string { return []string{"old"} }, read)
 		time.Sleep(clockStartPace + 2*clockEvery + time.Millisecond)
 		synctest.Wait()
-		mu.Lock()
-		defer mu.Unlock()
 		var want []time.Duration
 		for d := time.Duration(0); d <= clockStartPace; d += clockRecheck {
 			want = append(want, d)
 		}
-		want = append(want, clockStartPace+clockEvery, clockStartPace+2*clockEvery)
-		if !slices.Equal(at, want) {
-			t.Fatalf("read at %v, want %v", at, want)
-		}
+		reads.want(t, append(want, clockStartPace+clockEvery, clockStartPace+2*clockEvery))
 	})
 }
