@@ -232,6 +232,45 @@ func TestIdleKeysExpireByLogTime(t *testing.T) {
 	}
 }
 
+// The sweeper keeps pace with a flood of new keys without ticks (a loaded
+// group writes none): each entry adds keys whose one-second windows end a
+// second later, and the states held stay near those still in their window,
+// for every shape of entry. Checks on held keys add no sweeping, yet keys
+// that expire under such traffic are reclaimed by the entries' own pace.
+func TestSweeperKeepsPaceWithNewKeys(t *testing.T) {
+	p := inline(window.Limit{Algorithm: window.SlidingLog, Limit: 5, Window: sec})
+	for _, perEntry := range []int{1, 10, 100} {
+		s := NewShard()
+		ts := int64(1_700_000_000) * sec
+		step := sec / 10      // ten entries per second of log time
+		live := 10 * perEntry // keys still inside their window
+		index, key := uint64(1), 0
+		for range 2000 {
+			var checks []Check
+			for range perEntry {
+				checks = append(checks, Check{Key: fmt.Sprint("k", key), Policy: p, Cost: 1})
+				key++
+			}
+			s.Apply(allowLog(index, ts, checks...))
+			index++
+			ts += step
+		}
+		if got := s.Stats().States; got > 3*live+sweepPerEntry*10 {
+			t.Errorf("%d keys per entry: %d states held, want near the %d in their window", perEntry, got, live)
+		}
+		// Traffic on held keys only: the flood's states expire and go.
+		held := []Check{{Key: "k0", Policy: p, Cost: 1}}
+		for range 2000 {
+			s.Apply(allowLog(index, ts, held...))
+			index++
+			ts += step
+		}
+		if got := s.Stats().States; got > 1 {
+			t.Errorf("%d keys per entry: %d states left under traffic on one key, want 1", perEntry, got)
+		}
+	}
+}
+
 func TestCorruptEntriesAreRefused(t *testing.T) {
 	s := NewShard()
 	good := EncodeAllow(nil, sec, []Check{{Key: "k", Policy: inline(window.Limit{Algorithm: window.SlidingLog, Limit: 1, Window: sec}), Cost: 1}})

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"hash/maphash"
+	"math/bits"
 
 	"github.com/floodgate/floodgate/window"
 )
@@ -40,6 +41,12 @@ const (
 // (4 bytes a slot, load factor at most 3/4), with linear probing and
 // backward-shift deletion, so there are no tombstones.
 //
+// A slot's bits above those its record numbers need hold a tag: the top
+// bits of the identity's hash. A probe compares tags first and reads a
+// record (its identity is in another cache line, its bytes in a third)
+// only when they match, so a lookup reads about one record instead of
+// every record of its probe run, and a miss usually none.
+//
 // Its layout differs between replicas (the hash seed is random per process,
 // which also defeats hash flooding) but nothing observable depends on it:
 // lookups are by identity and snapshots are sorted by identity.
@@ -49,12 +56,16 @@ type table struct {
 	free   []uint32 // free record numbers below used
 	used   uint32   // record numbers handed out so far
 	live   int
-	slots  []uint32 // 0 = empty, otherwise record number + 1
+	slots  []uint32 // 0 = empty, otherwise tag | record number + 1
+	shift  uint     // bits of a slot that hold record number + 1; the rest, the tag
 	cursor uint32   // next record number the sweeper looks at
+	added  uint64   // records inserted so far: what the sweeper keeps pace with
 }
 
 func newTable() *table {
-	return &table{seed: maphash.MakeSeed(), slots: make([]uint32, minSlots)}
+	t := &table{seed: maphash.MakeSeed()}
+	t.resize(minSlots)
+	return t
 }
 
 // rec returns record n.
@@ -66,16 +77,36 @@ func (t *table) mask() uint64 { return uint64(len(t.slots) - 1) }
 
 // lookup returns the record number of id.
 func (t *table) lookup(id []byte) (uint32, bool) {
-	m := t.mask()
-	for i := maphash.Bytes(t.seed, id) & m; ; i = (i + 1) & m {
+	m, h := t.mask(), maphash.Bytes(t.seed, id)
+	tag, low := t.tag(h), t.low()
+	for i := h & m; ; i = (i + 1) & m {
 		s := t.slots[i]
 		if s == 0 {
 			return 0, false
 		}
-		if t.rec(s-1).id == string(id) {
-			return s - 1, true
+		if s&^low == tag && t.rec(s&low-1).id == string(id) {
+			return s&low - 1, true
 		}
 	}
+}
+
+// low masks the bits of a slot that hold record number + 1.
+func (t *table) low() uint32 { return uint32(1)<<t.shift - 1 }
+
+// tag is the slot tag of hash h: its top bits, above t.shift.
+func (t *table) tag(h uint64) uint32 { return uint32(h>>32) &^ t.low() }
+
+// slot is what the index holds for record n of hash h.
+func (t *table) slot(h uint64, n uint32) uint32 { return t.tag(h) | (n + 1) }
+
+// at finds the index position that holds record n.
+func (t *table) at(n uint32) uint64 {
+	m, low := t.mask(), t.low()
+	i := t.home(t.rec(n).id)
+	for t.slots[i]&low != n+1 {
+		i = (i + 1) & m
+	}
+	return i
 }
 
 // insert adds id, which must not be present, and returns its record number.
@@ -93,22 +124,27 @@ func (t *table) insert(id []byte) uint32 {
 		if int(n>>chunkBits) == len(t.chunks) {
 			t.chunks = append(t.chunks, make([]record, chunkSize))
 		}
+		if n+1 > t.low() {
+			t.resize(len(t.slots)) // record numbers need another bit
+		}
 	}
 	r := t.rec(n)
 	*r = record{id: string(id)}
 	t.place(n)
 	t.live++
+	t.added++
 	return n
 }
 
 // place puts record n in the index.
 func (t *table) place(n uint32) {
 	m := t.mask()
-	i := t.home(t.rec(n).id)
+	h := maphash.String(t.seed, t.rec(n).id)
+	i := h & m
 	for t.slots[i] != 0 {
 		i = (i + 1) & m
 	}
-	t.slots[i] = n + 1
+	t.slots[i] = t.slot(h, n)
 }
 
 func (t *table) home(id string) uint64 {
@@ -117,15 +153,12 @@ func (t *table) home(id string) uint64 {
 
 // remove deletes record n from the index and frees it.
 func (t *table) remove(n uint32) {
-	m := t.mask()
-	i := t.home(t.rec(n).id)
-	for t.slots[i] != n+1 {
-		i = (i + 1) & m
-	}
+	m, low := t.mask(), t.low()
+	i := t.at(n)
 	// Backward-shift: pull later entries of the probe run into the hole
 	// unless their home lies cyclically in (hole, j].
 	for j := (i + 1) & m; t.slots[j] != 0; j = (j + 1) & m {
-		k := t.home(t.rec(t.slots[j] - 1).id)
+		k := t.home(t.rec(t.slots[j]&low - 1).id)
 		if i <= j {
 			if i < k && k <= j {
 				continue
@@ -145,8 +178,11 @@ func (t *table) remove(n uint32) {
 	}
 }
 
-// resize rebuilds the index with size slots (a power of two).
+// resize rebuilds the index with size slots (a power of two), its record
+// numbers given one bit more than they need (so inserts rarely rebuild it
+// for a bit) and at least 16 bits, the rest of the 32 to tags.
 func (t *table) resize(size int) {
+	t.shift = shiftFor(t.used)
 	t.slots = make([]uint32, size)
 	for n := uint32(0); n < t.used; n++ {
 		if t.rec(n).id != "" {
@@ -154,6 +190,9 @@ func (t *table) resize(size int) {
 		}
 	}
 }
+
+// shiftFor is the record bits of an index over used record numbers.
+func shiftFor(used uint32) uint { return min(32, max(16, uint(bits.Len32(used))+1)) }
 
 // sweep looks at up to budget records from the cursor onwards and frees
 // those expired at now. Expired records behave like absent ones, so when
@@ -217,16 +256,15 @@ func (t *table) compact() {
 		t.chunks[i] = nil
 	}
 	t.chunks = t.chunks[:keep]
+	if shiftFor(t.used) < t.shift {
+		t.resize(len(t.slots)) // smaller record numbers leave tags more bits
+	}
 }
 
 // move relocates record from to the free record to, fixing the index.
 func (t *table) move(from, to uint32) {
-	m := t.mask()
-	i := t.home(t.rec(from).id)
-	for t.slots[i] != from+1 {
-		i = (i + 1) & m
-	}
-	t.slots[i] = to + 1
+	i := t.at(from)
+	t.slots[i] = t.slots[i]&^t.low() | (to + 1)
 	*t.rec(to) = *t.rec(from)
 	*t.rec(from) = record{}
 }

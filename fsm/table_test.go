@@ -121,3 +121,71 @@ func TestTableCompaction(t *testing.T) {
 		}
 	}
 }
+
+// Record numbers and tags share a slot's 32 bits: as the record space grows
+// past 2^16 and 2^17 the index gives numbers more bits (tags fewer), and as
+// it shrinks again after a sweep and compaction, fewer; every lookup
+// agrees with the map reference throughout, and tags stay in use.
+func TestTableTagsAcrossRecordBits(t *testing.T) {
+	tab := newTable()
+	ref := map[string]int64{}
+	const n = 150_000
+	shifts := map[uint]bool{}
+	for i := 0; i < n; i++ {
+		id := testID(fmt.Sprintf("k%d", i))
+		rn := tab.insert(id)
+		exp := int64(1 + i%8) // one in eight lives on
+		if i%8 == 7 {
+			exp = 1 << 40
+		}
+		tab.rec(rn).st = expiringAt(exp)
+		ref[string(id)] = exp
+		shifts[tab.shift] = true
+		if i%3 == 0 && i > 0 { // remove an earlier one now and then
+			old := string(testID(fmt.Sprintf("k%d", i-1)))
+			if m, ok := tab.lookup([]byte(old)); ok {
+				tab.remove(m)
+				delete(ref, old)
+			}
+		}
+	}
+	if !shifts[16] || !shifts[17] || !shifts[18] {
+		t.Fatalf("record bits seen while growing: %v, want 16, 17 and 18", shifts)
+	}
+	checkTable(t, tab, ref)
+	tagged := 0
+	for _, s := range tab.slots {
+		if s&^tab.low() != 0 {
+			tagged++
+		}
+	}
+	if tagged < tab.live/2 {
+		t.Fatalf("%d of %d slots carry a tag", tagged, tab.live)
+	}
+	// Sweep the expired seven eighths away: compaction shrinks the record
+	// space and the index, and with them the record bits.
+	tab.sweep(100, int(tab.used)+1)
+	tab.sweep(100, 1)
+	for k, exp := range ref {
+		if exp <= 100 {
+			delete(ref, k)
+		}
+	}
+	checkTable(t, tab, ref)
+	if tab.shift >= 18 {
+		t.Fatalf("record bits %d after compaction to %d records", tab.shift, tab.used)
+	}
+	for k := range ref {
+		if m, ok := tab.lookup([]byte(k)); ok {
+			tab.remove(m)
+			delete(ref, k)
+		}
+		if len(ref) == n/32 {
+			break
+		}
+	}
+	checkTable(t, tab, ref)
+	if _, ok := tab.lookup(testID("never")); ok {
+		t.Fatal("found an identity never inserted")
+	}
+}

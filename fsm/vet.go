@@ -31,6 +31,12 @@ const (
 // It is the leader's judgment before it writes, not the state machine's at
 // apply: entries in flight may add states meanwhile, so the bound can be
 // passed by what they carry, and every replica applies what the log holds.
+//
+// Before it answers Full it sweeps a few records for expired states: the
+// sweeper's pace follows what entries add, and refused checks add nothing,
+// so without this a group full of expired states under traffic would wait
+// for its few records per entry. Freeing an expired record changes memory,
+// never an answer or a snapshot, so a leader may do it outside Apply.
 func (s *Shard) Vet(checks []Check, maxStates, adding int) (v Verdict, adds int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -47,7 +53,24 @@ func (s *Shard) Vet(checks []Check, maxStates, adding int) (v Verdict, adds int)
 	if maxStates <= 0 || s.tab.live+len(s.ov.entries)+adding+most <= maxStates {
 		return Take, most // room for any states they could add
 	}
-	held := s.tab.live
+	held, adds := s.needs(checks)
+	if adds > 0 && held+adding+adds > maxStates {
+		live := s.tab.live
+		if s.tab.sweep(s.now, sweepPerRefusal); s.tab.live == live {
+			return Full, 0
+		}
+		// Freed records may include this set's own expired ones: count again.
+		if held, adds = s.needs(checks); adds > 0 && held+adding+adds > maxStates {
+			return Full, 0
+		}
+	}
+	return Take, adds
+}
+
+// needs counts the states the group holds, fast decisions on their way to
+// the log included, and those checks would add; s.mu is held.
+func (s *Shard) needs(checks []Check) (held, adds int) {
+	held = s.tab.live
 	for id := range s.ov.entries {
 		if _, ok := s.tab.lookup([]byte(id)); !ok {
 			held++
@@ -58,10 +81,7 @@ func (s *Shard) Vet(checks []Check, maxStates, adding int) (v Verdict, adds int)
 			adds += s.missing(checks[i].Policy, checks[i].Key)
 		}
 	}
-	if adds > 0 && held+adding+adds > maxStates {
-		return Full, 0
-	}
-	return Take, adds
+	return held, adds
 }
 
 // missing counts the states of a check of p on key that have neither a
