@@ -37,11 +37,11 @@ func (s *Shard) FastEval(p *policy.Policy, key string, cost, now int64, elastic 
 	defer s.mu.Unlock()
 	now = max(now, s.now, s.ov.now)
 	s.ov.now = now
-	var t touched
-	s.gather(&t, p, []byte(key), false)
+	t := &s.tt
+	s.gather(t, p, []byte(key), false)
 	var ov [policy.MaxLimits + 1]*overlayState
 	for i := 0; i < t.n; i++ {
-		id := s.id(&t, i)
+		id := s.id(t, i)
 		o := s.ov.entries[string(id)]
 		if o == nil {
 			l, _ := limitOf(p, i)
@@ -56,7 +56,7 @@ func (s *Shard) FastEval(p *policy.Policy, key string, cost, now int64, elastic 
 		if res.Outcome != policy.Denied {
 			ov[i].pending++
 		} else if ov[i].pending == 0 {
-			delete(s.ov.entries, string(s.id(&t, i)))
+			delete(s.ov.entries, string(s.id(t, i)))
 		}
 	}
 	return res, s.ov.gen, now
@@ -84,10 +84,10 @@ func (s *Shard) FastEvalSet(p *policy.Policy, keys []string, costs []int64, now 
 	n := p.States()
 	allOrNothing(p, distinct, cost, out, func(d int) policy.Result {
 		// Overlay states live on the heap: they stay put until counted.
-		var t touched
-		s.gather(&t, p, []byte(keys[d]), false)
+		t := &s.tt
+		s.gather(t, p, []byte(keys[d]), false)
 		for i := 0; i < n; i++ {
-			id := string(s.id(&t, i))
+			id := string(s.id(t, i))
 			o := s.ov.entries[id]
 			if o == nil {
 				l, _ := limitOf(p, i)

@@ -32,18 +32,18 @@ func (s *Shard) ownsAll(checks []entryCheck) bool {
 func (s *Shard) evalSet(p *policy.Policy, checks []entryCheck, out []policy.Result) {
 	at, distinct, cost := distinctKeys(len(checks), func(i, j int) bool { return bytes.Equal(checks[i].key, checks[j].key) },
 		func(i int) int64 { return checks[i].cost })
-	var t touched
+	t := &s.tt
 	allOrNothing(p, distinct, cost, out, func(d int) policy.Result {
-		s.gather(&t, p, checks[d].key, true)
+		s.gather(t, p, checks[d].key, true)
 		return p.Decide(t.states[:t.n], s.now, cost[d], checks[d].elastic)
 	}, func(d int) {
 		// Gathered again: storing the previous key's new states may have
 		// moved the table's records.
-		s.gather(&t, p, checks[d].key, true)
+		s.gather(t, p, checks[d].key, true)
 		p.Count(t.states[:t.n], s.now, cost[d], checks[d].elastic, &out[d])
 		if out[d].Outcome != policy.Denied {
-			s.store(&t)
-			s.mirror(&t, p, cost[d], out[d].Outcome, checks[d].elastic)
+			s.store(t)
+			s.mirror(t, p, cost[d], out[d].Outcome, checks[d].elastic)
 		}
 	})
 	for i := range checks {

@@ -39,6 +39,9 @@ type Shard struct {
 	tab *table
 	now int64  // log time: the latest timestamp applied
 	ids []byte // scratch: the identities of the current item's states
+	// tt is scratch too: the states of the check in hand (gather). On the
+	// stack it escaped (it points into itself), an allocation per check.
+	tt touched
 	ov  overlay
 	own *ownership // slot ownership (own.go); nil in a legacy shard
 	// scratch encodes one state at a time while a snapshot is captured;
@@ -252,12 +255,12 @@ func (s *Shard) store(t *touched) {
 
 // eval answers one check of the entry being applied.
 func (s *Shard) eval(p *policy.Policy, key []byte, cost int64, elastic bool) policy.Result {
-	var t touched
-	s.gather(&t, p, key, true)
+	t := &s.tt
+	s.gather(t, p, key, true)
 	res := p.Evaluate(t.states[:t.n], s.now, cost, elastic)
 	if res.Outcome != policy.Denied {
-		s.store(&t)
-		s.mirror(&t, p, cost, res.Outcome, elastic)
+		s.store(t)
+		s.mirror(t, p, cost, res.Outcome, elastic)
 	}
 	return res
 }
@@ -268,16 +271,16 @@ func (s *Shard) replay(p *policy.Policy, h *entryHit) {
 	if h.outcome == policy.Denied {
 		return
 	}
-	var t touched
-	s.gather(&t, p, h.key, true)
+	t := &s.tt
+	s.gather(t, p, h.key, true)
 	p.Record(t.states[:t.n], s.now, h.cost, h.outcome, h.elastic)
-	s.store(&t)
+	s.store(t)
 }
 
 // reset forgets every state of key under p; it returns how many went.
 func (s *Shard) reset(p *policy.Policy, key []byte) int {
-	var t touched
-	s.gather(&t, p, key, true)
+	t := &s.tt
+	s.gather(t, p, key, true)
 	n := 0
 	for i := 0; i < t.n; i++ {
 		if t.found[i] {
@@ -287,7 +290,7 @@ func (s *Shard) reset(p *policy.Policy, key []byte) int {
 		// The leader's overlay forgets the counts too, but keeps its entry
 		// (and its pending count) so releases of hits still in flight stay
 		// in step.
-		if o := s.ov.entries[string(s.id(&t, i))]; o != nil {
+		if o := s.ov.entries[string(s.id(t, i))]; o != nil {
 			o.st = window.State{}
 		}
 	}
