@@ -41,7 +41,7 @@ type Shard struct {
 	ids []byte // scratch: the identities of the current item's states
 	// tt is scratch too: the states of the check in hand (gather). On the
 	// stack it escaped (it points into itself), an allocation per check.
-	tt touched
+	tt  touched
 	ov  overlay
 	own *ownership // slot ownership (own.go); nil in a legacy shard
 	// scratch encodes one state at a time while a snapshot is captured;
