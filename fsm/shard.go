@@ -23,7 +23,9 @@ const (
 	sweepPerEntry = 16
 	sweepPerAdd   = 2
 	sweepPerTick  = 1024
-	// sweepPerRefusal is what a leader's Full verdict looks at first (Vet).
+	// sweepPerRefusal is what a leader's Full verdict looks at first (Vet),
+	// once per entry applied: a flood of refused checks cannot make the
+	// sweeper (which holds the lock applies need) work more than that.
 	sweepPerRefusal = 64
 )
 
@@ -41,9 +43,12 @@ type Shard struct {
 	ids []byte // scratch: the identities of the current item's states
 	// tt is scratch too: the states of the check in hand (gather). On the
 	// stack it escaped (it points into itself), an allocation per check.
-	tt  touched
-	ov  overlay
-	own *ownership // slot ownership (own.go); nil in a legacy shard
+	tt touched
+	// applied counts entries applied; refusalSweep is its value at Vet's
+	// last sweep, which sweeps once per entry at most.
+	applied, refusalSweep uint64
+	ov                    overlay
+	own                   *ownership // slot ownership (own.go); nil in a legacy shard
 	// scratch encodes one state at a time while a snapshot is captured;
 	// snapSize is the size of the last full capture's buffer, plus room.
 	scratch  []byte
@@ -81,6 +86,7 @@ func (s *Shard) apply(l *raft.Log) interface{} {
 	if l.Type != raft.LogCommand || len(l.Data) == 0 {
 		return nil
 	}
+	s.applied++
 	typ, body := l.Data[0], l.Data[1:]
 	switch typ {
 	case cmdAllow:

@@ -32,11 +32,12 @@ const (
 // apply: entries in flight may add states meanwhile, so the bound can be
 // passed by what they carry, and every replica applies what the log holds.
 //
-// Before it answers Full it sweeps a few records for expired states: the
-// sweeper's pace follows what entries add, and refused checks add nothing,
-// so without this a group full of expired states under traffic would wait
-// for its few records per entry. Freeing an expired record changes memory,
-// never an answer or a snapshot, so a leader may do it outside Apply.
+// Before it answers Full it sweeps a few records for expired states, once
+// per entry applied: the sweeper's pace follows what entries add, and
+// refused checks add nothing, so without this a group full of expired
+// states under traffic would wait for its few records per entry. Freeing
+// an expired record changes memory, never an answer or a snapshot, so a
+// leader may do it outside Apply.
 func (s *Shard) Vet(checks []Check, maxStates, adding int) (v Verdict, adds int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -55,6 +56,10 @@ func (s *Shard) Vet(checks []Check, maxStates, adding int) (v Verdict, adds int)
 	}
 	held, adds := s.needs(checks)
 	if adds > 0 && held+adding+adds > maxStates {
+		if s.refusalSweep == s.applied {
+			return Full, 0 // swept since the last entry: nothing newly expired
+		}
+		s.refusalSweep = s.applied
 		live := s.tab.live
 		if s.tab.sweep(s.now, sweepPerRefusal); s.tab.live == live {
 			return Full, 0

@@ -162,3 +162,43 @@ func TestVetCountsFastDecisions(t *testing.T) {
 		t.Errorf("a new key with the pending one counted: %v, want Full", got)
 	}
 }
+
+// Vet sweeps before a refusal at most once per entry applied, so a flood of
+// refused checks cannot keep the sweeper (and the lock applies need) busy:
+// a second refusal before the next entry frees nothing, one after it sweeps
+// again.
+func TestVetSweepsOncePerEntry(t *testing.T) {
+	const max = 200
+	minute := inline(window.Limit{Algorithm: window.FixedWindow, Limit: 10, Window: 60 * sec})
+	s := NewShard()
+	var fill []Check
+	for i := range max {
+		fill = append(fill, Check{Key: fmt.Sprintf("old-%d", i), Policy: minute, Cost: 1})
+	}
+	s.Apply(allowLog(1, 1000*sec, fill...))
+	s.Apply(allowLog(2, 1200*sec, Check{Key: "old-0", Policy: minute, Cost: 1})) // every other state expired
+	var flood []Check
+	for i := range 100 {
+		flood = append(flood, Check{Key: fmt.Sprintf("new-%d", i), Policy: minute, Cost: 1})
+	}
+	held := s.Stats().States
+	if got, _ := s.Vet(flood, held, 0); got != Full {
+		t.Fatalf("100 new keys with %d states held at a bound of %d: %v, want Full", held, held, got)
+	}
+	first := s.Stats().States
+	if first != held-sweepPerRefusal {
+		t.Fatalf("the first refusal swept %d records free, want %d", held-first, sweepPerRefusal)
+	}
+	for range 10 {
+		if got, _ := s.Vet(flood, held, 0); got != Full {
+			t.Fatalf("a refusal again: %v, want Full", got)
+		}
+	}
+	if got := s.Stats().States; got != first {
+		t.Fatalf("refusals before the next entry swept %d more", first-got)
+	}
+	s.Apply(allowLog(3, 1201*sec, Check{Key: "old-0", Policy: minute, Cost: 1}))
+	if got, _ := s.Vet(flood, held, 0); got != Take {
+		t.Errorf("after an entry, with its own and Vet's sweep: %v, want Take", got)
+	}
+}
