@@ -114,6 +114,34 @@ func TestResetForgetsOneKey(t *testing.T) {
 	}
 }
 
+// A reset counts only the states still live: an expired one is gone
+// whether or not the sweeper reached it, and how far it got differs
+// between replicas (Vet sweeps on one node only), so two replicas, one
+// swept and one not, answer the same.
+func TestResetCountsOnlyLiveStates(t *testing.T) {
+	minute := &policy.Policy{Name: "m", Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 5, Window: 60 * sec}}}}
+	ts := int64(1_700_000_000) * sec
+	var answers []any
+	for _, sweep := range []bool{false, true} {
+		s := NewShard()
+		s.Apply(allowLog(1, ts, Check{Key: "k", Policy: minute, Cost: 1}))
+		if sweep { // log time passes the window, and the tick's sweep frees the state
+			s.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: EncodeTick(ts + 120*sec)})
+		}
+		if got := s.Stats().States; got != map[bool]int{false: 1, true: 0}[sweep] {
+			t.Fatalf("swept %v: %d states before the reset", sweep, got)
+		}
+		// The reset's own time passes the window: the unswept state is stale.
+		answers = append(answers, s.Apply(&raft.Log{Index: 3, Type: raft.LogCommand, Data: EncodeReset(ts+120*sec, "k", minute)}))
+		if got := s.Stats().States; got != 0 {
+			t.Fatalf("swept %v: %d states after the reset", sweep, got)
+		}
+	}
+	if answers[0] != 0 || answers[1] != 0 {
+		t.Fatalf("reset of an expired state answered %v unswept and %v swept, want 0 both", answers[0], answers[1])
+	}
+}
+
 // Hits carry the leader's elastic judgment: in a version 2 body, as a bit
 // of the outcome byte. A batch without an elastic hit is still written as
 // version 1, which older binaries read, and version 1 bodies still decode.

@@ -23,7 +23,7 @@ const (
 	sweepPerEntry = 16
 	sweepPerAdd   = 2
 	sweepPerTick  = 1024
-	// sweepPerRefusal is what a leader's Full verdict looks at first (Vet),
+	// sweepPerRefusal is what a Full verdict looks at first (Vet),
 	// once per entry applied: a flood of refused checks cannot make the
 	// sweeper (which holds the lock applies need) work more than that.
 	sweepPerRefusal = 64
@@ -201,7 +201,11 @@ type touched struct {
 	fresh  [policy.MaxLimits + 1]window.State
 	recs   [policy.MaxLimits + 1]uint32
 	found  [policy.MaxLimits + 1]bool
-	ends   [policy.MaxLimits + 2]int // identity i is s.ids[ends[i]:ends[i+1]]
+	// stale: found, but past its expiry (and, with forget, zeroed): a
+	// state the sweeper may or may not have freed yet, so no answer may
+	// depend on it having been there.
+	stale [policy.MaxLimits + 1]bool
+	ends  [policy.MaxLimits + 2]int // identity i is s.ids[ends[i]:ends[i+1]]
 }
 
 // limitOf returns the i-th state's limit of p and the scope its counters
@@ -226,7 +230,7 @@ func (s *Shard) gather(t *touched, p *policy.Policy, key []byte, forget bool) {
 		l, scope := limitOf(p, i)
 		s.ids = appendID(s.ids, key, scope, l)
 		t.ends[i+1] = len(s.ids)
-		t.fresh[i] = window.State{}
+		t.fresh[i], t.stale[i] = window.State{}, false
 		rn, ok := s.tab.lookup(s.ids[t.ends[i]:t.ends[i+1]])
 		if !ok {
 			t.states[i], t.found[i] = &t.fresh[i], false
@@ -241,7 +245,7 @@ func (s *Shard) gather(t *touched, p *policy.Policy, key []byte, forget bool) {
 				t.states[i], t.found[i] = &t.fresh[i], false
 				continue
 			}
-			r.st = window.State{}
+			r.st, t.stale[i] = window.State{}, true
 		}
 		t.states[i], t.recs[i], t.found[i] = &r.st, rn, true
 	}
@@ -283,7 +287,9 @@ func (s *Shard) replay(p *policy.Policy, h *entryHit) {
 	s.store(t)
 }
 
-// reset forgets every state of key under p; it returns how many went.
+// reset forgets every state of key under p; it returns how many went of
+// those still live (an expired one is gone whether or not the sweeper
+// reached it, which differs between replicas).
 func (s *Shard) reset(p *policy.Policy, key []byte) int {
 	t := &s.tt
 	s.gather(t, p, key, true)
@@ -291,7 +297,9 @@ func (s *Shard) reset(p *policy.Policy, key []byte) int {
 	for i := 0; i < t.n; i++ {
 		if t.found[i] {
 			s.tab.remove(t.recs[i])
-			n++
+			if !t.stale[i] {
+				n++
+			}
 		}
 		// The leader's overlay forgets the counts too, but keeps its entry
 		// (and its pending count) so releases of hits still in flight stay

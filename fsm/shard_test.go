@@ -271,6 +271,34 @@ func TestSweeperKeepsPaceWithNewKeys(t *testing.T) {
 	}
 }
 
+// Applying checks of held keys allocates per entry (its decoding and its
+// answers), not per check: a check's gathered states are the shard's
+// scratch, not an allocation each, on every replica.
+func TestApplyHeldKeysAllocatesPerEntry(t *testing.T) {
+	p := inline(window.Limit{Algorithm: window.FixedWindow, Limit: 1000, Window: 60 * sec}) // fixed-size states: no ring grows
+	ts := int64(1_700_000_000) * sec
+	s := NewShard()
+	one := func(n int) *raft.Log {
+		var checks []Check
+		for i := range n {
+			checks = append(checks, Check{Key: fmt.Sprint("k", i), Policy: p, Cost: 1})
+		}
+		return allowLog(1, ts, checks...)
+	}
+	s.Apply(one(100)) // every key held
+	small, large := one(1), one(100)
+	at := func(e *raft.Log) float64 {
+		return testing.AllocsPerRun(50, func() {
+			e.Index++
+			s.Apply(e)
+		})
+	}
+	a1, a100 := at(small), at(large)
+	if a100-a1 > 10 {
+		t.Fatalf("an entry of 100 checks of held keys allocated %.0f times, one of 1 check %.0f: more than per entry", a100, a1)
+	}
+}
+
 func TestCorruptEntriesAreRefused(t *testing.T) {
 	s := NewShard()
 	good := EncodeAllow(nil, sec, []Check{{Key: "k", Policy: inline(window.Limit{Algorithm: window.SlidingLog, Limit: 1, Window: sec}), Cost: 1}})

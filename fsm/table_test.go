@@ -123,9 +123,9 @@ func TestTableCompaction(t *testing.T) {
 }
 
 // Record numbers and tags share a slot's 32 bits: as the record space grows
-// past 2^16 and 2^17 the index gives numbers more bits (tags fewer), and as
-// it shrinks again after a sweep and compaction, fewer; every lookup
-// agrees with the map reference throughout, and tags stay in use.
+// the index gives numbers more bits (tags fewer) when it grows, and as it
+// shrinks again after a sweep and compaction, fewer; every lookup agrees
+// with the map reference throughout, and tags stay in use.
 func TestTableTagsAcrossRecordBits(t *testing.T) {
 	tab := newTable()
 	ref := map[string]int64{}
@@ -172,8 +172,8 @@ func TestTableTagsAcrossRecordBits(t *testing.T) {
 		}
 	}
 	checkTable(t, tab, ref)
-	if tab.shift >= 18 {
-		t.Fatalf("record bits %d after compaction to %d records", tab.shift, tab.used)
+	if tab.shift != 16 {
+		t.Fatalf("record bits %d after compaction to %d records, want 16", tab.shift, tab.used)
 	}
 	for k := range ref {
 		if m, ok := tab.lookup([]byte(k)); ok {
@@ -188,4 +188,24 @@ func TestTableTagsAcrossRecordBits(t *testing.T) {
 	if _, ok := tab.lookup(testID("never")); ok {
 		t.Fatal("found an identity never inserted")
 	}
+}
+
+// An index large enough never to grow still gives record numbers another
+// bit when they need one: inserts past 2^16-1 records rebuild it in place.
+func TestTableRecordBitsGrowInPlace(t *testing.T) {
+	tab := newTable()
+	tab.resize(1 << 18) // room for 196,608 records before a load-factor resize
+	ref := map[string]int64{}
+	for i := 0; i < 70_000; i++ {
+		id := testID(fmt.Sprintf("k%d", i))
+		tab.rec(tab.insert(id)).st = expiringAt(1 << 40)
+		ref[string(id)] = 1 << 40
+		if tab.used < 1<<16 && tab.shift != 16 {
+			t.Fatalf("%d records: %d record bits, want 16", tab.used, tab.shift)
+		}
+	}
+	if tab.shift != 18 || len(tab.slots) != 1<<18 {
+		t.Fatalf("70,000 records: %d record bits in %d slots, want 18 in %d", tab.shift, len(tab.slots), 1<<18)
+	}
+	checkTable(t, tab, ref)
 }

@@ -36,8 +36,9 @@ const (
 // per entry applied: the sweeper's pace follows what entries add, and
 // refused checks add nothing, so without this a group full of expired
 // states under traffic would wait for its few records per entry. Freeing
-// an expired record changes memory, never an answer or a snapshot, so a
-// leader may do it outside Apply.
+// an expired record changes memory, never an answer or a snapshot, so any
+// replica may do it outside Apply (a node vets before it knows whether it
+// still leads).
 func (s *Shard) Vet(checks []Check, maxStates, adding int) (v Verdict, adds int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -186,8 +186,8 @@ func TestVetSweepsOncePerEntry(t *testing.T) {
 		t.Fatalf("100 new keys with %d states held at a bound of %d: %v, want Full", held, held, got)
 	}
 	first := s.Stats().States
-	if first != held-sweepPerRefusal {
-		t.Fatalf("the first refusal swept %d records free, want %d", held-first, sweepPerRefusal)
+	if freed := held - first; freed <= 0 || freed > sweepPerRefusal {
+		t.Fatalf("the first refusal swept %d records free, want 1 to %d", freed, sweepPerRefusal)
 	}
 	for range 10 {
 		if got, _ := s.Vet(flood, held, 0); got != Full {
