@@ -21,11 +21,7 @@ func TestVet(t *testing.T) {
 	one := inline(hour)
 	two := &policy.Policy{Name: "two", Limits: []policy.Limit{{Limit: hour}, {Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 100, Window: 86400 * sec}}}}
 	s := NewShard()
-	var fill []Check
-	for i := range max - 1 {
-		fill = append(fill, Check{Key: fmt.Sprintf("held-%d", i), Policy: one, Cost: 1})
-	}
-	s.Apply(allowLog(1, 1000*sec, fill...))
+	s.Apply(allowLog(1, 1000*sec, keyChecks("held", max-1, one)...))
 	if got := s.Stats().States; got != max-1 {
 		t.Fatalf("%d states, want %d", got, max-1)
 	}
@@ -76,11 +72,7 @@ func TestVetExpiredStates(t *testing.T) {
 	const max = 50
 	minute := inline(window.Limit{Algorithm: window.FixedWindow, Limit: 10, Window: 60 * sec})
 	s := NewShard()
-	var fill []Check
-	for i := range max {
-		fill = append(fill, Check{Key: fmt.Sprintf("old-%d", i), Policy: minute, Cost: 1})
-	}
-	s.Apply(allowLog(1, 1000*sec, fill...))
+	s.Apply(allowLog(1, 1000*sec, keyChecks("old", max, minute)...))
 	if got, _ := s.Vet([]Check{{Key: "never", Policy: minute, Cost: 1}}, max, 0); got != Full {
 		t.Fatalf("a key never seen while every state is live: %v, want Full", got)
 	}
@@ -171,16 +163,9 @@ func TestVetSweepsOncePerEntry(t *testing.T) {
 	const max = 200
 	minute := inline(window.Limit{Algorithm: window.FixedWindow, Limit: 10, Window: 60 * sec})
 	s := NewShard()
-	var fill []Check
-	for i := range max {
-		fill = append(fill, Check{Key: fmt.Sprintf("old-%d", i), Policy: minute, Cost: 1})
-	}
-	s.Apply(allowLog(1, 1000*sec, fill...))
+	s.Apply(allowLog(1, 1000*sec, keyChecks("old", max, minute)...))
 	s.Apply(allowLog(2, 1200*sec, Check{Key: "old-0", Policy: minute, Cost: 1})) // every other state expired
-	var flood []Check
-	for i := range 100 {
-		flood = append(flood, Check{Key: fmt.Sprintf("new-%d", i), Policy: minute, Cost: 1})
-	}
+	flood := keyChecks("new", 100, minute)
 	held := s.Stats().States
 	if got, _ := s.Vet(flood, held, 0); got != Full {
 		t.Fatalf("100 new keys with %d states held at a bound of %d: %v, want Full", held, held, got)
@@ -201,4 +186,13 @@ func TestVetSweepsOncePerEntry(t *testing.T) {
 	if got, _ := s.Vet(flood, held, 0); got != Take {
 		t.Errorf("after an entry, with its own and Vet's sweep: %v, want Take", got)
 	}
+}
+
+// keyChecks returns n checks of cost 1 under p, of keys prefix-0 onwards.
+func keyChecks(prefix string, n int, p *policy.Policy) []Check {
+	checks := make([]Check, n)
+	for i := range checks {
+		checks[i] = Check{Key: fmt.Sprintf("%s-%d", prefix, i), Policy: p, Cost: 1}
+	}
+	return checks
 }
