@@ -15,11 +15,22 @@ const (
 )
 
 // ExportAll returns every live state of the group, with the log time, in
-// the shard snapshot format: a backup of its counters. It reads only.
+// the shard snapshot format: a backup of its counters. It reads only, and
+// captures as Persist does, so applies wait for it no more than for a
+// snapshot (unless one is being captured already: then it copies every
+// state at once).
 func (s *Shard) ExportAll() ([]byte, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	snap, err := s.collect(nil)
+	var snap *shardSnapshot
+	var err error
+	if s.tab.cap == nil {
+		l := &liveSnapshot{s: s, c: s.startCapture()}
+		s.mu.Unlock()
+		snap, err = l.complete()
+	} else {
+		snap, err = s.collect(nil)
+		s.mu.Unlock()
+	}
 	if err != nil {
 		return nil, err
 	}

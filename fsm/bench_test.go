@@ -156,9 +156,13 @@ func BenchmarkApplyCallersPolicies(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(checks)), "ns/check")
 }
 
-// BenchmarkSnapshotCapture is how long a group's applies wait while raft
-// takes a snapshot of a third of make bench's keys: Snapshot copies every
-// live state before Apply resumes.
+// BenchmarkSnapshotCapture is what a snapshot of a third of make bench's
+// keys costs, and how long a group's applies wait for it: pause-ns is
+// Snapshot (raft calls it between applies), hold-ns a step of the
+// capture's pass on average (each holds the shard's lock), ns/op the
+// whole capture, sorted and written. Before captures copied on write, applies
+// waited for the whole copy: 4.5-6.2 ms here, 150-210 ms at a million
+// states.
 func BenchmarkSnapshotCapture(b *testing.B) {
 	for _, keys := range []int{33_000} { // a group's share of make bench's 100,000 keys
 		for _, alg := range []window.Algorithm{window.SlidingLog, window.TokenBucket} {
@@ -175,13 +179,41 @@ func BenchmarkSnapshotCapture(b *testing.B) {
 						checks = checks[:0]
 					}
 				}
+				var pause, hold time.Duration
+				steps := 0
 				b.ResetTimer()
 				for range b.N {
-					if _, err := s.Snapshot(); err != nil {
+					t0 := time.Now()
+					snap, err := s.Snapshot()
+					pause += time.Since(t0)
+					if err != nil {
 						b.Fatal(err)
 					}
+					snap.(*liveSnapshot).reserve()
+					for over := false; !over; {
+						t0 = time.Now()
+						s.mu.Lock()
+						over = snap.(*liveSnapshot).c.step(captureStep)
+						s.mu.Unlock()
+						hold += time.Since(t0)
+						steps++
+					}
+					if err := snap.Persist(&discardSink{}); err != nil {
+						b.Fatal(err)
+					}
+					snap.Release()
 				}
+				b.ReportMetric(float64(pause.Nanoseconds())/float64(b.N), "pause-ns")
+				b.ReportMetric(float64(hold.Nanoseconds())/float64(steps), "hold-ns")
 			})
 		}
 	}
 }
+
+// discardSink is a snapshot sink that keeps nothing.
+type discardSink struct{}
+
+func (discardSink) Write(p []byte) (int, error) { return len(p), nil }
+func (discardSink) ID() string                  { return "discard" }
+func (discardSink) Cancel() error               { return nil }
+func (discardSink) Close() error                { return nil }

@@ -21,14 +21,14 @@ import (
 func snapshotSeeds(t testing.TB) []fuzzseed.Seed {
 	body := func(s *Shard) []byte {
 		snap, err := s.Snapshot()
-		var buf bytes.Buffer
+		var sink memSink
 		if err == nil {
-			err = snap.(*shardSnapshot).writeTo(&buf)
+			err = snap.Persist(&sink)
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		return buf.Bytes()[:buf.Len()-4]
+		return sink.Bytes()[:sink.Len()-4]
 	}
 	full, empty := body(seededShard(t)), body(NewShard())
 	head := binary.AppendVarint([]byte(shardMagic+"\x01"), fuzzT0)

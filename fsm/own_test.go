@@ -179,7 +179,7 @@ func TestOwnershipSnapshotRoundTrip(t *testing.T) {
 		g.allow(keyIn(i%16, 16, i), 10)
 	}
 	g.mustApply(EncodeFreeze(4, []uint32{2, 3}))
-	a := shardBytes(t, g.s)
+	a := snapshotBytes(t, g.s)
 	if a[len(shardMagic)] != shardVersion {
 		t.Fatalf("snapshot version %d, want %d", a[len(shardMagic)], shardVersion)
 	}
@@ -187,7 +187,7 @@ func TestOwnershipSnapshotRoundTrip(t *testing.T) {
 	if err := c.Restore(io.NopCloser(bytes.NewReader(a))); err != nil {
 		t.Fatal(err)
 	}
-	if b := shardBytes(t, c); !bytes.Equal(a, b) {
+	if b := snapshotBytes(t, c); !bytes.Equal(a, b) {
 		t.Error("a restored shard writes different bytes")
 	}
 	info := c.Ownership()
@@ -198,20 +198,7 @@ func TestOwnershipSnapshotRoundTrip(t *testing.T) {
 		t.Errorf("export under the wrong move: %v", err)
 	}
 	// A legacy shard still writes version 1.
-	if b := shardBytes(t, NewShard()); b[len(shardMagic)] != shardVersionNoOwn {
+	if b := snapshotBytes(t, NewShard()); b[len(shardMagic)] != shardVersionNoOwn {
 		t.Errorf("a shard without ownership wrote version %d", b[len(shardMagic)])
 	}
-}
-
-func shardBytes(t *testing.T, s *Shard) []byte {
-	t.Helper()
-	snap, err := s.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var w sliceWriter
-	if err := snap.(*shardSnapshot).writeTo(&w); err != nil {
-		t.Fatal(err)
-	}
-	return w
 }

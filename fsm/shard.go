@@ -237,6 +237,9 @@ func (s *Shard) gather(t *touched, p *policy.Policy, key []byte, forget bool) {
 			continue
 		}
 		r := s.tab.rec(rn)
+		if forget {
+			r = s.tab.write(rn) // what the check changes
+		}
 		// The record's own expiry, not l's: a stretched limit reads a
 		// bucket's fraction of a nanosecond over another limit, and a
 		// state forgotten must be full however it is read (table.go).

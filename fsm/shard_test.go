@@ -114,7 +114,10 @@ func TestReplicasAgreeByteForByte(t *testing.T) {
 // randomLog builds entries of random checks over every algorithm, with
 // timestamps that jitter backwards (a new leader with a slower clock) and
 // occasional jumps past every window, plus ticks.
-func randomLog(seed uint64, n int) []*raft.Log {
+func randomLog(seed uint64, n int) []*raft.Log { return randomLogOver(seed, n, 40) }
+
+// randomLogOver is randomLog over keys keys.
+func randomLogOver(seed uint64, n, keys int) []*raft.Log {
 	r := rand.New(rand.NewPCG(seed, 99))
 	pols := []*policy.Policy{
 		inline(window.Limit{Algorithm: window.SlidingLog, Limit: 5, Window: 10 * sec}),
@@ -151,13 +154,13 @@ func randomLog(seed uint64, n int) []*raft.Log {
 			logs = append(logs, &raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: EncodeTick(stamp)})
 			continue
 		case 1:
-			data := EncodeReset(stamp, fmt.Sprintf("k%d", r.IntN(40)), pols[r.IntN(len(pols))])
+			data := EncodeReset(stamp, fmt.Sprintf("k%d", r.IntN(keys)), pols[r.IntN(len(pols))])
 			logs = append(logs, &raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: data})
 			continue
 		case 2, 3:
 			var hits []Hit
 			for j := r.IntN(6); j >= 0; j-- {
-				hits = append(hits, Hit{Key: fmt.Sprintf("k%d", r.IntN(40)), Policy: pols[r.IntN(len(pols))],
+				hits = append(hits, Hit{Key: fmt.Sprintf("k%d", r.IntN(keys)), Policy: pols[r.IntN(len(pols))],
 					Cost: int64(1 + r.IntN(2)), Time: stamp - int64(r.IntN(900))*int64(time.Millisecond),
 					Outcome: policy.Outcome(r.IntN(5))})
 			}
@@ -168,7 +171,7 @@ func randomLog(seed uint64, n int) []*raft.Log {
 		var checks []Check
 		for j := r.IntN(8); j >= 0; j-- {
 			p := pols[r.IntN(len(pols))]
-			checks = append(checks, Check{Key: fmt.Sprintf("k%d", r.IntN(40)), Policy: p, Cost: int64(r.IntN(3)), Elastic: r.IntN(2) == 0})
+			checks = append(checks, Check{Key: fmt.Sprintf("k%d", r.IntN(keys)), Policy: p, Cost: int64(r.IntN(3)), Elastic: r.IntN(2) == 0})
 		}
 		logs = append(logs, allowLog(uint64(i+1), stamp, checks...))
 	}
@@ -190,12 +193,7 @@ func snapshotBytes(t *testing.T, s raft.FSM) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sink memSink
-	if err := snap.Persist(&sink); err != nil {
-		t.Fatal(err)
-	}
-	snap.Release()
-	return sink.Bytes()
+	return persist(t, snap)
 }
 
 // Keys go away once every window that refers to them has passed, driven

@@ -60,6 +60,10 @@ type table struct {
 	shift  uint     // bits of a slot that hold record number + 1; the rest, the tag
 	cursor uint32   // next record number the sweeper looks at
 	added  uint64   // records inserted so far: what the sweeper keeps pace with
+	// cap is the snapshot being captured, if any: records are kept for
+	// it before they change (write, remove, insert into a free record)
+	// and not moved (compact).
+	cap *capture
 }
 
 func newTable() *table {
@@ -68,9 +72,18 @@ func newTable() *table {
 	return t
 }
 
-// rec returns record n.
+// rec returns record n, to read.
 func (t *table) rec(n uint32) *record {
 	return &t.chunks[n>>chunkBits][n&(chunkSize-1)]
+}
+
+// write returns record n, to change: a snapshot being captured keeps it
+// first, as it was.
+func (t *table) write(n uint32) *record {
+	if t.cap != nil {
+		t.cap.keep(n)
+	}
+	return t.rec(n)
 }
 
 func (t *table) mask() uint64 { return uint64(len(t.slots) - 1) }
@@ -128,7 +141,7 @@ func (t *table) insert(id []byte) uint32 {
 			t.resize(len(t.slots)) // record numbers need another bit
 		}
 	}
-	r := t.rec(n)
+	r := t.write(n) // a free record: a capture notes it needs nothing
 	*r = record{id: string(id)}
 	t.place(n)
 	t.live++
@@ -154,6 +167,7 @@ func (t *table) home(id string) uint64 {
 // remove deletes record n from the index and frees it.
 func (t *table) remove(n uint32) {
 	m, low := t.mask(), t.low()
+	t.write(n)
 	i := t.at(n)
 	// Backward-shift: pull later entries of the probe run into the hole
 	// unless their home lies cyclically in (hole, j].
@@ -216,9 +230,10 @@ func (t *table) sweep(now int64, budget int) {
 
 // compact moves records from the top of the record space into free slots
 // below, then drops empty chunks, once most of the space is free. It runs
-// when the sweeper wraps around, so records are not moved under its feet.
+// when the sweeper wraps around, so records are not moved under its feet,
+// and not while a snapshot is captured (record numbers are its bookmarks).
 func (t *table) compact() {
-	if t.used < 4*chunkSize || t.live*4 > int(t.used) {
+	if t.used < 4*chunkSize || t.live*4 > int(t.used) || t.cap != nil {
 		return
 	}
 	free := make(map[uint32]bool, len(t.free))
