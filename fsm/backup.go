@@ -15,22 +15,13 @@ const (
 )
 
 // ExportAll returns every live state of the group, with the log time, in
-// the shard snapshot format: a backup of its counters. It reads only, and
-// captures as Persist does, so applies wait for it no more than for a
-// snapshot (unless one is being captured already: then it copies every
-// state at once).
+// the shard snapshot format: a backup of its counters. It captures as a
+// snapshot does (capture.go), so applies go on meanwhile.
 func (s *Shard) ExportAll() ([]byte, error) {
 	s.mu.Lock()
-	var snap *shardSnapshot
-	var err error
-	if s.tab.cap == nil {
-		l := &liveSnapshot{s: s, c: s.startCapture()}
-		s.mu.Unlock()
-		snap, err = l.complete()
-	} else {
-		snap, err = s.collect(nil)
-		s.mu.Unlock()
-	}
+	l := &liveSnapshot{s: s, c: s.startCapture()}
+	s.mu.Unlock()
+	snap, err := l.complete()
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 
 	"github.com/hashicorp/raft"
 )
@@ -50,14 +51,19 @@ type capture struct {
 	scratch []byte
 }
 
-// startCapture attaches a capture of the shard as it is now. A capture
-// still attached (a snapshot never persisted nor released) is finished
-// first, so it keeps its point in time. s.mu must be held.
+// maxCaptures is how many captures may be attached at once: raft's and a
+// backup's, and one more. Beyond that the oldest is finished at once (a
+// stop of applies, as before captures copied on write): raft releases
+// every snapshot it takes, so only a leak could get there.
+const maxCaptures = 3
+
+// startCapture attaches a capture of the shard as it is now. s.mu must be
+// held.
 func (s *Shard) startCapture() *capture {
-	if c := s.tab.cap; c != nil {
-		c.finish()
-	}
 	t := s.tab
+	if len(t.caps) >= maxCaptures {
+		t.caps[0].finish()
+	}
 	c := &capture{
 		snap:  &shardSnapshot{now: s.now},
 		tab:   t,
@@ -69,7 +75,7 @@ func (s *Shard) startCapture() *capture {
 	if s.own != nil {
 		c.snap.own = appendOwnership(nil, s.own)
 	}
-	t.cap = c
+	t.caps = append(t.caps, c)
 	return c
 }
 
@@ -84,6 +90,15 @@ func (c *capture) keep(n uint32) {
 	r := c.tab.rec(n)
 	if r.id == "" || c.err != nil || r.expiry() <= c.snap.now {
 		return
+	}
+	// The trim below changes the record: captures of an earlier point
+	// in time keep it first. Later ones need not: what has aged out by
+	// this log time has aged out by theirs.
+	for _, o := range c.tab.caps {
+		if o == c {
+			break
+		}
+		o.keep(n)
 	}
 	l, ok := shapeOf(r.id)
 	if !ok {
@@ -117,10 +132,11 @@ func (c *capture) finish() {
 
 // detach stops the table calling keep.
 func (c *capture) detach() {
-	if c.tab.cap == c {
-		c.tab.cap = nil
-	}
+	c.tab.caps = slices.DeleteFunc(c.tab.caps, func(o *capture) bool { return o == c })
 }
+
+// attached reports whether the table still calls keep.
+func (c *capture) attached() bool { return slices.Contains(c.tab.caps, c) }
 
 // liveSnapshot is the raft.FSMSnapshot of a Shard: a capture that Persist
 // completes before it writes.
@@ -148,7 +164,7 @@ func (l *liveSnapshot) complete() (*shardSnapshot, error) {
 	l.reserve()
 	for {
 		l.s.mu.Lock()
-		if l.c.tab.cap != l.c && l.c.next < l.c.n0 {
+		if !l.c.attached() && l.c.next < l.c.n0 {
 			l.s.mu.Unlock()
 			return nil, errReleased
 		}

@@ -38,7 +38,7 @@ func stopTheWorld(t *testing.T, s *Shard) []byte {
 func stepCapture(s *Shard, budget int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c := s.tab.cap; c != nil {
+	for _, c := range s.tab.caps {
 		c.step(budget)
 	}
 }
@@ -62,62 +62,69 @@ func persist(t *testing.T, snap raft.FSMSnapshot) []byte {
 // state at once at its point in time writes, and the capturing replica
 // must answer, and end, exactly as a twin that never snapshotted.
 func TestCaptureKeepsItsPointInTime(t *testing.T) {
-	seeds := 12
-	if testing.Short() {
-		seeds = 4
-	}
-	for seed := range uint64(seeds) {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			t.Parallel()
-			r := rand.New(rand.NewPCG(seed, 7))
-			logs := randomLogOver(seed+100, 1500, 300)
-			// Now and then a restore of another log's states (it removes
-			// and inserts records) instead of an entry.
-			for i := range logs {
-				if r.IntN(40) == 0 {
-					logs[i] = &raft.Log{Index: logs[i].Index, Type: raft.LogCommand,
-						Data: EncodeRestore(exportOf(randomLogOver(seed+uint64(i), 1, 300)[0].Data))}
+	forSeeds(t, 12, func(t *testing.T, seed uint64) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		logs := randomLogOver(seed+100, 1500, 300)
+		// Now and then a restore of another log's states (it removes
+		// and inserts records) instead of an entry.
+		for i := range logs {
+			if r.IntN(40) == 0 {
+				logs[i] = &raft.Log{Index: logs[i].Index, Type: raft.LogCommand,
+					Data: EncodeRestore(exportOf(randomLogOver(seed+uint64(i), 1, 300)[0].Data))}
+			}
+		}
+		a, twin := NewShard(), NewShard()
+		var snap raft.FSMSnapshot
+		var want []byte
+		captured := 0
+		for i, l := range logs {
+			if snap == nil && r.IntN(60) == 0 {
+				want = stopTheWorld(t, twin)
+				var err error
+				if snap, err = a.Snapshot(); err != nil {
+					t.Fatal(err)
 				}
 			}
-			a, twin := NewShard(), NewShard()
-			var snap raft.FSMSnapshot
-			var want []byte
-			captured := 0
-			for i, l := range logs {
-				if snap == nil && r.IntN(60) == 0 {
-					want = stopTheWorld(t, twin)
-					var err error
-					if snap, err = a.Snapshot(); err != nil {
+			ra, rt := a.Apply(l), twin.Apply(l)
+			if fmt.Sprint(ra) != fmt.Sprint(rt) {
+				t.Fatalf("entry %d: the capturing replica answered %v, its twin %v", i, ra, rt)
+			}
+			if snap != nil {
+				if r.IntN(20) == 0 {
+					// A backup reads every state (trimming them) meanwhile.
+					if _, err := a.ExportAll(); err != nil {
 						t.Fatal(err)
 					}
 				}
-				ra, rt := a.Apply(l), twin.Apply(l)
-				if fmt.Sprint(ra) != fmt.Sprint(rt) {
-					t.Fatalf("entry %d: the capturing replica answered %v, its twin %v", i, ra, rt)
-				}
-				if snap != nil {
-					if r.IntN(20) == 0 {
-						// A backup reads every state (trimming them) meanwhile.
-						if _, err := a.ExportAll(); err != nil {
-							t.Fatal(err)
-						}
+				stepCapture(a, r.IntN(40))
+				if r.IntN(50) == 0 {
+					if got := persist(t, snap); !bytes.Equal(got, want) {
+						t.Fatalf("entry %d: the snapshot differs from its point in time", i)
 					}
-					stepCapture(a, r.IntN(40))
-					if r.IntN(50) == 0 {
-						if got := persist(t, snap); !bytes.Equal(got, want) {
-							t.Fatalf("entry %d: the snapshot differs from its point in time", i)
-						}
-						snap = nil
-						captured++
-					}
+					snap = nil
+					captured++
 				}
 			}
-			if captured < 3 {
-				t.Fatalf("only %d snapshots were checked", captured)
-			}
-			if !bytes.Equal(stopTheWorld(t, a), stopTheWorld(t, twin)) {
-				t.Fatal("the capturing replica ended unlike its twin")
-			}
+		}
+		if captured < 3 {
+			t.Fatalf("only %d snapshots were checked", captured)
+		}
+		if !bytes.Equal(stopTheWorld(t, a), stopTheWorld(t, twin)) {
+			t.Fatal("the capturing replica ended unlike its twin")
+		}
+	})
+}
+
+// forSeeds runs run in parallel subtests, one per seed: n of them, a third
+// with -short.
+func forSeeds(t *testing.T, n int, run func(t *testing.T, seed uint64)) {
+	if testing.Short() {
+		n /= 3
+	}
+	for seed := range uint64(n) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
+			run(t, seed)
 		})
 	}
 }
@@ -204,7 +211,7 @@ func TestCaptureReleased(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap.Release()
-	if s.tab.cap != nil {
+	if len(s.tab.caps) != 0 {
 		t.Fatal("a released capture is still attached")
 	}
 	var sink memSink
@@ -213,26 +220,37 @@ func TestCaptureReleased(t *testing.T) {
 	}
 }
 
-// A second snapshot while the first is neither persisted nor released
-// completes the first: both keep their points in time.
-func TestCaptureTwoSnapshots(t *testing.T) {
-	logs := randomLogOver(3, 400, 200)
+// Snapshots taken while earlier ones are neither persisted nor released
+// capture side by side, up to maxCaptures; the next finishes the oldest.
+// Each keeps its point in time.
+func TestCaptureSideBySide(t *testing.T) {
+	logs := randomLogOver(3, 500, 200)
 	s, twin := NewShard(), NewShard()
-	apply := func(logs []*raft.Log) {
-		for _, l := range logs {
+	var snaps []raft.FSMSnapshot
+	var wants [][]byte
+	for i := range maxCaptures + 1 {
+		for _, l := range logs[i*100 : (i+1)*100] {
 			s.Apply(l)
 			twin.Apply(l)
 		}
+		wants = append(wants, stopTheWorld(t, twin))
+		snap, _ := s.Snapshot()
+		snaps = append(snaps, snap)
+		stepCapture(s, 5)
+		if got := len(s.tab.caps); got > maxCaptures {
+			t.Fatalf("%d captures attached", got)
+		}
 	}
-	apply(logs[:200])
-	want1 := stopTheWorld(t, twin)
-	snap1, _ := s.Snapshot()
-	apply(logs[200:300])
-	want2 := stopTheWorld(t, twin)
-	snap2, _ := s.Snapshot()
-	apply(logs[300:])
-	if !bytes.Equal(persist(t, snap2), want2) || !bytes.Equal(persist(t, snap1), want1) {
-		t.Fatal("a snapshot differs from its point in time")
+	if snaps[0].(*liveSnapshot).c.attached() {
+		t.Fatal("the oldest capture is still attached past maxCaptures")
+	}
+	for _, l := range logs[400:] {
+		s.Apply(l)
+	}
+	for i := len(snaps) - 1; i >= 0; i-- {
+		if !bytes.Equal(persist(t, snaps[i]), wants[i]) {
+			t.Fatalf("snapshot %d differs from its point in time", i)
+		}
 	}
 }
 
@@ -290,5 +308,44 @@ func TestCaptureConcurrentWithApplies(t *testing.T) {
 	}
 	if !bytes.Equal(stopTheWorld(t, s), stopTheWorld(t, twin)) {
 		t.Fatal("the capturing replica ended unlike its twin")
+	}
+}
+
+// A backup beside a snapshot captures on its own: the snapshot's capture
+// is not finished at once (a stop of applies), and both hold their points
+// in time, though the later one trims timestamps the earlier one holds.
+func TestCaptureBesideAnExport(t *testing.T) {
+	p := inline(window.Limit{Algorithm: window.SlidingLog, Limit: 5, Window: 10 * sec})
+	ts := int64(1_700_000_000) * sec
+	s, twin := NewShard(), NewShard()
+	apply := func(index uint64, ts int64, keys int) {
+		var checks []Check
+		for i := range keys {
+			checks = append(checks, Check{Key: fmt.Sprint("k", i), Policy: p, Cost: 1})
+		}
+		s.Apply(allowLog(index, ts, checks...))
+		twin.Apply(allowLog(index, ts, checks...))
+	}
+	apply(1, ts, 3*captureStep)
+	apply(2, ts+5*sec, 3*captureStep)
+	apply(3, ts+6*sec, 1) // log time: the first timestamps are live
+	want := stopTheWorld(t, twin)
+	snap, _ := s.Snapshot()
+	stepCapture(s, 10)
+	apply(4, ts+12*sec, 1) // now they have aged out
+	wantExport, err := twin.ExportAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	export, err := s.ExportAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := snap.(*liveSnapshot).c; !c.attached() || c.next >= c.n0 {
+		t.Fatal("the export finished the snapshot's capture")
+	}
+	apply(5, ts+13*sec, 2)
+	if !bytes.Equal(export, wantExport) || !bytes.Equal(persist(t, snap), want) {
+		t.Fatal("a capture differs from its point in time")
 	}
 }

@@ -116,10 +116,9 @@ func TestReplicasAgreeByteForByte(t *testing.T) {
 // occasional jumps past every window, plus ticks.
 func randomLog(seed uint64, n int) []*raft.Log { return randomLogOver(seed, n, 40) }
 
-// randomLogOver is randomLog over keys keys.
-func randomLogOver(seed uint64, n, keys int) []*raft.Log {
-	r := rand.New(rand.NewPCG(seed, 99))
-	pols := []*policy.Policy{
+// samplePolicies are policies of every algorithm and mode, inline.
+func samplePolicies() []*policy.Policy {
+	return []*policy.Policy{
 		inline(window.Limit{Algorithm: window.SlidingLog, Limit: 5, Window: 10 * sec}),
 		inline(window.Limit{Algorithm: window.SlidingCounter, Limit: 20, Window: 60 * sec, Buckets: 6}),
 		inline(window.Limit{Algorithm: window.SlidingCounterWeighted, Limit: 20, Window: 60 * sec, Buckets: 6}),
@@ -141,6 +140,12 @@ func randomLogOver(seed uint64, n, keys int) []*raft.Log {
 		{Name: "elastic", Mode: policy.Elastic, ElasticCeilingPercent: 200, ElasticCapacity: 100,
 			Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.SlidingCounterWeighted, Limit: 5, Window: 30 * sec, Buckets: 3}}}},
 	}
+}
+
+// randomLogOver is randomLog over keys keys.
+func randomLogOver(seed uint64, n, keys int) []*raft.Log {
+	r := rand.New(rand.NewPCG(seed, 99))
+	pols := samplePolicies()
 	ts := int64(1_700_000_000) * sec
 	var logs []*raft.Log
 	for i := 0; i < n; i++ {

@@ -60,10 +60,10 @@ type table struct {
 	shift  uint     // bits of a slot that hold record number + 1; the rest, the tag
 	cursor uint32   // next record number the sweeper looks at
 	added  uint64   // records inserted so far: what the sweeper keeps pace with
-	// cap is the snapshot being captured, if any: records are kept for
-	// it before they change (write, remove, insert into a free record)
-	// and not moved (compact).
-	cap *capture
+	// caps are the snapshots being captured (raft's, a backup's): records
+	// are kept for them before they change (write, remove, insert into a
+	// free record) and not moved (compact).
+	caps []*capture
 }
 
 func newTable() *table {
@@ -80,8 +80,8 @@ func (t *table) rec(n uint32) *record {
 // write returns record n, to change: a snapshot being captured keeps it
 // first, as it was.
 func (t *table) write(n uint32) *record {
-	if t.cap != nil {
-		t.cap.keep(n)
+	for _, c := range t.caps {
+		c.keep(n)
 	}
 	return t.rec(n)
 }
@@ -233,7 +233,7 @@ func (t *table) sweep(now int64, budget int) {
 // when the sweeper wraps around, so records are not moved under its feet,
 // and not while a snapshot is captured (record numbers are its bookmarks).
 func (t *table) compact() {
-	if t.used < 4*chunkSize || t.live*4 > int(t.used) || t.cap != nil {
+	if t.used < 4*chunkSize || t.live*4 > int(t.used) || len(t.caps) > 0 {
 		return
 	}
 	free := make(map[uint32]bool, len(t.free))
