@@ -19,7 +19,7 @@ const (
 // snapshot does (capture.go), so applies go on meanwhile.
 func (s *Shard) ExportAll() ([]byte, error) {
 	s.mu.Lock()
-	l := &liveSnapshot{s: s, c: s.startCapture()}
+	l := &liveSnapshot{s: s, c: s.startCapture(nil)}
 	s.mu.Unlock()
 	snap, err := l.complete()
 	if err != nil {

@@ -41,6 +41,9 @@ type capture struct {
 	// (it was free, or its state had expired, at the point in time).
 	done []uint64
 	next uint32 // the pass's position: records below it are done
+	// only, when not nil, says which identities the capture holds: a
+	// part of the states (ExportSlots).
+	only func(id string) bool
 	err  error
 	// live and bytes size the capture's buffers: the states live at the
 	// point in time, and the last whole capture's size plus room.
@@ -57,20 +60,23 @@ type capture struct {
 // every snapshot it takes, so only a leak could get there.
 const maxCaptures = 3
 
-// startCapture attaches a capture of the shard as it is now. s.mu must be
-// held.
-func (s *Shard) startCapture() *capture {
+// startCapture attaches a capture of the shard as it is now: of every
+// live state, or with only non-nil, of those whose identity it accepts.
+// s.mu must be held.
+func (s *Shard) startCapture(only func(id string) bool) *capture {
 	t := s.tab
 	if len(t.caps) >= maxCaptures {
 		t.caps[0].finish()
 	}
 	c := &capture{
-		snap:  &shardSnapshot{now: s.now},
-		tab:   t,
-		n0:    t.used,
-		done:  make([]uint64, (t.used+63)/64),
-		live:  t.live,
-		bytes: s.snapSize,
+		snap: &shardSnapshot{now: s.now},
+		tab:  t,
+		n0:   t.used,
+		done: make([]uint64, (t.used+63)/64),
+		only: only,
+	}
+	if only == nil { // a part is sized as it grows
+		c.live, c.bytes = t.live, s.snapSize
 	}
 	if s.own != nil {
 		c.snap.own = appendOwnership(nil, s.own)
@@ -88,7 +94,7 @@ func (c *capture) keep(n uint32) {
 	}
 	c.done[n/64] |= 1 << (n % 64)
 	r := c.tab.rec(n)
-	if r.id == "" || c.err != nil || r.expiry() <= c.snap.now {
+	if r.id == "" || c.err != nil || r.expiry() <= c.snap.now || (c.only != nil && !c.only(r.id)) {
 		return
 	}
 	// The trim below changes the record: captures of an earlier point
@@ -105,10 +111,13 @@ func (c *capture) keep(n uint32) {
 		c.err = fmt.Errorf("%w: state identity", ErrCorrupt)
 		return
 	}
-	// As collect does: what has aged out by the capture's log time is
-	// dropped first. The record has not changed since that time (else it
-	// would have been kept already), so this is the trim a capture of
-	// every state at once would have made then.
+	// A peek at the capture's log time drops what has aged out (a
+	// sliding log's old timestamps). Strict replicas drop it when they
+	// check; replicas that replay fast hits only record. It never changes
+	// an answer, and without it their snapshots would differ in dead
+	// bytes. The record has not changed since that time (else it would
+	// have been kept already), so this is the trim a capture of every
+	// state at once would have made then.
 	l.Check(&r.st, c.snap.now, 0)
 	c.scratch = l.AppendState(c.scratch[:0], &r.st)
 	c.snap.addEncoded(r.id, c.scratch)
@@ -183,7 +192,7 @@ func (l *liveSnapshot) complete() (*shardSnapshot, error) {
 	}
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
-	if l.c.tab == l.s.tab {
+	if l.c.tab == l.s.tab && l.c.only == nil {
 		l.s.snapSize = len(l.c.snap.buf) + len(l.c.snap.buf)/8
 	}
 	return l.c.snap, nil

@@ -304,22 +304,26 @@ func (s *Shard) removeSlots(slots map[int]bool) {
 
 // ExportSlots returns the live states of slots, which must all be frozen
 // by move, with the log time, in the shard snapshot format: what the
-// move's target imports. It reads only.
+// move's target imports. It captures as a snapshot does (capture.go), so
+// applies go on meanwhile.
 func (s *Shard) ExportSlots(move uint64, slots []uint32) ([]byte, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	o := s.own
 	if o == nil {
+		s.mu.Unlock()
 		return nil, fmt.Errorf("%w: the group has no ownership record", ErrNotFrozen)
 	}
 	in := map[int]bool{}
 	for _, x := range slots {
 		if int(x) >= len(o.state) || o.state[x] != move+1 {
+			s.mu.Unlock()
 			return nil, fmt.Errorf("%w: slot %d is not frozen by move %d", ErrNotFrozen, x, move)
 		}
 		in[int(x)] = true
 	}
-	snap, err := s.collect(func(id string) bool { return in[o.slotOf(keyOf(id))] })
+	l := &liveSnapshot{s: s, c: s.startCapture(func(id string) bool { return in[o.slotOf(keyOf(id))] })}
+	s.mu.Unlock()
+	snap, err := l.complete()
 	if err != nil {
 		return nil, err
 	}

@@ -49,9 +49,7 @@ type Shard struct {
 	applied, refusalSweep uint64
 	ov                    overlay
 	own                   *ownership // slot ownership (own.go); nil in a legacy shard
-	// scratch encodes one state at a time while a snapshot is captured;
-	// snapSize is the size of the last full capture's buffer, plus room.
-	scratch  []byte
+	// snapSize is the size of the last whole capture's buffer, plus room.
 	snapSize int
 }
 

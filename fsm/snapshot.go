@@ -36,9 +36,8 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// shardSnapshot is a point-in-time copy of a Shard's states, encoded
-// under its lock (a capture's, or collect's) and sorted and written
-// without it.
+// shardSnapshot is a point-in-time copy of a Shard's states, encoded by a
+// capture (capture.go) and sorted and written without the shard's lock.
 type shardSnapshot struct {
 	now     int64
 	buf     []byte // the encoded entries, back to back
@@ -57,47 +56,7 @@ type snapEntry struct {
 func (s *Shard) Snapshot() (raft.FSMSnapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &liveSnapshot{s: s, c: s.startCapture()}, nil
-}
-
-// collect copies at once the live states whose identity keep accepts
-// (every one with a nil keep), and the ownership record: an export's
-// states. s.mu must be held.
-func (s *Shard) collect(keep func(id string) bool) (*shardSnapshot, error) {
-	// It copies into a buffer sized from the last capture, and encodes
-	// each state into one scratch buffer: at 33,000 sliding logs, 4.5 ms
-	// against 9.8 ms with a buffer grown by appends and a slice allocated
-	// per state.
-	snap := &shardSnapshot{now: s.now, entries: make([]snapEntry, 0, s.tab.live)}
-	if keep == nil {
-		snap.buf = make([]byte, 0, s.snapSize)
-	}
-	if s.own != nil {
-		snap.own = appendOwnership(nil, s.own)
-	}
-	for n := uint32(0); n < s.tab.used; n++ {
-		r := s.tab.rec(n)
-		if r.id == "" || r.expiry() <= s.now || (keep != nil && !keep(r.id)) {
-			continue
-		}
-		l, ok := shapeOf(r.id)
-		if !ok {
-			return nil, fmt.Errorf("%w: state identity", ErrCorrupt)
-		}
-		// A peek at log time drops what has aged out (a sliding log's old
-		// timestamps). Strict replicas drop it when they check; replicas
-		// that replay fast hits only record. It never changes an answer,
-		// and without it their snapshots would differ in dead bytes. It
-		// changes the record, so a snapshot being captured keeps it first.
-		r = s.tab.write(n)
-		l.Check(&r.st, s.now, 0)
-		s.scratch = l.AppendState(s.scratch[:0], &r.st)
-		snap.addEncoded(r.id, s.scratch)
-	}
-	if keep == nil {
-		s.snapSize = len(snap.buf) + len(snap.buf)/8
-	}
-	return snap, nil
+	return &liveSnapshot{s: s, c: s.startCapture(nil)}, nil
 }
 
 // add appends r's identity and state.
