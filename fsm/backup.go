@@ -19,18 +19,9 @@ const (
 // snapshot does (capture.go), so applies go on meanwhile.
 func (s *Shard) ExportAll() ([]byte, error) {
 	s.mu.Lock()
-	l := &liveSnapshot{s: s, c: s.startCapture(nil)}
+	c := s.startCapture(nil)
 	s.mu.Unlock()
-	snap, err := l.complete()
-	if err != nil {
-		return nil, err
-	}
-	snap.own = nil // a backup carries states only
-	var w sliceWriter
-	if err := snap.writeTo(&w); err != nil {
-		return nil, err
-	}
-	return w, nil
+	return s.export(c)
 }
 
 // SplitExport splits states (ExportAll's or a backup's) by the group

@@ -94,8 +94,16 @@ func (c *capture) keep(n uint32) {
 	}
 	c.done[n/64] |= 1 << (n % 64)
 	r := c.tab.rec(n)
-	if r.id == "" || c.err != nil || r.expiry() <= c.snap.now || (c.only != nil && !c.only(r.id)) {
+	if r.id == "" || c.err != nil || (c.only != nil && !c.only(r.id)) {
 		return
+	}
+	l, ok := shapeOf(r.id)
+	if !ok {
+		c.err = fmt.Errorf("%w: state identity", ErrCorrupt)
+		return
+	}
+	if l.Expiry(&r.st) <= c.snap.now {
+		return // expired at the point in time: not part of it
 	}
 	// The trim below changes the record: captures of an earlier point
 	// in time keep it first. Later ones need not: what has aged out by
@@ -105,11 +113,6 @@ func (c *capture) keep(n uint32) {
 			break
 		}
 		o.keep(n)
-	}
-	l, ok := shapeOf(r.id)
-	if !ok {
-		c.err = fmt.Errorf("%w: state identity", ErrCorrupt)
-		return
 	}
 	// A peek at the capture's log time drops what has aged out (a
 	// sliding log's old timestamps). Strict replicas drop it when they
@@ -211,6 +214,22 @@ func (l *liveSnapshot) reserve() {
 	defer l.s.mu.Unlock()
 	l.c.snap.entries = append(entries, l.c.snap.entries...)
 	l.c.snap.buf = append(buf, l.c.snap.buf...)
+}
+
+// export completes capture c and returns its states, without the
+// ownership record, in the shard snapshot format: a backup's or a slot
+// move's.
+func (s *Shard) export(c *capture) ([]byte, error) {
+	snap, err := (&liveSnapshot{s: s, c: c}).complete()
+	if err != nil {
+		return nil, err
+	}
+	snap.own = nil // an export carries states only
+	var w sliceWriter
+	if err := snap.writeTo(&w); err != nil {
+		return nil, err
+	}
+	return w, nil
 }
 
 // Release implements raft.FSMSnapshot: a capture not persisted stops

@@ -308,34 +308,33 @@ func (s *Shard) removeSlots(slots map[int]bool) {
 // applies go on meanwhile.
 func (s *Shard) ExportSlots(move uint64, slots []uint32) ([]byte, error) {
 	s.mu.Lock()
+	c, err := s.captureSlots(move, slots)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	w, err := s.export(c)
+	if err == nil && len(w) > maxExport {
+		err = fmt.Errorf("export of %d slots is %d bytes, over %d", len(slots), len(w), maxExport)
+	}
+	return w, err
+}
+
+// captureSlots starts a capture of the states of slots, which must all be
+// frozen by move. s.mu must be held.
+func (s *Shard) captureSlots(move uint64, slots []uint32) (*capture, error) {
 	o := s.own
 	if o == nil {
-		s.mu.Unlock()
 		return nil, fmt.Errorf("%w: the group has no ownership record", ErrNotFrozen)
 	}
 	in := map[int]bool{}
 	for _, x := range slots {
 		if int(x) >= len(o.state) || o.state[x] != move+1 {
-			s.mu.Unlock()
 			return nil, fmt.Errorf("%w: slot %d is not frozen by move %d", ErrNotFrozen, x, move)
 		}
 		in[int(x)] = true
 	}
-	l := &liveSnapshot{s: s, c: s.startCapture(func(id string) bool { return in[o.slotOf(keyOf(id))] })}
-	s.mu.Unlock()
-	snap, err := l.complete()
-	if err != nil {
-		return nil, err
-	}
-	snap.own = nil // an export carries states only
-	var w sliceWriter
-	if err := snap.writeTo(&w); err != nil {
-		return nil, err
-	}
-	if len(w) > maxExport {
-		return nil, fmt.Errorf("export of %d slots is %d bytes, over %d", len(slots), len(w), maxExport)
-	}
-	return w, nil
+	return s.startCapture(func(id string) bool { return in[o.slotOf(keyOf(id))] }), nil
 }
 
 type sliceWriter []byte
