@@ -26,7 +26,7 @@ func stopTheWorld(t *testing.T, s *Shard) []byte {
 		snap.own = appendOwnership(nil, s.own)
 	}
 	s.tab.each(func(r *record) {
-		if r.expiry() <= s.now {
+		if r.expiry() <= s.now || s.tab.counts != nil && s.tab.counts.orphan(r.id) {
 			return
 		}
 		l, _ := shapeOf(r.id)

@@ -193,6 +193,7 @@ func (s *Shard) applyOwn(typ byte, body []byte) error {
 			o.state[sl] = slotOwned
 		}
 		s.own = o
+		s.tab.countSlots(o)
 		return nil
 	}
 	if s.own == nil {
@@ -224,14 +225,14 @@ func (s *Shard) applyOwn(typ byte, body []byte) error {
 		if r.err != nil {
 			return r.err
 		}
-		drop := map[int]bool{}
+		// The slots' records stay behind as orphans for the sweeper
+		// (orphans.go): freeing them here looked at every record.
 		for x, st := range o.state {
 			if st == move+1 {
-				drop[x] = true
 				o.state[x] = slotAbsent
+				s.tab.counts.abandon(x)
 			}
 		}
-		s.removeSlots(drop)
 	case cmdImport:
 		r.uvarint("from", 1<<32-1)
 		sl := r.slots(len(o.state))
@@ -244,8 +245,10 @@ func (s *Shard) applyOwn(typ byte, body []byte) error {
 }
 
 // importSlots applies an import: each slot of sl not already at move ≥
-// move drops what it held (a stale frozen copy) and takes the exported
-// states. The export is checked whole before anything changes.
+// move drops what it held (a stale frozen copy, or orphans the sweeper
+// has not reached: a look at every record, only for a slot that has
+// records) and takes the exported states. The export is checked whole
+// before anything changes.
 func (s *Shard) importSlots(move uint64, sl []uint32, export []byte) error {
 	o := s.own
 	tab, now, _, err := decodeShardSnapshot(export)
@@ -265,13 +268,16 @@ func (s *Shard) importSlots(move uint64, sl []uint32, export []byte) error {
 	if bad != nil {
 		return bad
 	}
-	take := map[int]bool{}
+	take, stale := map[int]bool{}, map[int]bool{}
 	for _, x := range sl {
 		if o.last[x] < move {
 			take[int(x)] = true
+			if s.tab.counts.n[x] > 0 {
+				stale[int(x)] = true // orphans, or a stale frozen copy
+			}
 		}
 	}
-	s.removeSlots(take)
+	s.removeSlots(stale)
 	tab.each(func(r *record) {
 		if take[o.slotOf(keyOf(r.id))] {
 			s.tab.rec(s.tab.insert([]byte(r.id))).st = r.st
@@ -284,7 +290,8 @@ func (s *Shard) importSlots(move uint64, sl []uint32, export []byte) error {
 	return nil
 }
 
-// removeSlots deletes every state whose key is in one of slots.
+// removeSlots deletes every state whose key is in one of slots. It looks
+// at every record.
 func (s *Shard) removeSlots(slots map[int]bool) {
 	if len(slots) == 0 {
 		return

@@ -316,6 +316,9 @@ func (s *Shard) reset(p *policy.Policy, key []byte) int {
 type Stats struct {
 	// States is the number of limit states held (one per key and limit).
 	States int
+	// Orphans is the number of states of slots the group no longer holds
+	// that the sweeper has yet to free (orphans.go): memory, not states.
+	Orphans int
 	// Now is the log time of the latest applied entry, Unix ns.
 	Now int64
 }
@@ -324,5 +327,5 @@ type Stats struct {
 func (s *Shard) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{States: s.tab.live, Now: s.now}
+	return Stats{States: s.tab.held(), Orphans: s.tab.orphans(), Now: s.now}
 }

@@ -136,6 +136,9 @@ func (s *Shard) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
+	if own != nil {
+		tab.countSlots(own)
+	}
 	s.mu.Lock()
 	s.tab, s.now, s.own = tab, now, own
 	s.mu.Unlock()

@@ -64,6 +64,9 @@ type table struct {
 	// are kept for them before they change (write, remove, insert into a
 	// free record) and not moved (compact).
 	caps []*capture
+	// counts counts records by slot once the group has slots; nil before
+	// (and in tables decoded from an export or a backup).
+	counts *slotCounts
 }
 
 func newTable() *table {
@@ -144,6 +147,9 @@ func (t *table) insert(id []byte) uint32 {
 	r := t.write(n) // a free record: a capture notes it needs nothing
 	*r = record{id: string(id)}
 	t.place(n)
+	if t.counts != nil {
+		t.counts.added(r.id)
+	}
 	t.live++
 	t.added++
 	return n
@@ -184,6 +190,9 @@ func (t *table) remove(n uint32) {
 		i = j
 	}
 	t.slots[i] = 0
+	if t.counts != nil {
+		t.counts.removed(t.rec(n).id)
+	}
 	*t.rec(n) = record{}
 	t.free = append(t.free, n)
 	t.live--
@@ -209,9 +218,14 @@ func (t *table) resize(size int) {
 func shiftFor(used uint32) uint { return min(32, max(16, uint(bits.Len32(used))+1)) }
 
 // sweep looks at up to budget records from the cursor onwards and frees
-// those expired at now. Expired records behave like absent ones, so when
-// they are freed changes memory only, never an answer.
+// those expired at now, and orphans (orphans.go): at least orphanSweep
+// records while there are any. Expired records behave like absent ones,
+// and orphans are never read, so when they are freed changes memory only,
+// never an answer.
 func (t *table) sweep(now int64, budget int) {
+	if t.orphans() > 0 {
+		budget = max(budget, t.counts.step)
+	}
 	for ; budget > 0 && t.used > 0; budget-- {
 		if t.cursor >= t.used {
 			t.cursor = 0
@@ -222,7 +236,7 @@ func (t *table) sweep(now int64, budget int) {
 		}
 		n := t.cursor
 		t.cursor++
-		if r := t.rec(n); r.id != "" && r.expiry() <= now {
+		if r := t.rec(n); r.id != "" && (r.expiry() <= now || t.counts != nil && t.counts.orphan(r.id)) {
 			t.remove(n)
 		}
 	}

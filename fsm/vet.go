@@ -52,7 +52,7 @@ func (s *Shard) Vet(checks []Check, maxStates, adding int) (v Verdict, adds int)
 	// Fast decisions not yet replicated count as held: their states are on
 	// their way (a few per decision; --fast-max-pending bounds their cost).
 	most := len(checks) * (policy.MaxLimits + 1)
-	if maxStates <= 0 || s.tab.live+len(s.ov.entries)+adding+most <= maxStates {
+	if maxStates <= 0 || s.tab.held()+len(s.ov.entries)+adding+most <= maxStates {
 		return Take, most // room for any states they could add
 	}
 	held, adds := s.needs(checks)
@@ -76,7 +76,7 @@ func (s *Shard) Vet(checks []Check, maxStates, adding int) (v Verdict, adds int)
 // needs counts the states the group holds, fast decisions on their way to
 // the log included, and those checks would add; s.mu is held.
 func (s *Shard) needs(checks []Check) (held, adds int) {
-	held = s.tab.live
+	held = s.tab.held()
 	for id := range s.ov.entries {
 		if _, ok := s.tab.lookup([]byte(id)); !ok {
 			held++
