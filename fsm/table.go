@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"hash/maphash"
-	"math/bits"
 
 	"github.com/floodgate/floodgate/window"
 )
@@ -37,15 +36,10 @@ const (
 
 // table maps state identities to records with a small, predictable memory
 // footprint: records live in fixed-size chunks (so growth never copies or
-// doubles them) and the index is open addressing over uint32 record numbers
-// (4 bytes a slot, load factor at most 3/4), with linear probing and
-// backward-shift deletion, so there are no tombstones.
-//
-// A slot's bits above those its record numbers need hold a tag: the top
-// bits of the identity's hash. A probe compares tags first and reads a
-// record (its identity is in another cache line, its bytes in a third)
-// only when they match, so a lookup reads about one record instead of
-// every record of its probe run, and a miss usually none.
+// doubles them) and an index (index.go) maps identities to record numbers.
+// When the index must grow, shrink or give record numbers another bit,
+// the table moves to a new one a few entries per change (regrow.go)
+// instead of rebuilding it while applies wait.
 //
 // Its layout differs between replicas (the hash seed is random per process,
 // which also defeats hash flooding) but nothing observable depends on it:
@@ -56,10 +50,13 @@ type table struct {
 	free   []uint32 // free record numbers below used
 	used   uint32   // record numbers handed out so far
 	live   int
-	slots  []uint32 // 0 = empty, otherwise tag | record number + 1
-	shift  uint     // bits of a slot that hold record number + 1; the rest, the tag
-	cursor uint32   // next record number the sweeper looks at
-	added  uint64   // records inserted so far: what the sweeper keeps pace with
+	idx    *index // every record inserted since a move began, and the rest once moved
+	// old is the index being moved from, nil when none (regrow.go);
+	// records numbered below mig are moved.
+	old    *index
+	mig    uint32
+	cursor uint32 // next record number the sweeper looks at
+	added  uint64 // records inserted so far: what the sweeper keeps pace with
 	// caps are the snapshots being captured (raft's, a backup's): records
 	// are kept for them before they change (write, remove, insert into a
 	// free record) and not moved (compact).
@@ -70,9 +67,7 @@ type table struct {
 }
 
 func newTable() *table {
-	t := &table{seed: maphash.MakeSeed()}
-	t.resize(minSlots)
-	return t
+	return &table{seed: maphash.MakeSeed(), idx: newIndex(minSlots, 0)}
 }
 
 // rec returns record n, to read.
@@ -89,46 +84,22 @@ func (t *table) write(n uint32) *record {
 	return t.rec(n)
 }
 
-func (t *table) mask() uint64 { return uint64(len(t.slots) - 1) }
+// hash is an identity's hash, which the index probes by.
+func (t *table) hash(id string) uint64 { return maphash.String(t.seed, id) }
 
 // lookup returns the record number of id.
 func (t *table) lookup(id []byte) (uint32, bool) {
-	m, h := t.mask(), maphash.Bytes(t.seed, id)
-	tag, low := t.tag(h), t.low()
-	for i := h & m; ; i = (i + 1) & m {
-		s := t.slots[i]
-		if s == 0 {
-			return 0, false
-		}
-		if s&^low == tag && t.rec(s&low-1).id == string(id) {
-			return s&low - 1, true
-		}
+	h := maphash.Bytes(t.seed, id)
+	if n, ok := t.idx.find(t, id, h); ok || t.old == nil {
+		return n, ok
 	}
-}
-
-// low masks the bits of a slot that hold record number + 1.
-func (t *table) low() uint32 { return uint32(1)<<t.shift - 1 }
-
-// tag is the slot tag of hash h: its top bits, above t.shift.
-func (t *table) tag(h uint64) uint32 { return uint32(h>>32) &^ t.low() }
-
-// slot is what the index holds for record n of hash h.
-func (t *table) slot(h uint64, n uint32) uint32 { return t.tag(h) | (n + 1) }
-
-// at finds the index position that holds record n.
-func (t *table) at(n uint32) uint64 {
-	m, low := t.mask(), t.low()
-	i := t.home(t.rec(n).id)
-	for t.slots[i]&low != n+1 {
-		i = (i + 1) & m
-	}
-	return i
+	return t.old.find(t, id, h)
 }
 
 // insert adds id, which must not be present, and returns its record number.
 func (t *table) insert(id []byte) uint32 {
-	if (t.live+1)*4 > len(t.slots)*3 {
-		t.resize(len(t.slots) * 2)
+	if (t.live+1)*4 > len(t.idx.slots)*3 {
+		t.regrow(len(t.idx.slots) * 2)
 	}
 	var n uint32
 	if k := len(t.free); k > 0 {
@@ -140,82 +111,45 @@ func (t *table) insert(id []byte) uint32 {
 		if int(n>>chunkBits) == len(t.chunks) {
 			t.chunks = append(t.chunks, make([]record, chunkSize))
 		}
-		if n+1 > t.low() {
-			t.resize(len(t.slots)) // record numbers need another bit
+		if n+1 > t.idx.low() {
+			t.regrow(len(t.idx.slots)) // record numbers need another bit
 		}
 	}
 	r := t.write(n) // a free record: a capture notes it needs nothing
 	*r = record{id: string(id)}
-	t.place(n)
+	t.idx.put(t.hash(r.id), n)
 	if t.counts != nil {
 		t.counts.added(r.id)
 	}
 	t.live++
 	t.added++
+	t.migrate(migratePerChange)
 	return n
-}
-
-// place puts record n in the index.
-func (t *table) place(n uint32) {
-	m := t.mask()
-	h := maphash.String(t.seed, t.rec(n).id)
-	i := h & m
-	for t.slots[i] != 0 {
-		i = (i + 1) & m
-	}
-	t.slots[i] = t.slot(h, n)
-}
-
-func (t *table) home(id string) uint64 {
-	return maphash.String(t.seed, id) & t.mask()
 }
 
 // remove deletes record n from the index and frees it.
 func (t *table) remove(n uint32) {
-	m, low := t.mask(), t.low()
-	t.write(n)
-	i := t.at(n)
-	// Backward-shift: pull later entries of the probe run into the hole
-	// unless their home lies cyclically in (hole, j].
-	for j := (i + 1) & m; t.slots[j] != 0; j = (j + 1) & m {
-		k := t.home(t.rec(t.slots[j]&low - 1).id)
-		if i <= j {
-			if i < k && k <= j {
-				continue
-			}
-		} else if i < k || k <= j {
-			continue
+	r := t.write(n)
+	h := t.hash(r.id)
+	if i, ok := t.idx.where(h, n); ok {
+		t.idx.del(t, i)
+	}
+	if t.old != nil {
+		if i, ok := t.old.where(h, n); ok {
+			t.old.del(t, i)
 		}
-		t.slots[i] = t.slots[j]
-		i = j
 	}
-	t.slots[i] = 0
 	if t.counts != nil {
-		t.counts.removed(t.rec(n).id)
+		t.counts.removed(r.id)
 	}
-	*t.rec(n) = record{}
+	*r = record{}
 	t.free = append(t.free, n)
 	t.live--
-	if len(t.slots) > minSlots && t.live*8 < len(t.slots) {
-		t.resize(len(t.slots) / 2)
+	if len(t.idx.slots) > minSlots && t.live*8 < len(t.idx.slots) {
+		t.regrow(len(t.idx.slots) / 2)
 	}
+	t.migrate(migratePerChange)
 }
-
-// resize rebuilds the index with size slots (a power of two), its record
-// numbers given one bit more than they need (so inserts rarely rebuild it
-// for a bit) and at least 16 bits, the rest of the 32 to tags.
-func (t *table) resize(size int) {
-	t.shift = shiftFor(t.used)
-	t.slots = make([]uint32, size)
-	for n := uint32(0); n < t.used; n++ {
-		if t.rec(n).id != "" {
-			t.place(n)
-		}
-	}
-}
-
-// shiftFor is the record bits of an index over used record numbers.
-func shiftFor(used uint32) uint { return min(32, max(16, uint(bits.Len32(used))+1)) }
 
 // sweep looks at up to budget records from the cursor onwards and frees
 // those expired at now, and orphans (orphans.go): at least orphanSweep
@@ -223,6 +157,7 @@ func shiftFor(used uint32) uint { return min(32, max(16, uint(bits.Len32(used))+
 // and orphans are never read, so when they are freed changes memory only,
 // never an answer.
 func (t *table) sweep(now int64, budget int) {
+	t.migrate(migratePerSweep)
 	if t.orphans() > 0 {
 		budget = max(budget, t.counts.step)
 	}
@@ -250,6 +185,7 @@ func (t *table) compact() {
 	if t.used < 4*chunkSize || t.live*4 > int(t.used) || len(t.caps) > 0 {
 		return
 	}
+	t.settle() // move fixes one index
 	free := make(map[uint32]bool, len(t.free))
 	for _, n := range t.free {
 		free[n] = true
@@ -285,15 +221,20 @@ func (t *table) compact() {
 		t.chunks[i] = nil
 	}
 	t.chunks = t.chunks[:keep]
-	if shiftFor(t.used) < t.shift {
-		t.resize(len(t.slots)) // smaller record numbers leave tags more bits
+	if shiftFor(t.used) < t.idx.shift {
+		// Smaller record numbers leave tags more bits. Compaction looks
+		// at every record anyway: rebuilt at once.
+		t.regrow(len(t.idx.slots))
+		t.settle()
 	}
 }
 
-// move relocates record from to the free record to, fixing the index.
+// move relocates record from to the free record to, fixing the index;
+// no index move is under way.
 func (t *table) move(from, to uint32) {
-	i := t.at(from)
-	t.slots[i] = t.slots[i]&^t.low() | (to + 1)
+	h := t.hash(t.rec(from).id)
+	i, _ := t.idx.where(h, from)
+	t.idx.slots[i] = t.idx.entry(h, to)
 	*t.rec(to) = *t.rec(from)
 	*t.rec(from) = record{}
 }

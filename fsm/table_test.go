@@ -66,8 +66,8 @@ func TestTableMatchesMap(t *testing.T) {
 		if tab.live != 0 {
 			t.Fatalf("seed %d: %d records left after a full sweep", seed, tab.live)
 		}
-		if len(tab.slots) != minSlots {
-			t.Fatalf("seed %d: index of %d slots after emptying, want it shrunk to %d", seed, len(tab.slots), minSlots)
+		if len(tab.idx.slots) != minSlots {
+			t.Fatalf("seed %d: index of %d slots after emptying, want it shrunk to %d", seed, len(tab.idx.slots), minSlots)
 		}
 	}
 }
@@ -140,7 +140,7 @@ func TestTableTagsAcrossRecordBits(t *testing.T) {
 		}
 		tab.rec(rn).st = expiringAt(exp)
 		ref[string(id)] = exp
-		shifts[tab.shift] = true
+		shifts[tab.idx.shift] = true
 		if i%3 == 0 && i > 0 { // remove an earlier one now and then
 			old := string(testID(fmt.Sprintf("k%d", i-1)))
 			if m, ok := tab.lookup([]byte(old)); ok {
@@ -153,9 +153,10 @@ func TestTableTagsAcrossRecordBits(t *testing.T) {
 		t.Fatalf("record bits seen while growing: %v, want 16, 17 and 18", shifts)
 	}
 	checkTable(t, tab, ref)
+	tab.settle() // every entry in one index
 	tagged := 0
-	for _, s := range tab.slots {
-		if s&^tab.low() != 0 {
+	for _, s := range tab.idx.slots {
+		if s&^tab.idx.low() != 0 {
 			tagged++
 		}
 	}
@@ -172,8 +173,8 @@ func TestTableTagsAcrossRecordBits(t *testing.T) {
 		}
 	}
 	checkTable(t, tab, ref)
-	if tab.shift != 16 {
-		t.Fatalf("record bits %d after compaction to %d records, want 16", tab.shift, tab.used)
+	if tab.idx.shift != 16 {
+		t.Fatalf("record bits %d after compaction to %d records, want 16", tab.idx.shift, tab.used)
 	}
 	for k := range ref {
 		if m, ok := tab.lookup([]byte(k)); ok {
@@ -194,18 +195,18 @@ func TestTableTagsAcrossRecordBits(t *testing.T) {
 // bit when they need one: inserts past 2^16-1 records rebuild it in place.
 func TestTableRecordBitsGrowInPlace(t *testing.T) {
 	tab := newTable()
-	tab.resize(1 << 18) // room for 196,608 records before a load-factor resize
+	tab.regrow(1 << 18) // room for 196,608 records before a load-factor resize
 	ref := map[string]int64{}
 	for i := 0; i < 70_000; i++ {
 		id := testID(fmt.Sprintf("k%d", i))
 		tab.rec(tab.insert(id)).st = expiringAt(1 << 40)
 		ref[string(id)] = 1 << 40
-		if tab.used < 1<<16 && tab.shift != 16 {
-			t.Fatalf("%d records: %d record bits, want 16", tab.used, tab.shift)
+		if tab.used < 1<<16 && tab.idx.shift != 16 {
+			t.Fatalf("%d records: %d record bits, want 16", tab.used, tab.idx.shift)
 		}
 	}
-	if tab.shift != 18 || len(tab.slots) != 1<<18 {
-		t.Fatalf("70,000 records: %d record bits in %d slots, want 18 in %d", tab.shift, len(tab.slots), 1<<18)
+	if tab.idx.shift != 18 || len(tab.idx.slots) != 1<<18 {
+		t.Fatalf("70,000 records: %d record bits in %d slots, want 18 in %d", tab.idx.shift, len(tab.idx.slots), 1<<18)
 	}
 	checkTable(t, tab, ref)
 }
