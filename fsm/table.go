@@ -47,16 +47,20 @@ const (
 type table struct {
 	seed   maphash.Seed
 	chunks [][]record
-	free   []uint32 // free record numbers below used
-	used   uint32   // record numbers handed out so far
-	live   int
-	idx    *index // every record inserted since a move began, and the rest once moved
+	// free holds free record numbers below used, and, after compaction
+	// cut used, some that are not (compact.go): takeFree skips those.
+	free []uint32
+	used uint32 // record numbers handed out so far
+	live int
+	idx  *index // every record inserted since a move began, and the rest once moved
 	// old is the index being moved from, nil when none (regrow.go);
 	// records numbered below mig are moved.
 	old    *index
 	mig    uint32
 	cursor uint32 // next record number the sweeper looks at
-	added  uint64 // records inserted so far: what the sweeper keeps pace with
+	// compacting is set while compaction moves records down (compact.go).
+	compacting bool
+	added      uint64 // records inserted so far: what the sweeper keeps pace with
 	// caps are the snapshots being captured (raft's, a backup's): records
 	// are kept for them before they change (write, remove, insert into a
 	// free record) and not moved (compact).
@@ -101,11 +105,8 @@ func (t *table) insert(id []byte) uint32 {
 	if (t.live+1)*4 > len(t.idx.slots)*3 {
 		t.regrow(len(t.idx.slots) * 2)
 	}
-	var n uint32
-	if k := len(t.free); k > 0 {
-		n = t.free[k-1]
-		t.free = t.free[:k-1]
-	} else {
+	n, ok := t.takeFree()
+	if !ok {
 		n = t.used
 		t.used++
 		if int(n>>chunkBits) == len(t.chunks) {
@@ -155,16 +156,19 @@ func (t *table) remove(n uint32) {
 // those expired at now, and orphans (orphans.go): at least orphanSweep
 // records while there are any. Expired records behave like absent ones,
 // and orphans are never read, so when they are freed changes memory only,
-// never an answer.
+// never an answer. It also carries on, a few records at a time, an index
+// move (regrow.go) and a compaction (compact.go), which it starts when it
+// wraps around.
 func (t *table) sweep(now int64, budget int) {
 	t.migrate(migratePerSweep)
+	t.compactStep(max(compactPerSweep, budget/8))
 	if t.orphans() > 0 {
 		budget = max(budget, t.counts.step)
 	}
 	for ; budget > 0 && t.used > 0; budget-- {
 		if t.cursor >= t.used {
 			t.cursor = 0
-			t.compact()
+			t.startCompaction()
 			if t.used == 0 {
 				return
 			}
@@ -175,68 +179,6 @@ func (t *table) sweep(now int64, budget int) {
 			t.remove(n)
 		}
 	}
-}
-
-// compact moves records from the top of the record space into free slots
-// below, then drops empty chunks, once most of the space is free. It runs
-// when the sweeper wraps around, so records are not moved under its feet,
-// and not while a snapshot is captured (record numbers are its bookmarks).
-func (t *table) compact() {
-	if t.used < 4*chunkSize || t.live*4 > int(t.used) || len(t.caps) > 0 {
-		return
-	}
-	t.settle() // move fixes one index
-	free := make(map[uint32]bool, len(t.free))
-	for _, n := range t.free {
-		free[n] = true
-	}
-	lo, hi := uint32(0), t.used
-	for {
-		for lo < hi && !free[lo] {
-			lo++
-		}
-		for hi > lo && t.rec(hi-1).id == "" {
-			hi--
-		}
-		if lo >= hi {
-			break
-		}
-		t.move(hi-1, lo)
-		free[lo] = false
-		hi--
-		lo++
-	}
-	for hi > 0 && t.rec(hi-1).id == "" {
-		hi--
-	}
-	t.used = hi
-	t.free = t.free[:0]
-	for n := uint32(0); n < t.used; n++ {
-		if t.rec(n).id == "" {
-			t.free = append(t.free, n)
-		}
-	}
-	keep := int((t.used + chunkSize - 1) >> chunkBits)
-	for i := keep; i < len(t.chunks); i++ {
-		t.chunks[i] = nil
-	}
-	t.chunks = t.chunks[:keep]
-	if shiftFor(t.used) < t.idx.shift {
-		// Smaller record numbers leave tags more bits. Compaction looks
-		// at every record anyway: rebuilt at once.
-		t.regrow(len(t.idx.slots))
-		t.settle()
-	}
-}
-
-// move relocates record from to the free record to, fixing the index;
-// no index move is under way.
-func (t *table) move(from, to uint32) {
-	h := t.hash(t.rec(from).id)
-	i, _ := t.idx.where(h, from)
-	t.idx.slots[i] = t.idx.entry(h, to)
-	*t.rec(to) = *t.rec(from)
-	*t.rec(from) = record{}
 }
 
 // each calls fn for every live record, in record-number order.

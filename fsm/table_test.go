@@ -108,7 +108,22 @@ func TestTableCompaction(t *testing.T) {
 		}
 	}
 	tab.sweep(100, n) // removes 90%
-	tab.sweep(100, 1) // wraps: compaction
+	tab.sweep(100, 1) // wraps: compaction starts
+	if !tab.compacting {
+		t.Fatal("no compaction with 90% of the records free")
+	}
+	// It moves compactPerSweep records per sweep, each a record from the
+	// top into a free one below, and lookups work throughout.
+	steps := 0
+	for ; tab.compacting; steps++ {
+		tab.sweep(100, 1)
+		if _, ok := tab.lookup(testID(fmt.Sprintf("k%d", 10*steps%n+9))); !ok {
+			t.Fatalf("k%d lost during compaction", 10*steps%n+9)
+		}
+	}
+	if steps < n/10/compactPerSweep {
+		t.Fatalf("compaction of %d records in %d sweeps", n/10, steps)
+	}
 	if tab.live != n/10 {
 		t.Fatalf("%d live, want %d", tab.live, n/10)
 	}
@@ -166,7 +181,9 @@ func TestTableTagsAcrossRecordBits(t *testing.T) {
 	// Sweep the expired seven eighths away: compaction shrinks the record
 	// space and the index, and with them the record bits.
 	tab.sweep(100, int(tab.used)+1)
-	tab.sweep(100, 1)
+	for tab.sweep(100, 1); tab.compacting; {
+		tab.sweep(100, 1)
+	}
 	for k, exp := range ref {
 		if exp <= 100 {
 			delete(ref, k)
