@@ -97,3 +97,61 @@ func TestTableCompactsUnderChanges(t *testing.T) {
 		}
 	})
 }
+
+// No insert, removal or sweep does work proportional to the table: while
+// 95% or 99.9% of the records expire (spread out, or the newest, a burst
+// gone idle), are swept, and the record space and index shrink, each step
+// moves at most its share of an index move (migratePerChange or
+// migratePerSweep live records, 64 record numbers each) and cuts and
+// skips at most 64 numbers per compaction move it may make.
+func TestTableStepsAreBounded(t *testing.T) {
+	const n = 200_000
+	for _, c := range []struct {
+		tail  bool
+		every int
+	}{{false, 20}, {true, 20}, {false, 1000}} {
+		tail := c.tail
+		tab := newTable()
+		for i := range n {
+			exp := int64(50)
+			if tail && i < n/c.every || !tail && i%c.every == 0 {
+				exp = 1 << 40
+			}
+			tab.rec(tab.insert(testID(fmt.Sprintf("b%d", i)))).st = expiringAt(exp)
+		}
+		tab.settle()
+		moves, compactions := 0, 0
+		for sweeps := 0; tab.live > n/c.every || tab.compacting || tab.old != nil || int(tab.used) > tab.live; sweeps++ {
+			if sweeps > 1_000_000 {
+				t.Fatal("the table never settles")
+			}
+			old, mig, used, free, compacting := tab.old, tab.mig, tab.used, len(tab.free), tab.compacting
+			budget := 64
+			tab.sweep(100, budget)
+			// A sweep's removals each move migratePerChange records, and
+			// it moves migratePerSweep itself.
+			most := uint32((migratePerSweep + budget*migratePerChange) * 64)
+			switch {
+			case old != nil && tab.old == old && tab.mig-mig > most:
+				t.Fatalf("tail %v: a sweep moved %d record numbers of the index", tail, tab.mig-mig)
+			case old != nil && tab.old != old && used-mig > most:
+				t.Fatalf("tail %v: a sweep finished an index move with %d record numbers to go", tail, used-mig)
+			}
+			if old == nil && tab.old != nil {
+				moves++
+			}
+			if compacting {
+				compactions++
+				if cut := int(used) - int(tab.used); cut > compactPerSweep*64 {
+					t.Fatalf("tail %v: a sweep cut %d record numbers", tail, cut)
+				}
+				if popped := free + budget - len(tab.free); popped > compactPerSweep*64+budget { // budget: what its removals freed
+					t.Fatalf("tail %v: a sweep took %d numbers off the free list", tail, popped)
+				}
+			}
+		}
+		if moves == 0 || compactions == 0 {
+			t.Fatalf("tail %v: %d index moves, %d sweeps compacting: the test needs both", tail, moves, compactions)
+		}
+	}
+}

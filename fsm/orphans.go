@@ -40,8 +40,9 @@ type slotCounts struct {
 
 // countSlots counts t's records by slot, for slots slots, and marks gone
 // the slots own holds absent that still have records (a restored
-// snapshot's, should it carry any). It looks at every record: it runs at
-// a group's first entry and on a restore, outside the lock.
+// snapshot's, should it carry any). It looks at every record: it runs on
+// a restore, outside the lock, and at a group's init entry, its first,
+// when the table is empty.
 func (t *table) countSlots(own *ownership) {
 	c := &slotCounts{n: make([]uint32, len(own.state)), gone: make([]bool, len(own.state)), step: orphanSweep}
 	t.each(func(r *record) { c.n[c.slotOf(r.id)]++ })

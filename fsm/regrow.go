@@ -5,9 +5,7 @@ package fsm
 // three quarters full to twice its size, so its successor fills for a
 // quarter of the old size's inserts before it would grow again; at 8
 // records per change the move is over after an eighth of that. Shrinking
-// (at an eighth full, to half) leaves fewer removals before the next one:
-// a move still under way then is finished at once (settle), a small part
-// of a rebuild. Rebuilding the index at once held the lock 58 ms at
+// (at an eighth full, to half) waits for a move under way to end. Rebuilding the index at once held the lock 58 ms at
 // 786,000 states and 150 ms at 1,570,000 (BenchmarkTableGrowth).
 const migratePerChange = 8
 
@@ -30,16 +28,20 @@ func (t *table) regrow(size int) {
 	}
 }
 
-// migrate moves up to k record numbers from t.mig on to the new index:
-// every live record below t.mig is in it. Records inserted since the move
-// began are there already, hence ensure.
+// migrate moves up to k live records from t.mig on to the new index,
+// looking at k·64 record numbers at most: every live record below t.mig
+// is in it. A free record costs a read in memory order, a live one a hash
+// and a probe, so a record space mostly free (after an expiry, before
+// compaction) is passed about as fast as a full one. Records inserted
+// since the move began are in the new index already, hence ensure.
 func (t *table) migrate(k int) {
 	if t.old == nil {
 		return
 	}
-	for ; k > 0 && t.mig < t.used; k-- {
+	for look := k * 64; k > 0 && look > 0 && t.mig < t.used; look-- {
 		if r := t.rec(t.mig); r.id != "" {
 			t.idx.ensure(t.hash(r.id), t.mig)
+			k--
 		}
 		t.mig++
 	}
@@ -51,6 +53,6 @@ func (t *table) migrate(k int) {
 // settle finishes a move under way.
 func (t *table) settle() {
 	if t.old != nil {
-		t.migrate(int(t.used - t.mig))
+		t.migrate(int(t.used-t.mig) + 1)
 	}
 }

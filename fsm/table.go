@@ -105,7 +105,7 @@ func (t *table) insert(id []byte) uint32 {
 	if (t.live+1)*4 > len(t.idx.slots)*3 {
 		t.regrow(len(t.idx.slots) * 2)
 	}
-	n, ok := t.takeFree()
+	n, ok := t.takeFree(freeLook)
 	if !ok {
 		n = t.used
 		t.used++
@@ -146,7 +146,8 @@ func (t *table) remove(n uint32) {
 	*r = record{}
 	t.free = append(t.free, n)
 	t.live--
-	if len(t.idx.slots) > minSlots && t.live*8 < len(t.idx.slots) {
+	// Not while a move is under way: regrow would finish it at once.
+	if t.old == nil && len(t.idx.slots) > minSlots && t.live*8 < len(t.idx.slots) {
 		t.regrow(len(t.idx.slots) / 2)
 	}
 	t.migrate(migratePerChange)
