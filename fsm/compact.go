@@ -39,7 +39,8 @@ func (t *table) compactStep(k int) {
 			work--
 			continue
 		}
-		n, ok := t.takeFree(work)
+		n, ok, looked := t.takeFree(work)
+		work -= looked
 		if !ok {
 			if len(t.free) == 0 {
 				t.compacted()
@@ -48,7 +49,7 @@ func (t *table) compactStep(k int) {
 		}
 		t.move(top, n)
 		t.cut()
-		work -= 64
+		work -= 63 // and the number taken: a move in all
 	}
 }
 
@@ -79,18 +80,19 @@ func (t *table) compacted() {
 const freeLook = 64
 
 // takeFree returns a free record number below t.used, looking at up to
-// look numbers of t.free. Numbers compaction cut are skipped, and so are
-// numbers in t.free twice (cut, then handed out again at the top and
-// freed again).
-func (t *table) takeFree(look int) (uint32, bool) {
-	for k := len(t.free); k > 0 && look > 0; k, look = k-1, look-1 {
-		n := t.free[k-1]
+// look numbers of t.free, and how many it looked at. Numbers compaction
+// cut are skipped, and so are numbers in t.free twice (cut, then handed
+// out again at the top and freed again).
+func (t *table) takeFree(look int) (n uint32, ok bool, looked int) {
+	for k := len(t.free); k > 0 && looked < look; k-- {
+		n = t.free[k-1]
 		t.free = t.free[:k-1]
+		looked++
 		if n < t.used && t.rec(n).id == "" {
-			return n, true
+			return n, true, looked
 		}
 	}
-	return 0, false
+	return 0, false, looked
 }
 
 // move relocates record from to the free record to, fixing the indexes.

@@ -105,7 +105,7 @@ func (t *table) insert(id []byte) uint32 {
 	if (t.live+1)*4 > len(t.idx.slots)*3 {
 		t.regrow(len(t.idx.slots) * 2)
 	}
-	n, ok := t.takeFree(freeLook)
+	n, ok, _ := t.takeFree(freeLook)
 	if !ok {
 		n = t.used
 		t.used++
