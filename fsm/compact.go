@@ -4,7 +4,7 @@ package fsm
 // least (more for a tick's larger sweep). Compacting every record at
 // once, when the sweeper wrapped, held the lock 310-351 ms with 500,000
 // live of 2,000,000 record numbers; now the slowest sweep while those
-// expire, are freed and compacted and the index shrinks takes 3.5-4.2 ms
+// expire, are freed and compacted and the index shrinks takes 3.5-4.6 ms
 // (one run in five 20 ms), most of it the growth of the free list and
 // the new index's allocation (BenchmarkCompaction).
 const compactPerSweep = 256
