@@ -45,11 +45,9 @@ type capture struct {
 	// part of the states (ExportSlots).
 	only func(id string) bool
 	// gone, when not nil, holds the slots gone at the point in time: their
-	// records are orphans (orphans.go), left out. slotOf maps an identity
-	// to its slot.
-	gone   []bool
-	slotOf func(id string) int
-	err    error
+	// records are orphans (orphans.go), left out.
+	gone []bool
+	err  error
 	// live and bytes size the capture's buffers: the states live at the
 	// point in time, and the last whole capture's size plus room.
 	// Persist allocates them, not Snapshot, which holds the lock.
@@ -81,9 +79,6 @@ func (s *Shard) startCapture(only func(id string) bool) *capture {
 		only: only,
 		gone: t.counts.goneSlots(),
 	}
-	if c.gone != nil {
-		c.slotOf = t.counts.slotOf
-	}
 	if only == nil { // a part is sized as it grows
 		c.live, c.bytes = t.live, s.snapSize
 	}
@@ -103,7 +98,7 @@ func (c *capture) keep(n uint32) {
 	}
 	c.done[n/64] |= 1 << (n % 64)
 	r := c.tab.rec(n)
-	if r.id == "" || c.err != nil || (c.only != nil && !c.only(r.id)) || (c.gone != nil && c.gone[c.slotOf(r.id)]) {
+	if r.id == "" || c.err != nil || (c.only != nil && !c.only(r.id)) || (c.gone != nil && c.gone[slotOfID(r.id, len(c.gone))]) {
 		return
 	}
 	l, ok := shapeOf(r.id)

@@ -1,10 +1,6 @@
 package fsm
 
-import (
-	"slices"
-
-	"github.com/floodgate/floodgate/cluster/hashing"
-)
+import "slices"
 
 // orphanSweep is how many records the sweeper looks at per call while a
 // dropped slot's records remain: about 55 µs of an apply (a record's key
@@ -55,7 +51,7 @@ func (t *table) countSlots(own *ownership) {
 }
 
 // slotOf returns the slot of a state identity.
-func (c *slotCounts) slotOf(id string) int { return hashing.ShardOf(keyOf(id), len(c.n)) }
+func (c *slotCounts) slotOf(id string) int { return slotOfID(id, len(c.n)) }
 
 // added counts a record inserted with identity id.
 func (c *slotCounts) added(id string) { c.n[c.slotOf(id)]++ }

@@ -55,6 +55,9 @@ type ownership struct {
 
 func (o *ownership) slotOf(key string) int { return hashing.ShardOf(key, len(o.state)) }
 
+// slotOfID returns the slot, of slots, of a state identity's key.
+func slotOfID(id string, slots int) int { return hashing.ShardOf(keyOf(id), slots) }
+
 // AllowResults is what a cmdAllow entry returns when the group refused
 // some of its checks (nothing counted for those); an entry whose checks
 // all counted returns []policy.Result.
@@ -261,7 +264,7 @@ func (s *Shard) importSlots(move uint64, sl []uint32, export []byte) error {
 	}
 	var bad error
 	tab.each(func(r *record) {
-		if bad == nil && !in[o.slotOf(keyOf(r.id))] {
+		if bad == nil && !in[slotOfID(r.id, len(o.state))] {
 			bad = fmt.Errorf("%w: import: a state of a slot outside the move", ErrCorrupt)
 		}
 	})
@@ -279,7 +282,7 @@ func (s *Shard) importSlots(move uint64, sl []uint32, export []byte) error {
 	}
 	s.removeSlots(stale)
 	tab.each(func(r *record) {
-		if take[o.slotOf(keyOf(r.id))] {
+		if take[slotOfID(r.id, len(o.state))] {
 			s.tab.rec(s.tab.insert([]byte(r.id))).st = r.st
 		}
 	})
@@ -298,7 +301,7 @@ func (s *Shard) removeSlots(slots map[int]bool) {
 	}
 	var ids []string
 	s.tab.each(func(r *record) {
-		if slots[s.own.slotOf(keyOf(r.id))] {
+		if slots[slotOfID(r.id, len(s.own.state))] {
 			ids = append(ids, r.id)
 		}
 	})
@@ -341,7 +344,7 @@ func (s *Shard) captureSlots(move uint64, slots []uint32) (*capture, error) {
 		}
 		in[int(x)] = true
 	}
-	return s.startCapture(func(id string) bool { return in[o.slotOf(keyOf(id))] }), nil
+	return s.startCapture(func(id string) bool { return in[slotOfID(id, len(o.state))] }), nil
 }
 
 type sliceWriter []byte

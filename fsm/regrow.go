@@ -1,15 +1,16 @@
 package fsm
 
-// migratePerChange is how many record numbers each insert or removal
-// moves to the new index while the table moves to one. An index grows at
-// three quarters full to twice its size, so its successor fills for a
-// quarter of the old size's inserts before it would grow again; at 8
-// records per change the move is over after an eighth of that. Shrinking
-// (at an eighth full, to half) waits for a move under way to end. Rebuilding the index at once held the lock 58 ms at
-// 786,000 states and 150 ms at 1,570,000 (BenchmarkTableGrowth).
+// migratePerChange is how many live records each insert or removal moves
+// to the new index while the table moves to one. An index grows at three
+// quarters full to twice its size, so its successor fills for a quarter
+// of the old size's inserts before it would grow again; at 8 records per
+// change the move is over after an eighth of that. Shrinking (at an
+// eighth full, to half) waits for a move under way to end. Rebuilding the
+// index at once held the lock 58 ms at 786,000 states and 150 ms at
+// 1,570,000 (BenchmarkTableGrowth).
 const migratePerChange = 8
 
-// migratePerSweep is how many record numbers each sweep moves, so that a
+// migratePerSweep is how many live records each sweep moves, so that a
 // move ends in a table that only reads and sweeps.
 const migratePerSweep = 64
 
