@@ -107,6 +107,7 @@ func (n *Node) reconcileOnce() bool {
 	// in a cluster at rest), with the steps of earlier passes that still run.
 	rest := atRest(v, pl, n.slotsToMove(v)) && n.localAtRest(v, pl)
 	for _, r := range n.replicas() {
+		n.watchMoves(r, v)
 		if !r.group.isLeader() {
 			n.recon.mu.Lock()
 			delete(n.recon.leaderSince, r.id)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -22,6 +23,9 @@ type replica struct {
 	fsm     *fsm.Shard
 	batcher *batcher
 	fast    *fastLane
+	// watched is the last move out of the group whose slot watch this
+	// node started on the replica (watchMoves): move ids only grow.
+	watched atomic.Uint64
 }
 
 func shardName(id int) string { return fmt.Sprintf("shard-%d", id) }

@@ -70,6 +70,13 @@ func (n *Node) initGroup(ctx context.Context, r *replica, v *fsm.MetaView) {
 // first, and new ones refused meanwhile (handOver), so every decision on
 // the slots lands before the freeze and travels with the export.
 func (n *Node) freezeMove(ctx context.Context, r *replica, mv *fsm.SlotMove) {
+	// The watch first: the walk for the moving slots' records happens
+	// while they still answer checks, not in the frozen window.
+	start := time.Now()
+	if err := r.fsm.WatchSlots(mv.ID, mv.Slots); err != nil {
+		n.log.Debug("watch slots", "group", r.id, "move", mv.ID, "err", err)
+	}
+	watched := time.Since(start)
 	if err := freeze(r.fast, r.group.raft, mv.ID, mv.Slots, n.cfg.CommitTimeout); err != nil {
 		n.log.Warn("freeze slots", "group", r.id, "move", mv.ID, "err", err)
 		return
@@ -78,7 +85,37 @@ func (n *Node) freezeMove(ctx context.Context, r *replica, mv *fsm.SlotMove) {
 		n.log.Warn("flip slots", "group", r.id, "move", mv.ID, "err", err)
 		return
 	}
-	n.log.Info("slots frozen and flipped", "move", mv.ID, "from", mv.From, "to", mv.To, "slots", len(mv.Slots))
+	n.log.Info("slots frozen and flipped", "move", mv.ID, "from", mv.From, "to", mv.To, "slots", len(mv.Slots),
+		"watch", watched, "took", time.Since(start))
+}
+
+// watchMoves starts, on this node's follower replica of a planned move's
+// source, the watch that lets the move's export read only the moving
+// slots' records (fsm.Shard.WatchSlots), if this node leads the move's
+// target: the target exports from its own replica of the source when it
+// has one (exportFrom). The source's leader fills its own watch before
+// it freezes (freezeMove), for a target that has none; other replicas
+// export nothing. An export finishes a walk still under way.
+func (n *Node) watchMoves(r *replica, v *fsm.MetaView) {
+	for i := range v.Moves {
+		mv := &v.Moves[i]
+		if int(mv.From) != r.id || mv.State != fsm.MovePlanned {
+			continue
+		}
+		if to := n.replica(int(mv.To)); to == nil || !to.group.isLeader() {
+			continue
+		}
+		if last := r.watched.Load(); mv.ID <= last || !r.watched.CompareAndSwap(last, mv.ID) {
+			continue
+		}
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			if err := r.fsm.WatchSlots(mv.ID, mv.Slots); err != nil {
+				n.log.Debug("watch slots", "group", r.id, "move", mv.ID, "err", err)
+			}
+		}()
+	}
 }
 
 // freeze writes the freeze of move's slots once lane has committed every
@@ -104,8 +141,11 @@ func freeze(lane *fastLane, r *raft.Raft, move uint64, slots []uint32, timeout t
 // importMove copies the move's slots from a source replica that applied
 // the freeze into this group, then closes the move.
 func (n *Node) importMove(ctx context.Context, r *replica, mv *fsm.SlotMove, v *fsm.MetaView) {
+	start := time.Now()
+	var exported time.Duration // how long the export took: 0 if none
 	if !ownsAll(r.fsm.Ownership().Owned, mv.Slots) {
 		export, err := n.exportFrom(ctx, mv, v)
+		exported = time.Since(start)
 		if err != nil {
 			n.log.Warn("export slots", "move", mv.ID, "from", mv.From, "err", err)
 			return
@@ -119,7 +159,8 @@ func (n *Node) importMove(ctx context.Context, r *replica, mv *fsm.SlotMove, v *
 		n.log.Warn("close move", "move", mv.ID, "err", err)
 		return
 	}
-	n.log.Info("slots imported", "move", mv.ID, "from", mv.From, "to", mv.To, "slots", len(mv.Slots))
+	n.log.Info("slots imported", "move", mv.ID, "from", mv.From, "to", mv.To, "slots", len(mv.Slots),
+		"export", exported, "took", time.Since(start))
 }
 
 // exportFrom gets the move's states from a replica of the source group:

@@ -221,29 +221,25 @@ func (discardSink) ID() string                  { return "discard" }
 func (discardSink) Cancel() error               { return nil }
 func (discardSink) Close() error                { return nil }
 
-// BenchmarkDropSlots measures a slot move's drop at its source, a group
-// of 500,000 states dropping 64 of its 4,096 slots (about 7,800 states),
-// and what freeing them costs the entries after: drop-ns is the drop
-// entry's apply, sweep-entries how many entries of one check it took to
-// free the orphans, sweep-entry-ns what one of them took on average and
-// entry-ns one such entry once they are freed. A drop that freed its
-// states at once looked at every record: 18 ms here.
-func BenchmarkDropSlots(b *testing.B) {
-	const slots, keys = 4096, 500_000
+// bigGroup returns a group that owns all of slots and holds keys states
+// of keys "user:<i>", a sliding log of one timestamp each: the keys by
+// slot, their policy, the entries' timestamp, and apply, which writes the
+// next entry.
+func bigGroup(slots, keys int) (s *Shard, apply func([]byte), bySlot [][]string, p *policy.Policy, ts int64) {
 	all := make([]uint32, slots)
 	for i := range all {
 		all[i] = uint32(i)
 	}
-	s := NewShard()
+	s = NewShard()
 	idx := uint64(1)
-	apply := func(data []byte) {
+	apply = func(data []byte) {
 		idx++
 		s.Apply(&raft.Log{Index: idx, Type: raft.LogCommand, Data: data})
 	}
-	apply(EncodeInit(1, slots, all))
-	p := inline(window.Limit{Algorithm: window.SlidingLog, Limit: 100, Window: 3600 * sec})
-	ts := int64(1_700_000_000) * sec
-	bySlot := make([][]string, slots)
+	apply(EncodeInit(1, uint32(slots), all))
+	p = inline(window.Limit{Algorithm: window.SlidingLog, Limit: 100, Window: 3600 * sec})
+	ts = int64(1_700_000_000) * sec
+	bySlot = make([][]string, slots)
 	var checks []Check
 	for i := range keys {
 		k := fmt.Sprintf("user:%d", i)
@@ -254,6 +250,20 @@ func BenchmarkDropSlots(b *testing.B) {
 			checks = checks[:0]
 		}
 	}
+	return s, apply, bySlot, p, ts
+}
+
+// BenchmarkDropSlots measures a slot move's drop at its source, a group
+// of 500,000 states dropping 64 of its 4,096 slots (about 7,800 states),
+// and what freeing them costs the entries after: drop-ns is the drop
+// entry's apply, sweep-entries how many entries of one check it took to
+// free the orphans, sweep-entry-ns what one of them took on average and
+// entry-ns one such entry once they are freed. A drop that freed its
+// states at once looked at every record: 18 ms here.
+func BenchmarkDropSlots(b *testing.B) {
+	const slots, keys = 4096, 500_000
+	s, apply, bySlot, p, ts := bigGroup(slots, keys)
+	var checks []Check
 	empty, _ := NewShard().ExportAll()
 	var drop, sweeping, after time.Duration
 	entries := 0
@@ -368,5 +378,54 @@ func BenchmarkCompaction(b *testing.B) {
 			b.ReportMetric(float64(slowest.Nanoseconds()), "slowest-ns")
 			b.ReportMetric(float64(sweeps)/float64(b.N), "sweeps")
 		})
+	}
+}
+
+// BenchmarkExportSlots is a slot move's export at its source, a group of
+// 500,000 states exporting 1 or 64 of its 4,096 slots (about 120 or
+// 7,800 states), with and without a watch of the slots (watch.go): the
+// export sits in the window in which the slots answer no check. Without
+// a watch it looks at every record for the slots' states; the watch's
+// own walk (walk-ns) happens before the freeze.
+func BenchmarkExportSlots(b *testing.B) {
+	const slots, keys = 4096, 500_000
+	s, apply, _, _, _ := bigGroup(slots, keys)
+	move := uint64(0)
+	for _, n := range []int{1, 64} {
+		for _, watched := range []bool{false, true} {
+			b.Run(fmt.Sprintf("slots=%d/watched=%v", n, watched), func(b *testing.B) {
+				var walk time.Duration
+				for range b.N {
+					move++
+					sl := make([]uint32, n)
+					for j := range sl {
+						sl[j] = uint32((int(move)*n + j) % slots)
+					}
+					if watched {
+						b.StopTimer()
+						t0 := time.Now()
+						if err := s.WatchSlots(move, sl); err != nil {
+							b.Fatal(err)
+						}
+						walk += time.Since(t0)
+						b.StartTimer()
+					}
+					apply(EncodeFreeze(move, sl))
+					if _, err := s.ExportSlots(move, sl); err != nil {
+						b.Fatal(err)
+					}
+					b.StopTimer()
+					// The slots stay, owned again, for later iterations.
+					s.mu.Lock()
+					for _, x := range sl {
+						s.own.state[x] = slotOwned
+					}
+					s.tab.unwatch(move)
+					s.mu.Unlock()
+					b.StartTimer()
+				}
+				b.ReportMetric(float64(walk.Nanoseconds())/float64(b.N), "walk-ns")
+			})
+		}
 	}
 }

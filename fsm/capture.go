@@ -3,6 +3,7 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 
@@ -41,6 +42,11 @@ type capture struct {
 	// (it was free, or its state had expired, at the point in time).
 	done []uint64
 	next uint32 // the pass's position: records below it are done
+	// sparse passes over cand, from ci on, instead of every record
+	// number: the records of a slot watch (watch.go), for an export.
+	sparse bool
+	cand   []uint32
+	ci     int
 	// only, when not nil, says which identities the capture holds: a
 	// part of the states (ExportSlots).
 	only func(id string) bool
@@ -133,16 +139,31 @@ func (c *capture) keep(n uint32) {
 // step encodes up to budget records of the pass; it reports whether the
 // pass is over.
 func (c *capture) step(budget int) bool {
+	if c.sparse {
+		for ; budget > 0 && c.ci < len(c.cand); budget-- {
+			c.keep(c.cand[c.ci])
+			c.ci++
+		}
+		return c.over()
+	}
 	for ; budget > 0 && c.next < c.n0; budget-- {
 		c.keep(c.next)
 		c.next++
+	}
+	return c.over()
+}
+
+// over reports whether the pass is over.
+func (c *capture) over() bool {
+	if c.sparse {
+		return c.ci >= len(c.cand)
 	}
 	return c.next >= c.n0
 }
 
 // finish completes the pass at once and detaches the capture.
 func (c *capture) finish() {
-	c.step(int(c.n0 - c.next))
+	c.step(math.MaxInt)
 	c.detach()
 }
 
@@ -180,7 +201,7 @@ func (l *liveSnapshot) complete() (*shardSnapshot, error) {
 	l.reserve()
 	for {
 		l.s.mu.Lock()
-		if !l.c.attached() && l.c.next < l.c.n0 {
+		if !l.c.attached() && !l.c.over() {
 			l.s.mu.Unlock()
 			return nil, errReleased
 		}

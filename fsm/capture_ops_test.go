@@ -76,7 +76,7 @@ func captureEveryOperation(t *testing.T, seed uint64) {
 	var snap raft.FSMSnapshot
 	var want []byte
 	var older []byte // a persisted snapshot, for raft Restore
-	captured, orphansCaptured := 0, 0
+	captured, orphansCaptured, watched := 0, 0, 0
 	for step := 0; step < 3000; step++ {
 		ts += int64(r.IntN(400)) * 1e6
 		if r.IntN(60) == 0 {
@@ -157,6 +157,11 @@ func captureEveryOperation(t *testing.T, seed uint64) {
 				apply(EncodeImport(move, 1, []uint32{x}, empty))
 				delete(away, x)
 			} else if m, ok := frozen[x]; ok {
+				a.mu.Lock()
+				if w := a.tab.watchOf(m); w != nil {
+					watched++
+				}
+				a.mu.Unlock()
 				ea, erra := a.ExportSlots(m, []uint32{x})
 				eb, errb := b.ExportSlots(m, []uint32{x})
 				if fmt.Sprint(erra) != fmt.Sprint(errb) || !bytes.Equal(ea, eb) {
@@ -177,6 +182,13 @@ func captureEveryOperation(t *testing.T, seed uint64) {
 				delete(frozen, x)
 			} else {
 				move++
+				if r.IntN(4) != 0 { // one replica watches the slot (watch.go)
+					a.mu.Lock()
+					if _, _, err := a.startWatch(move, []uint32{x}); err != nil {
+						t.Fatal(err)
+					}
+					a.mu.Unlock()
+				}
 				apply(EncodeFreeze(move, []uint32{x}))
 				frozen[x] = move
 			}
@@ -238,6 +250,14 @@ func captureEveryOperation(t *testing.T, seed uint64) {
 			}
 		default:
 		}
+		a.mu.Lock()
+		for _, w := range a.tab.watches {
+			w.walk(a.tab, r.IntN(300))
+			if w.ready() && step%50 == 0 {
+				checkWatch(t, a.tab, w, a.tab.live)
+			}
+		}
+		a.mu.Unlock()
 		if snap != nil {
 			if a.Stats().Orphans > 0 {
 				orphansCaptured++
@@ -267,6 +287,9 @@ func captureEveryOperation(t *testing.T, seed uint64) {
 	}
 	if captured < 3 {
 		t.Fatalf("only %d snapshots", captured)
+	}
+	if watched < 5 {
+		t.Fatalf("only %d exports from a watching replica", watched)
 	}
 	if orphanStep > 0 && orphansCaptured == 0 {
 		t.Fatal("no capture ran beside orphans")

@@ -113,4 +113,7 @@ func (t *table) move(from, to uint32) {
 	}
 	*t.rec(to) = *t.rec(from)
 	*t.rec(from) = record{}
+	if len(t.watches) > 0 && t.counts != nil {
+		t.noteAdded(t.counts.slotOf(t.rec(to).id), to)
+	}
 }

@@ -53,8 +53,12 @@ func (t *table) countSlots(own *ownership) {
 // slotOf returns the slot of a state identity.
 func (c *slotCounts) slotOf(id string) int { return slotOfID(id, len(c.n)) }
 
-// added counts a record inserted with identity id.
-func (c *slotCounts) added(id string) { c.n[c.slotOf(id)]++ }
+// added counts a record inserted with identity id, and returns its slot.
+func (c *slotCounts) added(id string) int {
+	x := c.slotOf(id)
+	c.n[x]++
+	return x
+}
 
 // removed uncounts a record freed with identity id.
 func (c *slotCounts) removed(id string) {

@@ -229,7 +229,9 @@ func (s *Shard) applyOwn(typ byte, body []byte) error {
 			return r.err
 		}
 		// The slots' records stay behind as orphans for the sweeper
-		// (orphans.go): freeing them here looked at every record.
+		// (orphans.go): freeing them here looked at every record. The
+		// move's watch, if this replica has one, has served.
+		s.tab.unwatch(move)
 		for x, st := range o.state {
 			if st == move+1 {
 				o.state[x] = slotAbsent
@@ -318,6 +320,12 @@ func (s *Shard) removeSlots(slots map[int]bool) {
 // applies go on meanwhile.
 func (s *Shard) ExportSlots(move uint64, slots []uint32) ([]byte, error) {
 	s.mu.Lock()
+	t, watch := s.tab, s.tab.watchOf(move)
+	s.mu.Unlock()
+	if watch != nil {
+		s.fillWatch(t, watch) // a walk still under way: outside the lock's hold
+	}
+	s.mu.Lock()
 	c, err := s.captureSlots(move, slots)
 	s.mu.Unlock()
 	if err != nil {
@@ -344,7 +352,13 @@ func (s *Shard) captureSlots(move uint64, slots []uint32) (*capture, error) {
 		}
 		in[int(x)] = true
 	}
-	return s.startCapture(func(id string) bool { return in[slotOfID(id, len(o.state))] }), nil
+	c := s.startCapture(func(id string) bool { return in[slotOfID(id, len(o.state))] })
+	if w := s.tab.watchOf(move); w != nil && w.ready() && w.covers(slots) {
+		// Every record of the slots is on the watch's list: read only
+		// those, not every record for them.
+		c.sparse, c.cand = true, slices.Clone(w.recs)
+	}
+	return c, nil
 }
 
 type sliceWriter []byte

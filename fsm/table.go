@@ -68,6 +68,8 @@ type table struct {
 	// counts counts records by slot once the group has slots; nil before
 	// (and in tables decoded from an export or a backup).
 	counts *slotCounts
+	// watches list the records of slots about to move (watch.go).
+	watches []*slotWatch
 }
 
 func newTable() *table {
@@ -120,7 +122,7 @@ func (t *table) insert(id []byte) uint32 {
 	*r = record{id: string(id)}
 	t.idx.put(t.hash(r.id), n)
 	if t.counts != nil {
-		t.counts.added(r.id)
+		t.noteAdded(t.counts.added(r.id), n)
 	}
 	t.live++
 	t.added++
