@@ -334,11 +334,12 @@ func (n *Node) reportShard(ctx context.Context, r *replica, term uint64, cfg raf
 
 // maybeTick writes a tick entry to an idle shard that holds keys, so log
 // time moves on and expired keys are dropped (and the states of slots
-// that moved away are freed).
+// that moved away are freed): every tickEvery, or more often for a group
+// of more records than a tick sweeps a 32nd of (fsm.TickInterval).
 func (n *Node) maybeTick(ctx context.Context, r *replica) {
 	st := r.fsm.Stats()
 	now := wallclock.Now().UnixNano()
-	if st.States+st.Orphans == 0 || now-st.Now < int64(tickEvery) {
+	if st.States+st.Orphans == 0 || now-st.Now < int64(fsm.TickInterval(tickEvery, st.Records)) {
 		return
 	}
 	_ = awaitFuture(ctx, r.group.raft.Apply(fsm.EncodeTick(now), opTimeout))

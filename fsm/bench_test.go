@@ -429,3 +429,22 @@ func BenchmarkExportSlots(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkIdleTick is an idle group's ticks once its 2,000,000 states
+// have expired (its traffic stopped an hour ago): each tick frees what it
+// looks at, and the slowest (slowest-ns) holds the group's lock that long
+// for a check arriving meanwhile. A tick sweeps a 32nd of the records, at
+// most maxTickSweep (TickInterval ticks a group this large more often);
+// a 32nd uncapped was 62,500 records here.
+func BenchmarkIdleTick(b *testing.B) {
+	s, apply, _, _, ts := bigGroup(4096, 2_000_000)
+	var slowest time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		t0 := time.Now()
+		apply(EncodeTick(ts + 2*3600*sec + int64(i+1)*sec))
+		slowest = max(slowest, time.Since(t0))
+	}
+	b.ReportMetric(float64(slowest.Nanoseconds()), "slowest-ns")
+	b.ReportMetric(float64(s.Stats().Records), "records")
+}

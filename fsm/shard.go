@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -23,6 +24,12 @@ const (
 	sweepPerEntry = 16
 	sweepPerAdd   = 2
 	sweepPerTick  = 1024
+	// maxTickSweep caps a tick's sweep. A tick looks at a 32nd of the
+	// records, so that an idle group frees its expired states within 32
+	// ticks, but at 2 million records that held the group's lock 22-87 ms
+	// for a check arriving meanwhile; a larger group ticks more often
+	// instead (TickInterval).
+	maxTickSweep = 16384
 	// sweepPerRefusal is what a Full verdict looks at first (Vet),
 	// once per entry applied: a flood of refused checks cannot make the
 	// sweeper (which holds the lock applies need) work more than that.
@@ -167,7 +174,7 @@ func (s *Shard) apply(l *raft.Log) interface{} {
 			return fmt.Errorf("entry %d: %w", l.Index, err)
 		}
 		s.advance(ts)
-		s.tab.sweep(s.now, max(sweepPerTick, int(s.tab.used)/32))
+		s.tab.sweep(s.now, tickSweep(int(s.tab.used)))
 		return nil
 	}
 	stop("shard", l.Index, typ, 0, 0)
@@ -321,11 +328,31 @@ type Stats struct {
 	Orphans int
 	// Now is the log time of the latest applied entry, Unix ns.
 	Now int64
+	// Records is how many record numbers the table uses (live, free and
+	// orphans): what a tick's sweep is a share of (TickInterval).
+	Records int
+}
+
+// tickSweep is how many records a tick looks at, of records in all: a
+// 32nd, at least sweepPerTick and at most maxTickSweep.
+func tickSweep(records int) int {
+	return min(max(sweepPerTick, records/32), maxTickSweep)
+}
+
+// TickInterval is how often an idle group of records records should
+// tick, base apart for a group whose ticks each look at a 32nd of them:
+// one whose 32nd is over maxTickSweep ticks as much more often, so that
+// its sweeper still passes every record within 32 ticks of base.
+func TickInterval(base time.Duration, records int) time.Duration {
+	if per := records / 32; per > maxTickSweep {
+		return base * maxTickSweep / time.Duration(per)
+	}
+	return base
 }
 
 // Stats reports the shard's size and log time.
 func (s *Shard) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{States: s.tab.held(), Orphans: s.tab.orphans(), Now: s.now}
+	return Stats{States: s.tab.held(), Orphans: s.tab.orphans(), Now: s.now, Records: int(s.tab.used)}
 }
