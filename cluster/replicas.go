@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -23,9 +23,10 @@ type replica struct {
 	fsm     *fsm.Shard
 	batcher *batcher
 	fast    *fastLane
-	// watched is the last move out of the group whose slot watch this
-	// node started on the replica (watchMoves): move ids only grow.
-	watched atomic.Uint64
+	// watching holds the planned moves out of the group whose slot watch
+	// this node started on the replica (watchMoves).
+	watchMu  sync.Mutex
+	watching map[uint64]bool
 }
 
 func shardName(id int) string { return fmt.Sprintf("shard-%d", id) }

@@ -71,10 +71,14 @@ func (n *Node) initGroup(ctx context.Context, r *replica, v *fsm.MetaView) {
 // the slots lands before the freeze and travels with the export.
 func (n *Node) freezeMove(ctx context.Context, r *replica, mv *fsm.SlotMove) {
 	// The watch first: the walk for the moving slots' records happens
-	// while they still answer checks, not in the frozen window.
+	// while they still answer checks, not in the frozen window. A leader
+	// that finds the slots frozen already (its predecessor froze them)
+	// does not walk now; an export from it looks at every record.
 	start := time.Now()
-	if err := r.fsm.WatchSlots(mv.ID, mv.Slots); err != nil {
-		n.log.Debug("watch slots", "group", r.id, "move", mv.ID, "err", err)
+	if len(r.fsm.Ownership().Frozen[mv.ID]) == 0 {
+		if err := r.fsm.WatchSlots(mv.ID, mv.Slots); err != nil {
+			n.log.Debug("watch slots", "group", r.id, "move", mv.ID, "err", err)
+		}
 	}
 	watched := time.Since(start)
 	if err := freeze(r.fast, r.group.raft, mv.ID, mv.Slots, n.cfg.CommitTimeout); err != nil {
@@ -89,32 +93,50 @@ func (n *Node) freezeMove(ctx context.Context, r *replica, mv *fsm.SlotMove) {
 		"watch", watched, "took", time.Since(start))
 }
 
-// watchMoves starts, on this node's follower replica of a planned move's
-// source, the watch that lets the move's export read only the moving
-// slots' records (fsm.Shard.WatchSlots), if this node leads the move's
-// target: the target exports from its own replica of the source when it
-// has one (exportFrom). The source's leader fills its own watch before
-// it freezes (freezeMove), for a target that has none; other replicas
-// export nothing. An export finishes a walk still under way.
+// watchMoves starts, on this node's replica of a planned move's source,
+// the watch that lets the move's export read only the moving slots'
+// records (fsm.Shard.WatchSlots), if this node leads the move's target:
+// the target exports from its own replica of the source when it has one
+// (exportFrom). The source's leader fills its own watch before it freezes
+// (freezeMove), for a target that has none; other replicas export
+// nothing. An export finishes a walk still under way. A watch refused
+// (this replica has yet to apply the slots' arrival) is tried again on a
+// later pass.
 func (n *Node) watchMoves(r *replica, v *fsm.MetaView) {
+	r.watchMu.Lock()
+	defer r.watchMu.Unlock()
+	planned := map[uint64]bool{}
 	for i := range v.Moves {
 		mv := &v.Moves[i]
 		if int(mv.From) != r.id || mv.State != fsm.MovePlanned {
 			continue
 		}
+		planned[mv.ID] = true
+		if r.watching[mv.ID] {
+			continue
+		}
 		if to := n.replica(int(mv.To)); to == nil || !to.group.isLeader() {
 			continue
 		}
-		if last := r.watched.Load(); mv.ID <= last || !r.watched.CompareAndSwap(last, mv.ID) {
-			continue
+		if r.watching == nil {
+			r.watching = map[uint64]bool{}
 		}
+		r.watching[mv.ID] = true
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
 			if err := r.fsm.WatchSlots(mv.ID, mv.Slots); err != nil {
 				n.log.Debug("watch slots", "group", r.id, "move", mv.ID, "err", err)
+				r.watchMu.Lock()
+				delete(r.watching, mv.ID)
+				r.watchMu.Unlock()
 			}
 		}()
+	}
+	for m := range r.watching {
+		if !planned[m] {
+			delete(r.watching, m) // frozen or done: nothing more to start
+		}
 	}
 }
 

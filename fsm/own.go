@@ -357,6 +357,7 @@ func (s *Shard) captureSlots(move uint64, slots []uint32) (*capture, error) {
 		// Every record of the slots is on the watch's list: read only
 		// those, not every record for them.
 		c.sparse, c.cand = true, slices.Clone(w.recs)
+		s.sparseExports++
 	}
 	return c, nil
 }

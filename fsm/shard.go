@@ -58,6 +58,9 @@ type Shard struct {
 	own                   *ownership // slot ownership (own.go); nil in a legacy shard
 	// snapSize is the size of the last whole capture's buffer, plus room.
 	snapSize int
+	// sparseExports counts exports that read a watch's list (watch.go),
+	// for tests.
+	sparseExports int
 }
 
 // NewShard returns an empty shard state machine.

@@ -7,13 +7,15 @@ import (
 )
 
 const (
-	// maxWatches is how many slot watches a table keeps: a group moves
-	// one batch of slots out at a time (slots.DefaultLimits), so more
-	// than that means moves whose watches outlived them; the oldest goes.
+	// maxWatches is how many slot watches a table keeps. A group's moves
+	// out are bounded in slots, not in number (slots.DefaultLimits), so
+	// a group may have more moves under way than this, each of a few
+	// slots; the oldest watch is then dropped, and its move's export looks
+	// at every record, as without one.
 	maxWatches = 4
-	// watchPrune is the least size at which a watch's list is pruned of
-	// numbers that no longer hold one of its slots' states.
-	watchPrune = 1024
+	// watchSlack is what a watch's list may grow by, beyond twice its
+	// size when its walk ended, before the watch is dropped (grown).
+	watchSlack = 4096
 )
 
 // slotWatch lists the record numbers of the states of some slots about to
@@ -31,10 +33,15 @@ const (
 // export holds, so replicas with and without one export the same bytes.
 //
 // Once its walk is over, recs holds the number of every live record of a
-// watched slot (and maybe numbers that no longer do): the walk adds those
-// it finds, the table adds every record inserted into a watched slot
-// (added) and every one compaction moves (compact.go), whichever side of
-// the walk they fall.
+// watched slot (and maybe numbers that no longer do, or twice): the walk
+// adds those it finds, the table adds every record inserted into a
+// watched slot (added) and every one compaction moves (compact.go),
+// whichever side of the walk they fall. Numbers are never taken off: a
+// watch lives from a move's plan to its drop, a few hundred milliseconds
+// during which its slots take few new keys, and none once frozen. One
+// that outgrows twice its size at the walk's end (a move held up while
+// its slots take new keys) is dropped rather than pruned, which would
+// hash every listed record's key while applies wait.
 type slotWatch struct {
 	move uint64
 	in   []bool // by slot: watched
@@ -43,7 +50,8 @@ type slotWatch struct {
 	// in use when it began (numbers above are inserts, which add
 	// themselves).
 	next, end uint32
-	prune     int // len(recs) at which it is pruned next
+	// limit is how long recs may grow once the walk is over; 0 before.
+	limit int
 }
 
 // ready reports whether the walk is over: recs holds every record of the
@@ -51,50 +59,41 @@ type slotWatch struct {
 func (w *slotWatch) ready() bool { return w.next >= w.end }
 
 // added notes that record n now holds a state of slot x.
-func (w *slotWatch) added(t *table, x int, n uint32) {
-	if !w.in[x] {
-		return
-	}
-	w.recs = append(w.recs, n)
-	if len(w.recs) >= w.prune {
-		w.pruneRecs(t)
+func (w *slotWatch) added(x int, n uint32) {
+	if w.in[x] {
+		w.recs = append(w.recs, n)
 	}
 }
 
-// pruneRecs drops the numbers that no longer hold one of the watched
-// slots' states (freed, reused or moved by compaction), so a watch that
-// lives long under inserts stays the size of its slots' states.
-func (w *slotWatch) pruneRecs(t *table) {
-	slices.Sort(w.recs)
-	w.recs = slices.Compact(w.recs)
-	w.recs = slices.DeleteFunc(w.recs, func(n uint32) bool {
-		if n >= t.used {
-			return true
-		}
-		id := t.rec(n).id
-		return id == "" || !w.in[slotOfID(id, len(w.in))]
-	})
-	w.prune = max(2*len(w.recs), watchPrune)
-}
+// grown reports whether w's list outgrew its limit: the table drops it.
+func (w *slotWatch) grown() bool { return w.limit > 0 && len(w.recs) > w.limit }
 
 // walk looks at up to budget records from the walk's position.
 func (w *slotWatch) walk(t *table, budget int) {
 	stop := min(w.end, w.next+uint32(budget))
-	for ; w.next < stop; w.next++ {
-		if w.next >= t.used {
-			w.next = w.end // compaction cut the rest: nothing there
-			return
-		}
+	for ; w.next < stop && w.next < t.used; w.next++ {
 		if id := t.rec(w.next).id; id != "" {
-			w.added(t, slotOfID(id, len(w.in)), w.next)
+			w.added(slotOfID(id, len(w.in)), w.next)
 		}
+	}
+	if w.next >= t.used {
+		w.next = w.end // compaction cut the rest: nothing there
+	}
+	if w.limit == 0 && w.ready() {
+		w.limit = 2*len(w.recs) + watchSlack
 	}
 }
 
-// noteAdded tells every watch that record n holds a state of slot x.
+// noteAdded tells every watch that record n holds a state of slot x, and
+// drops those grown past their limit.
 func (t *table) noteAdded(x int, n uint32) {
+	grown := false
 	for _, w := range t.watches {
-		w.added(t, x, n)
+		w.added(x, n)
+		grown = grown || w.grown()
+	}
+	if grown {
+		t.watches = slices.DeleteFunc(t.watches, (*slotWatch).grown)
 	}
 }
 
@@ -127,7 +126,8 @@ func (t *table) unwatch(move uint64) {
 // group, and fills it, captureStep records per hold of the lock: an
 // export of the move then reads only their records (slotWatch). If the
 // move has a watch already, it helps fill that one. It returns once the
-// watch is filled; an export finishes a walk still under way itself. It
+// watch is filled, or gone (a restore replaced the table, or the watch
+// was dropped); an export finishes a walk still under way itself. It
 // refuses slots the group neither owns nor froze by move: a watch
 // started after the move's drop would only collect what a later move
 // brings back.
@@ -140,6 +140,15 @@ func (s *Shard) WatchSlots(move uint64, slots []uint32) error {
 	}
 	s.fillWatch(t, w)
 	return nil
+}
+
+// Watched reports whether the replica holds a filled watch of move: an
+// export of the move from it reads only the listed records.
+func (s *Shard) Watched(move uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.tab.watchOf(move)
+	return w != nil && w.ready()
 }
 
 // startWatch attaches an empty watch of slots for move, unless the table
@@ -158,10 +167,11 @@ func (s *Shard) startWatch(move uint64, slots []uint32) (*table, *slotWatch, err
 	if w := t.watchOf(move); w != nil {
 		return t, w, nil
 	}
-	w := &slotWatch{move: move, in: make([]bool, len(o.state)), end: t.used, prune: watchPrune}
+	w := &slotWatch{move: move, in: make([]bool, len(o.state)), end: t.used}
 	for _, x := range slots {
 		w.in[x] = true
 	}
+	w.walk(t, 0) // an empty table: over at once
 	if len(t.watches) >= maxWatches {
 		t.watches = t.watches[1:]
 	}

@@ -12,12 +12,12 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// checkWatch checks a ready watch: every live record of a watched slot is
-// on its list, and the list stays within its pruning bound.
-func checkWatch(t *testing.T, tab *table, w *slotWatch, maxLive int) {
+// checkWatch checks a ready watch: it is still the table's, and every
+// live record of a watched slot is on its list.
+func checkWatch(t *testing.T, tab *table, w *slotWatch) {
 	t.Helper()
-	if !w.ready() {
-		t.Fatal("checkWatch of a watch whose walk is not over")
+	if !w.ready() || !slices.Contains(tab.watches, w) {
+		t.Fatalf("checkWatch of a watch unfilled (%v) or dropped (%v)", !w.ready(), !slices.Contains(tab.watches, w))
 	}
 	on := map[uint32]bool{}
 	for _, n := range w.recs {
@@ -28,8 +28,8 @@ func checkWatch(t *testing.T, tab *table, w *slotWatch, maxLive int) {
 			t.Fatalf("record %d of watched slot %d is not on the watch's list", n, slotOfID(id, len(w.in)))
 		}
 	}
-	if len(w.recs) >= w.prune || w.prune > max(2*maxLive, watchPrune) {
-		t.Fatalf("a list of %d numbers, pruned at %d, for at most %d live records", len(w.recs), w.prune, maxLive)
+	if len(w.recs) > w.limit {
+		t.Fatalf("a list of %d numbers past its limit %d", len(w.recs), w.limit)
 	}
 }
 
@@ -75,12 +75,11 @@ func TestWatchListsEverySlotRecord(t *testing.T) {
 			}
 			add(exp)
 		}
-		w := &slotWatch{move: 1, in: make([]bool, slots), end: tab.used, prune: watchPrune}
+		w := &slotWatch{move: 1, in: make([]bool, slots), end: tab.used}
 		for _, x := range []int{3, 7, 8 + r.IntN(8)} {
 			w.in[x] = true
 		}
 		tab.watches = append(tab.watches, w)
-		maxLive := watchedLive(tab, w)
 		// The walk, with changes on both sides of its position.
 		for !w.ready() {
 			switch r.IntN(4) {
@@ -93,10 +92,9 @@ func TestWatchListsEverySlotRecord(t *testing.T) {
 			case 2:
 				tab.sweep(10, r.IntN(64))
 			}
-			maxLive = max(maxLive, watchedLive(tab, w))
 			w.walk(tab, 1+r.IntN(200))
 		}
-		checkWatch(t, tab, w, maxLive)
+		checkWatch(t, tab, w)
 		// Six in seven expire; compaction then moves records down a few
 		// per sweep, some of them watched ones, under more changes.
 		now := int64(100)
@@ -125,41 +123,49 @@ func TestWatchListsEverySlotRecord(t *testing.T) {
 			if tab.used < used {
 				moved++
 			}
-			maxLive = max(maxLive, watchedLive(tab, w))
 			if step%50 == 0 {
-				checkWatch(t, tab, w, maxLive)
+				checkWatch(t, tab, w)
 			}
 		}
-		checkWatch(t, tab, w, maxLive)
+		checkWatch(t, tab, w)
 		if moved == 0 {
 			t.Fatal("compaction never cut the record space")
 		}
 	})
 }
 
-// A watch whose slots take many inserts and removals stays about the size
-// of their live records: pruning drops numbers that no longer hold one.
-func TestWatchStaysSmall(t *testing.T) {
+// A watch whose slots take many new keys after its walk (a move held up
+// before its freeze) is dropped once its list outgrows twice its size at
+// the walk's end: its move's export then looks at every record.
+func TestGrownWatchIsDropped(t *testing.T) {
 	const slots = 4
 	tab := newTable()
 	tab.counts = &slotCounts{n: make([]uint32, slots), gone: make([]bool, slots), step: orphanSweep}
-	w := &slotWatch{move: 1, in: []bool{true, false, false, false}, end: 0, prune: watchPrune}
-	tab.watches = []*slotWatch{w}
-	maxLive := 0
-	for i := range 50_000 {
-		id := testID(fmt.Sprintf("s%d", i))
-		n := tab.insert(id)
-		tab.rec(n).st = expiringAt(1 << 40)
-		if i >= 100 { // about 100 live at a time
-			id := string(testID(fmt.Sprintf("s%d", i-100)))
-			m, _ := tab.lookup([]byte(id))
-			tab.remove(m)
-		}
-		if i%1000 == 0 {
-			maxLive = max(maxLive, watchedLive(tab, w))
-		}
+	for i := range 2000 {
+		tab.rec(tab.insert(testID(fmt.Sprintf("s%d", i)))).st = expiringAt(1 << 40)
 	}
-	checkWatch(t, tab, w, max(maxLive, watchedLive(tab, w)))
+	w := &slotWatch{move: 1, in: []bool{true, false, false, false}, end: tab.used}
+	tab.watches = []*slotWatch{w}
+	w.walk(tab, int(tab.used))
+	checkWatch(t, tab, w)
+	if w.limit != 2*watchedLive(tab, w)+watchSlack {
+		t.Fatalf("limit %d for %d records", w.limit, watchedLive(tab, w))
+	}
+	for i := 2000; slices.Contains(tab.watches, w); i++ {
+		if len(w.recs) > w.limit {
+			t.Fatalf("a list of %d numbers past its limit %d, still watched", len(w.recs), w.limit)
+		}
+		if i > 100_000 {
+			t.Fatal("the watch grew without end")
+		}
+		tab.rec(tab.insert(testID(fmt.Sprintf("s%d", i)))).st = expiringAt(1 << 40)
+		id := string(testID(fmt.Sprintf("s%d", i-1500)))
+		n, _ := tab.lookup([]byte(id))
+		tab.remove(n)
+	}
+	if len(w.recs) != w.limit+1 {
+		t.Fatalf("dropped at %d numbers, limit %d", len(w.recs), w.limit)
+	}
 }
 
 // An export of frozen slots reads only the watch's records when this
@@ -225,7 +231,7 @@ func TestWatchedExportIsTheSame(t *testing.T) {
 				c.detach()
 			}
 			a.s.mu.Unlock()
-			if err != nil || !c.sparse || len(c.cand) > 2*(22_000*3/64)+watchPrune {
+			if err != nil || !c.sparse || len(c.cand) > 2*(22_000*3/64)+watchSlack {
 				t.Fatalf("a capture of the watched slots: %v, sparse %v, %d records to read", err, c.sparse, len(c.cand))
 			}
 			tab2, _, _, err := decodeShardSnapshot(ea)
@@ -353,9 +359,21 @@ func TestWatchUnderConcurrentApplies(t *testing.T) {
 		t.Fatalf("the export taken under applies, from the watching replica, differs: %d against %d bytes", len(ea), len(eb))
 	}
 	a.mu.Lock()
-	w := a.tab.watchOf(move)
+	w, sparse := a.tab.watchOf(move), a.sparseExports
 	a.mu.Unlock()
-	if w == nil || !w.ready() {
-		t.Fatal("the watch is gone or unfilled after the export")
+	if w == nil || !w.ready() || sparse != 1 {
+		t.Fatalf("after the export: watch %v, %d exports read its list", w, sparse)
+	}
+}
+
+// A watch of an empty group is over at once and has its limit.
+func TestWatchOfEmptyGroup(t *testing.T) {
+	g := newGroup(t, 1, 4, 0, 1, 2, 3)
+	if err := g.s.WatchSlots(1, []uint32{2}); err != nil {
+		t.Fatal(err)
+	}
+	w := g.s.tab.watchOf(1)
+	if w == nil || !w.ready() || w.limit != watchSlack {
+		t.Fatalf("a watch of an empty group: %+v", w)
 	}
 }
