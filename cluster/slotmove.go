@@ -43,7 +43,7 @@ func (n *Node) reconcileSlots(ctx context.Context, r *replica, v *fsm.MetaView) 
 		mv := &v.Moves[i]
 		switch {
 		case int(mv.From) == r.id && mv.State == fsm.MovePlanned:
-			n.freezeMove(ctx, r, mv)
+			n.freezeMove(ctx, r, mv, len(own.Frozen[mv.ID]) > 0)
 		case int(mv.To) == r.id && mv.State == fsm.MoveFlipped:
 			n.importMove(ctx, r, mv, v)
 		}
@@ -68,14 +68,15 @@ func (n *Node) initGroup(ctx context.Context, r *replica, v *fsm.MetaView) {
 // freezeMove stops the source group counting the move's slots and flips
 // the table to the target. Fast decisions already answered are committed
 // first, and new ones refused meanwhile (handOver), so every decision on
-// the slots lands before the freeze and travels with the export.
-func (n *Node) freezeMove(ctx context.Context, r *replica, mv *fsm.SlotMove) {
+// the slots lands before the freeze and travels with the export. frozen
+// says the group has frozen them already (a predecessor leader did).
+func (n *Node) freezeMove(ctx context.Context, r *replica, mv *fsm.SlotMove, frozen bool) {
 	// The watch first: the walk for the moving slots' records happens
 	// while they still answer checks, not in the frozen window. A leader
-	// that finds the slots frozen already (its predecessor froze them)
-	// does not walk now; an export from it looks at every record.
+	// that finds the slots frozen already does not walk now; an export
+	// from it looks at every record.
 	start := time.Now()
-	if len(r.fsm.Ownership().Frozen[mv.ID]) == 0 {
+	if !frozen {
 		if err := r.fsm.WatchSlots(mv.ID, mv.Slots); err != nil {
 			n.log.Debug("watch slots", "group", r.id, "move", mv.ID, "err", err)
 		}

@@ -113,7 +113,7 @@ func (t *table) move(from, to uint32) {
 	}
 	*t.rec(to) = *t.rec(from)
 	*t.rec(from) = record{}
-	if len(t.watches) > 0 && t.counts != nil {
+	if len(t.watches) > 0 { // a table with watches counts its slots (startWatch)
 		t.noteAdded(t.counts.slotOf(t.rec(to).id), to)
 	}
 }
