@@ -249,7 +249,7 @@ func (n *Node) JoinCluster(ctx context.Context, addrs []string) (string, error) 
 	if err := n.joinVia(ctx, addrs, "addrs"); err != nil {
 		return "", err
 	}
-	if err := n.waitMember(ctx); err != nil {
+	if err := n.waitMember(ctx, true); err != nil {
 		return "", err
 	}
 	return n.View().ClusterID, nil

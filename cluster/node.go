@@ -262,7 +262,7 @@ func (n *Node) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := n.waitMember(ctx); err != nil {
+	if err := n.waitMember(ctx, !has); err != nil {
 		return err
 	}
 	for _, s := range ignoredSettings(n.asked, n.View()) {
@@ -271,13 +271,21 @@ func (n *Node) Start(ctx context.Context) error {
 	return nil
 }
 
-// waitMember waits until the meta state lists this node.
-func (n *Node) waitMember(ctx context.Context) error {
+// waitMember waits until the meta state lists this node. A node that
+// joins or creates its cluster (caughtUp) waits, besides, until its meta
+// state has caught up with the leader's: a fresh node replays the meta
+// log from its start, which lists a node that left and rejoins under the
+// same --node-id once (its first membership) and then no more (its
+// leave) before its rejoin; a node taken for a member on that first
+// listing would then see itself removed, and stop. A resuming node is a
+// member as its own data dir says (a leader no longer sends entries to a
+// node removed meanwhile, so it could not catch up).
+func (n *Node) waitMember(ctx context.Context, caughtUp bool) error {
 	hint := time.After(memberHintAfter)
 	for {
 		m := n.metaState()
 		ch := m.Changed()
-		if v := m.View(); v.Initialized() && v.Node(n.cfg.NodeID) != nil {
+		if n.listed() && (!caughtUp || n.caughtUpListed(ctx)) {
 			n.mu.Lock()
 			n.member = true
 			n.mu.Unlock()
@@ -296,11 +304,27 @@ func (n *Node) waitMember(ctx context.Context) error {
 	}
 }
 
+// listed reports whether this node's meta state lists it.
+func (n *Node) listed() bool {
+	v := n.View()
+	return v.Initialized() && v.Node(n.cfg.NodeID) != nil
+}
+
+// caughtUpListed reports whether this node's meta state, once caught up
+// with the meta leader's log as it is now, still lists this node.
+func (n *Node) caughtUpListed(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(ctx, memberCatchUp)
+	defer cancel()
+	return n.CatchUpMeta(cctx) == nil && n.listed()
+}
+
 // memberHintAfter is how long a node waits to become a member before it
 // says what may be wrong; notMemberHint is what.
 const (
 	memberHintAfter = 15 * time.Second
-	notMemberHint   = "a node that left its cluster (floodgatectl leave) cannot resume it from its data dir: start it with an empty --data-dir and --join; a joining node waits for a member to add it"
+	// memberCatchUp bounds one try at catching up (waitMember tries again).
+	memberCatchUp = 2 * time.Second
+	notMemberHint = "a node that left its cluster (floodgatectl leave) cannot resume it from its data dir: start it with an empty --data-dir and --join; a joining node waits for a member to add it"
 )
 
 // Starting reports whether Start has not returned yet: the node is

@@ -99,3 +99,40 @@ func TestRestartsKeepMembership(t *testing.T) {
 		t.Fatalf("%d nodes after a full restart", len(st.Nodes))
 	}
 }
+
+// A node that left may come back under its old --node-id with an empty data
+// dir (the README's way back): it replays the meta log, which lists it, then
+// removes it (its leave), before its rejoin lists it again. It must stay
+// through that replay, and the cluster settle with it.
+func TestRejoinUnderTheSameID(t *testing.T) {
+	nodes := inproc.SlotCluster(t, 3, 4096)
+	if _, err := nodes[0].Admin().Leave(context.Background(), &pb.LeaveRequest{NodeId: "n2"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-nodes[1].Node.Left():
+	case <-time.After(30 * time.Second):
+		t.Fatal("n2 was not removed")
+	}
+	nodes[1].Stop()
+	cfg := inproc.Config(t, "n2") // an empty data dir, new ports
+	cfg.Shards, cfg.Slots = 0, 4096
+	cfg.Join = []string{nodes[0].Cfg.GRPCAddr}
+	back := inproc.Start(t, cfg)
+	rest := []*inproc.Node{nodes[0], nodes[2], back}
+	inproc.WaitSettled(t, rest, 30*time.Second)
+	select {
+	case <-back.Node.Left():
+		t.Fatal("the rejoined n2 took its replayed leave for a removal")
+	default:
+	}
+	st, err := nodes[0].Admin().Status(context.Background(), &pb.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range st.Nodes {
+		if n.Id == "n2" && (n.State != "active" || n.Replicas == 0) {
+			t.Fatalf("n2 rejoined as %v", n)
+		}
+	}
+}
