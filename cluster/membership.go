@@ -397,8 +397,9 @@ func (n *Node) ApplyMeta(ctx context.Context, cmd []byte) error {
 
 // ApplyLocalMeta applies cmd, sent by a peer, if this node leads the meta
 // group. A malformed command is refused on any node; one the state would
-// refuse, by the leader before it is logged (see checkMeta).
-func (n *Node) ApplyLocalMeta(cmd []byte) error {
+// refuse, or that names what it does not hold (checkPeerMeta), by the
+// leader before it is logged (see checkMeta).
+func (n *Node) ApplyLocalMeta(ctx context.Context, cmd []byte) error {
 	meta := n.metaGroup()
 	if meta == nil {
 		return ErrClosed
@@ -412,6 +413,9 @@ func (n *Node) ApplyLocalMeta(cmd []byte) error {
 	}
 	if verdict != nil {
 		return verdict
+	}
+	if err := n.checkPeerMeta(ctx, cmd); err != nil {
+		return err
 	}
 	return n.applyLocalMeta(meta, cmd)
 }

@@ -7,10 +7,12 @@ import (
 	"sync"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/policy"
+	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
 	"github.com/floodgate/floodgate/rpc/validate"
 	"github.com/floodgate/floodgate/wallclock"
@@ -196,10 +198,33 @@ func forwardResult(res []policy.Result, j int, err error) *peerv1.ForwardResult 
 
 // ApplyMeta implements peerv1.PeerServer.
 func (p *PeerServer) ApplyMeta(ctx context.Context, req *peerv1.ApplyMetaRequest) (*peerv1.ApplyMetaResponse, error) {
-	if err := p.node.ApplyLocalMeta(req.Command); err != nil {
+	if err := p.checkMetaPolicies(req.Command); err != nil {
+		return nil, toStatus(err)
+	}
+	if err := p.node.ApplyLocalMeta(ctx, req.Command); err != nil {
 		return nil, toStatus(err)
 	}
 	return &peerv1.ApplyMetaResponse{}, nil
+}
+
+// checkMetaPolicies holds the policies of a SetPolicies command a peer
+// sends to this node's own caps (--max-log-length), as the Admin API holds
+// a client's: the state machine knows only the absolute cap. A body that
+// does not decode is left to the node, which refuses it as corrupt.
+func (p *PeerServer) checkMetaPolicies(cmd []byte) error {
+	if len(cmd) == 0 || cmd[0] != fsm.MetaSetPolicies {
+		return nil
+	}
+	var c metav1.SetPolicies
+	if proto.Unmarshal(cmd[1:], &c) != nil {
+		return nil
+	}
+	for i, b := range c.Policies {
+		if d := p.decodePolicy(b); d.err != nil {
+			return validate.AtField(fmt.Sprintf("policies[%d].", i), d.err)
+		}
+	}
+	return nil
 }
 
 // ShardProgress implements peerv1.PeerServer.

@@ -286,7 +286,11 @@ func LimitToProto(l *window.Limit) *pb.Limit {
 func AtField(prefix string, err error) error {
 	var fe *window.FieldError
 	if !errors.As(err, &fe) {
-		return fmt.Errorf("%w: %s%v", ErrInvalid, prefix, err)
+		// The error names no field of its own: the prefix is the field.
+		if at := strings.TrimSuffix(prefix, "."); at != "" {
+			return fmt.Errorf("%w: %s: %v", ErrInvalid, at, err)
+		}
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return fmt.Errorf("%w: %s%s: %s", ErrInvalid, prefix, apiPath(fe.Field), fe.Msg)
 }

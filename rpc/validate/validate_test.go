@@ -71,6 +71,20 @@ func TestAPIPaths(t *testing.T) {
 	}
 }
 
+// An error that names no field of its own is reported under the prefix,
+// which is then the field: "checks[0].policy: corrupt", not
+// "checks[0].policy.corrupt".
+func TestAtFieldWithoutAFieldError(t *testing.T) {
+	for _, tc := range []struct{ prefix, want string }{
+		{"checks[0].policy.", "invalid request: checks[0].policy: corrupt policy encoding"},
+		{"", "invalid request: corrupt policy encoding"},
+	} {
+		if err := AtField(tc.prefix, errors.New("corrupt policy encoding")); err.Error() != tc.want || !errors.Is(err, ErrInvalid) {
+			t.Errorf("%q: %q, want %q", tc.prefix, err, tc.want)
+		}
+	}
+}
+
 // Without a resolver (the SDK), a request naming a policy is checked as
 // far as it can be.
 func TestRequestWithoutResolver(t *testing.T) {

@@ -71,6 +71,18 @@ func peerCases(t *testing.T, f *badFixture) []grpcCase {
 	report, _ := fsm.EncodeMeta(fsm.MetaShardReport, &metav1.ShardReport{Shard: 999, Leader: "n1", Term: 1})
 	corrupt, _ := fsm.EncodeMeta(fsm.MetaSetPolicies, &metav1.SetPolicies{Policies: [][]byte{{0xff, 0x01}}})
 	ghost, _ := fsm.EncodeMeta(fsm.MetaSetNodeState, &metav1.SetNodeState{Id: "bi-ghost", State: metav1.NodeState_NODE_STATE_LEAVING})
+	// Commands the state machine would take: a report naming a stranger,
+	// or a real leader at a made-up term (which would make the meta state
+	// ignore every true report after it), a member record with unusable
+	// addresses or state, a policy over the nodes' --max-log-length.
+	stranger, _ := fsm.EncodeMeta(fsm.MetaShardReport, &metav1.ShardReport{Shard: 0, Leader: "bi-nobody", Term: 1 << 62,
+		Replicas: []*metav1.Replica{{NodeId: "bi-nobody"}}})
+	madeUpTerm, _ := fsm.EncodeMeta(fsm.MetaShardReport, &metav1.ShardReport{Shard: 0, Leader: f.status(t).ShardStatus[0].Leader, Term: 1 << 62,
+		Replicas: []*metav1.Replica{{NodeId: f.status(t).ShardStatus[0].Leader}}})
+	junkMember, _ := fsm.EncodeMeta(fsm.MetaUpsertNode, &metav1.UpsertNode{Node: &metav1.Node{Id: "bi-junk", GrpcAddr: "garbage", RaftAddr: "127.0.0.1:2", GossipAddr: "a:b:c"}})
+	oddState, _ := fsm.EncodeMeta(fsm.MetaUpsertNode, &metav1.UpsertNode{Node: &metav1.Node{Id: "bi-junk", GrpcAddr: "127.0.0.1:1", RaftAddr: "127.0.0.1:2", GossipAddr: "127.0.0.1:3", State: 9}})
+	overCap := policy.Policy{Name: "bi-bigpeer", Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.SlidingLog, Limit: 5000, Window: int64(time.Hour)}}}}
+	bigPolicy, _ := fsm.EncodeMeta(fsm.MetaSetPolicies, &metav1.SetPolicies{Policies: [][]byte{overCap.AppendBinary(nil)}})
 	addNode := func(n *metav1.Node) func(ctx context.Context) error {
 		return func(ctx context.Context) error {
 			_, err := other.AddNode(ctx, &peerv1.AddNodeRequest{Node: n})
@@ -117,6 +129,11 @@ func peerCases(t *testing.T, f *badFixture) []grpcCase {
 		{"ApplyMeta shard out of range", apply(report), codes.FailedPrecondition, "shard 999"},
 		{"ApplyMeta corrupt policy", apply(corrupt), inv, "policies[0]: corrupt policy encoding"},
 		{"ApplyMeta unknown node", apply(ghost), codes.NotFound, "bi-ghost"},
+		{"ApplyMeta report naming a stranger", apply(stranger), inv, "leader: bi-nobody is not a member"},
+		{"ApplyMeta report at a made-up term", apply(madeUpTerm), inv, "term:"},
+		{"ApplyMeta member with garbage addresses", apply(junkMember), inv, "node.grpc_addr:"},
+		{"ApplyMeta member in an unknown state", apply(oddState), inv, "node.state:"},
+		{"ApplyMeta policy over --max-log-length", apply(bigPolicy), inv, "policies[0].limits[0].limit.limit"},
 		{"AddNode without node", addNode(nil), inv, "node: required"},
 		{"AddNode empty id", addNode(node(func(n *metav1.Node) { n.Id = "" })), inv, "node.id: required"},
 		{"AddNode 1 MiB id", addNode(node(func(n *metav1.Node) { n.Id = strings.Repeat("n", 1<<20) })), inv, "node.id:"},

@@ -1,0 +1,112 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/floodgate/floodgate/fsm"
+	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
+)
+
+// checkPeerMeta refuses a meta command sent by a peer that the state
+// machine would take but that names what the meta state does not hold, or
+// states what its sender cannot vouch for. The state machine stays as
+// lenient as the entries already logged need (every replica must replay
+// them alike), so these checks live here, at the entry point, against the
+// state the command would be logged on. A body that does not decode is
+// left to checkMeta, which says so.
+//
+// A peer's report of a group's leadership is confirmed with the leader it
+// names: a report with a made-up term would make the meta state ignore
+// every true report after it.
+func (n *Node) checkPeerMeta(ctx context.Context, cmd []byte) error {
+	if len(cmd) == 0 {
+		return nil
+	}
+	v := n.View()
+	typ, body := cmd[0], cmd[1:]
+	member := func(field, id string) error {
+		if err := CheckNodeID(field, id); err != nil {
+			return err
+		}
+		if v.Node(id) == nil {
+			return fmt.Errorf("%w: %s: %s is not a member of the cluster", ErrConfig, field, id)
+		}
+		return nil
+	}
+	switch typ {
+	case fsm.MetaUpsertNode:
+		var c metav1.UpsertNode
+		if proto.Unmarshal(body, &c) != nil {
+			return nil
+		}
+		if err := checkNode(c.Node); err != nil {
+			return err
+		}
+		if s := c.Node.State; s < metav1.NodeState_NODE_STATE_UNSPECIFIED || s > metav1.NodeState_NODE_STATE_DEAD {
+			return fmt.Errorf("%w: node.state: unknown node state %d", ErrConfig, s)
+		}
+	case fsm.MetaShardReport:
+		var c metav1.ShardReport
+		if proto.Unmarshal(body, &c) != nil {
+			return nil
+		}
+		if err := member("leader", c.Leader); err != nil {
+			return err
+		}
+		for i, r := range c.Replicas {
+			if err := CheckNodeID(fmt.Sprintf("replicas[%d].node_id", i), r.GetNodeId()); err != nil {
+				return err
+			}
+		}
+		return n.confirmReport(ctx, v.Node(c.Leader), &c)
+	case fsm.MetaAddGroup:
+		var c metav1.AddGroup
+		if proto.Unmarshal(body, &c) != nil {
+			return nil
+		}
+		return member("home", c.Home)
+	case fsm.MetaRehomeGroup:
+		var c metav1.RehomeGroup
+		if proto.Unmarshal(body, &c) != nil {
+			return nil
+		}
+		return member("home", c.Home)
+	}
+	return nil
+}
+
+// confirmReport asks the node a report names as the group's leader
+// whether it leads the group at the report's term with the report's
+// replicas. A leader that has moved on since it sent its report reports
+// again on its next pass.
+func (n *Node) confirmReport(ctx context.Context, leader *metav1.Node, c *metav1.ShardReport) error {
+	var info GroupInfo
+	if leader.Id == n.cfg.NodeID {
+		info = n.Progress(int(c.Shard))
+	} else {
+		var err error
+		if info, err = n.peers.Progress(ctx, leader.GrpcAddr, int(c.Shard)); err != nil {
+			return fmt.Errorf("%w: leader: %s could not confirm the report: %w", ErrUnavailable, leader.Id, err)
+		}
+	}
+	switch {
+	case !info.Leader:
+		return fmt.Errorf("%w: leader: %s does not lead group %d", ErrConfig, leader.Id, c.Shard)
+	case info.Term != c.Term:
+		return fmt.Errorf("%w: term: %s leads group %d in term %d, not %d", ErrConfig, leader.Id, c.Shard, info.Term, c.Term)
+	}
+	ids := make([]string, len(c.Replicas))
+	for i, r := range c.Replicas {
+		ids[i] = r.NodeId
+	}
+	slices.Sort(ids)
+	servers := slices.Sorted(slices.Values(info.Servers))
+	if !slices.Equal(ids, servers) {
+		return fmt.Errorf("%w: replicas: group %d's replicas are %v, not %v", ErrConfig, c.Shard, servers, ids)
+	}
+	return nil
+}
