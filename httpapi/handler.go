@@ -45,6 +45,12 @@ func Register(mux *http.ServeMux, l Limiter, o Options) {
 	mux.HandleFunc("POST /v1/allow", a.allow)
 	mux.HandleFunc("POST /v1/allow:batch", a.allowBatch)
 	mux.HandleFunc("GET /api/v1/limit", a.limit)
+	// Any other path: 404 in JSON too. (More specific routes of the same
+	// mux, such as /metrics, win over this one.)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSONError(w, http.StatusNotFound, codes.NotFound,
+			fmt.Sprintf("path: %q is not served (POST /v1/allow, POST /v1/allow:batch, GET /api/v1/limit)", r.URL.Path))
+	})
 	// Any other method: 405 in JSON, as every error of the API.
 	for path, allow := range map[string]string{"/v1/allow": "POST", "/v1/allow:batch": "POST", "/api/v1/limit": "GET, HEAD"} {
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
@@ -96,7 +102,12 @@ func (a *api) allowBatch(w http.ResponseWriter, r *http.Request) {
 // limit is the seed's GET /api/v1/limit?key=…: 200 when allowed, 429 with
 // Retry-After when not, the answer as JSON either way.
 func (a *api) limit(w http.ResponseWriter, r *http.Request) {
-	req, err := limitRequest(r.URL.Query())
+	q, err := parseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	req, err := limitRequest(q)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -117,6 +128,34 @@ func (a *api) limit(w http.ResponseWriter, r *http.Request) {
 // queryParams are the parameters of GET /api/v1/limit.
 var queryParams = []string{"key", "policy", "cost", "descriptor", "limit", "window", "algorithm", "burst"}
 
+// parseQuery is url.ParseQuery, except that its error names the parameter
+// it is in. (r.URL.Query drops a malformed pair without a word: a cost=0;
+// that asked for a peek would count at cost 1.)
+func parseQuery(raw string) (url.Values, error) {
+	q := url.Values{}
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if pair == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		name, err := url.QueryUnescape(k)
+		if err != nil {
+			return nil, badRequest("query: parameter name %q is not URL-encoded: %v", k, err)
+		}
+		if strings.Contains(pair, ";") {
+			return nil, badRequest("%s: %q holds a semicolon: parameters are separated by & (a semicolon in a value is %%3B)", name, pair)
+		}
+		value, err := url.QueryUnescape(v)
+		if err != nil {
+			return nil, badRequest("%s: %q is not URL-encoded: %v", name, v, err)
+		}
+		q[name] = append(q[name], value)
+	}
+	return q, nil
+}
+
 // limitRequest reads a check from query parameters: key or descriptor
 // (repeatable, name=value), policy or an inline limit (limit, window,
 // algorithm: sliding_log by default, burst), cost.
@@ -127,6 +166,10 @@ func limitRequest(q url.Values) (*pb.AllowRequest, error) {
 		}
 		if len(vs) > 1 && name != "descriptor" {
 			return nil, badRequest("%s: given %d times", name, len(vs))
+		}
+		if slices.Contains(vs, "") {
+			// Given but empty: a mistake, never a default.
+			return nil, badRequest("%s: empty", name)
 		}
 	}
 	req := &pb.AllowRequest{Key: q.Get("key"), Policy: q.Get("policy")}

@@ -153,6 +153,18 @@ func TestBadInputIs400NamingTheField(t *testing.T) {
 		"key=k&limit=5&window=1500us":             "window",
 		"key=k&limit=5&window=1.0005s":            "window",
 		"key=k&cost=":                             "cost",
+		// Malformed pairs are refused, never dropped: a peek (cost=0)
+		// must not count at cost 1.
+		"key=k&limit=5&window=1m&cost=0;":            "cost",
+		"key=k&cost=%zz":                             "cost",
+		"key=k&limit=5&window=1m&algorithm=tok%zzen": "algorithm",
+		"key=k&%zz":                   "query",
+		"key=k&limit=5&window=1m;x=1": "window",
+		// Given but empty is a mistake, not a default.
+		"policy=&key=k":                      "policy",
+		"key=k&limit=5&window=1m&algorithm=": "algorithm",
+		"key=k&limit=5&window=1m&burst=":     "burst",
+		"key=":                               "key",
 	} {
 		resp, body := get(t, s.URL+"/api/v1/limit?"+query)
 		var e errorBody
@@ -247,5 +259,18 @@ func TestWrongMethodIsJSON(t *testing.T) {
 	}
 	if resp, body := get(t, s.URL+"/api/v1/limit?key=a&limit=1&window=1m"); resp.StatusCode != http.StatusOK {
 		t.Errorf("GET still answers: %d %s", resp.StatusCode, body)
+	}
+}
+
+// A path the API does not serve answers 404 in JSON, like every error.
+func TestUnknownPathIsJSON(t *testing.T) {
+	s := serve(t, &fakeLimiter{limit: 1}, Draft)
+	for _, path := range []string{"/", "/v1/allowed", "/api/v1/limits"} {
+		resp, body := get(t, s.URL+path)
+		var e errorBody
+		if resp.StatusCode != http.StatusNotFound || json.Unmarshal([]byte(body), &e) != nil || e.Error.Code != "NOT_FOUND" ||
+			!strings.HasPrefix(e.Error.Message, "path: ") || resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("GET %s: %d %s", path, resp.StatusCode, body)
+		}
 	}
 }
