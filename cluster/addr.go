@@ -102,8 +102,10 @@ func checkNode(node *metav1.Node) error {
 			return err
 		}
 	}
-	if len(node.Region) > maxNodeIDLen {
-		return fmt.Errorf("%w: node.region: %d bytes is longer than %d", ErrConfig, len(node.Region), maxNodeIDLen)
+	if node.Region != "" {
+		if err := CheckNodeID("node.region", node.Region); err != nil {
+			return err
+		}
 	}
 	if len(node.Version) > maxNodeIDLen {
 		return fmt.Errorf("%w: node.version: %d bytes is longer than %d", ErrConfig, len(node.Version), maxNodeIDLen)

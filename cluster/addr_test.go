@@ -59,6 +59,7 @@ func TestCheckNode(t *testing.T) {
 		{"garbage gossip", func(n *metav1.Node) { n.GossipAddr = "x:y" }, "node.gossip_addr:"},
 		{"garbage http", func(n *metav1.Node) { n.HttpAddr = "::" }, "node.http_addr:"},
 		{"huge region", func(n *metav1.Node) { n.Region = strings.Repeat("r", 500) }, "node.region:"},
+		{"region with a control character", func(n *metav1.Node) { n.Region = "eu\x01" }, "node.region:"},
 		{"huge version", func(n *metav1.Node) { n.Version = strings.Repeat("v", 500) }, "node.version:"},
 	} {
 		n := good()

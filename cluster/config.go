@@ -224,6 +224,11 @@ func (c Config) Validate() error {
 	if c.DataDir == "" {
 		return fmt.Errorf("%w: data-dir: required", ErrConfig)
 	}
+	if c.Region != "" {
+		if err := CheckNodeID("region", c.Region); err != nil {
+			return err
+		}
+	}
 	for _, a := range []struct{ flag, addr string }{
 		{"grpc-addr", c.GRPCAddr}, {"raft-addr", c.RaftAddr}, {"gossip-addr", c.GossipAddr},
 		{"raft-addr", c.RaftBind}, {"gossip-addr", c.GossipBind},

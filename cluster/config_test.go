@@ -34,3 +34,16 @@ func TestConfigRefusesNegativeDurations(t *testing.T) {
 		}
 	}
 }
+
+// A region is a label like a node id: no spaces or control characters,
+// which would reach logs, status and gossip as they are.
+func TestConfigRefusesAnUnprintableRegion(t *testing.T) {
+	c := Config{NodeID: "n1", DataDir: t.TempDir(), GRPCAddr: "127.0.0.1:1", RaftAddr: "127.0.0.1:2", GossipAddr: "127.0.0.1:3"}
+	for region, ok := range map[string]bool{"": true, "eu-west-1": true, "eu\x01west": false, "eu west": false} {
+		c.Region = region
+		err := c.WithDefaults().Validate()
+		if ok != (err == nil) || (err != nil && !strings.HasPrefix(strings.TrimPrefix(err.Error(), ErrConfig.Error()+": "), "region:")) {
+			t.Errorf("region %q: %v", region, err)
+		}
+	}
+}

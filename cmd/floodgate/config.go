@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -122,6 +123,28 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 			return v
 		}
 		return 0
+	}
+	// The node takes a zero for "the default" in these settings, but the
+	// ranges it states exclude it: given as 0, it is a mistake.
+	for _, z := range []struct {
+		name string
+		zero bool
+	}{
+		{"replicas", *replicas == 0}, {"slots", *slots == 0}, {"groups-per-node", *perNode == 0},
+		{"fast-max-pending", *fastMax == 0}, {"fast-flush-interval", *fastFlush == 0}, {"dead-after", *deadAfter == 0},
+		{"raft-heartbeat-timeout", *heartbeat == 0}, {"raft-election-timeout", *election == 0}, {"raft-lease-timeout", *lease == 0},
+	} {
+		if given[z.name] && z.zero {
+			return nil, fmt.Errorf("%s: 0 is not a setting (leave it out for the default, %s)", z.name, fs.Lookup(z.name).DefValue)
+		}
+	}
+	if *otlp != "" {
+		if err := cluster.CheckAddr("otlp-endpoint", *otlp); err != nil {
+			return nil, err
+		}
+	}
+	if err := distinctBinds(map[string]string{"grpc-addr": *grpcAddr, "http-addr": *httpAddr, "raft-addr": *raftAddr, "gossip-addr": *gossipAddr}); err != nil {
+		return nil, err
 	}
 	if *maxLog < 1 || *maxLog > window.MaxLogLength {
 		return nil, fmt.Errorf("max-log-length: must be between 1 and %d, got %d", window.MaxLogLength, *maxLog)
@@ -267,8 +290,18 @@ func readConfigFile(file string, fs *flag.FlagSet) (map[string]string, error) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("config: %s: %w", file, err)
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return nil, fmt.Errorf("config: %s: %w", file, err)
+	default:
+		// A second document would be ignored: say so instead.
+		return nil, fmt.Errorf("config: %s: line %d: one YAML document only (a second starts here)", file, extra.Line)
 	}
 	values := map[string]string{}
 	if len(doc.Content) == 0 {

@@ -46,6 +46,10 @@ func TestOptionsErrorsNameTheSetting(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("shardz: 3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	twoDocs := filepath.Join(dir, "two.yaml")
+	if err := os.WriteFile(twoDocs, []byte("replicas: 3\n---\nreplicas: 99\nbogus: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		env  map[string]string
@@ -70,6 +74,12 @@ func TestOptionsErrorsNameTheSetting(t *testing.T) {
 		{[]string{"--leader-wait", "0s"}, nil, "leader-wait: must be at least 100ms, got 0s"},
 		{[]string{"--leader-wait", "1ns"}, nil, "leader-wait: must be at least 100ms, got 1ns"},
 		{[]string{"--trace-sample", "NaN"}, nil, "trace-sample: must be between 0 and 1, got NaN"},
+		// A second YAML document would be ignored.
+		{[]string{"--config", twoDocs}, nil, "line 2: one YAML document only"},
+		{[]string{"--otlp-endpoint", "not a host"}, nil, "otlp-endpoint:"},
+		// Two listeners on one port: the second could not bind.
+		{[]string{"--gossip-addr", "127.0.0.1:7700"}, nil, "grpc-addr: 127.0.0.1:7700 is also --gossip-addr's"},
+		{[]string{"--http-addr", "0.0.0.0:7702"}, nil, "raft-addr: 127.0.0.1:7702 is also --http-addr's"},
 	} {
 		_, err := parseOptions(tc.args, envOf(tc.env), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -202,5 +212,33 @@ func TestCreationSettingsGiven(t *testing.T) {
 	}
 	if o.cluster.Slots != 4096 || o.cluster.GroupsPerNode != 2 || o.cluster.Replicas != 3 {
 		t.Fatalf("given settings lost: %+v", o.cluster)
+	}
+}
+
+// A setting whose zero the node takes for its default is refused when
+// given as 0, from a flag, the environment or the file alike: the ranges
+// the node states exclude it.
+func TestZeroIsNotASetting(t *testing.T) {
+	for _, name := range []string{"replicas", "slots", "groups-per-node", "fast-max-pending", "fast-flush-interval",
+		"dead-after", "raft-heartbeat-timeout", "raft-election-timeout", "raft-lease-timeout"} {
+		zero := "0"
+		if strings.Contains(name, "interval") || strings.Contains(name, "timeout") || name == "dead-after" {
+			zero = "0s"
+		}
+		_, err := parseOptions([]string{"--" + name, zero}, noEnv, io.Discard)
+		if err == nil || !strings.HasPrefix(err.Error(), name+": 0 is not a setting") {
+			t.Errorf("--%s %s: %v", name, zero, err)
+		}
+		env := "FLOODGATE_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+		if _, err := parseOptions(nil, envOf(map[string]string{env: zero}), io.Discard); err == nil || !strings.Contains(err.Error(), name+": 0") {
+			t.Errorf("%s=%s: %v", env, zero, err)
+		}
+	}
+	// Where 0 means something, it stays allowed.
+	for _, args := range [][]string{{"--shards", "0"}, {"--max-key-states", "0"}, {"--gc-headroom-mib", "0"}, {"--max-clock-offset", "0s"},
+		{"--grpc-addr", "127.0.0.1:0", "--raft-addr", "127.0.0.1:0"}} {
+		if _, err := parseOptions(append(args, "--data-dir", t.TempDir()), noEnv, io.Discard); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
 	}
 }
