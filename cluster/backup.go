@@ -60,7 +60,7 @@ func (n *Node) RestoreGroup(ctx context.Context, group int, states []byte) (int,
 	case skipped > 0:
 		return 0, fmt.Errorf("%w: the slot table is not known here yet", ErrNotReady)
 	case len(parts) > 1 || len(parts) == 1 && parts[group] == nil:
-		return 0, fmt.Errorf("%s: %w: the states hold keys of other groups", shardName(group), ErrMoved)
+		return 0, fmt.Errorf("%s: %w: states: they hold keys of other groups (split them again by the slot table)", shardName(group), ErrMoved)
 	case keys == 0:
 		return 0, nil
 	}

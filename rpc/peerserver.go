@@ -232,8 +232,11 @@ func (p *PeerServer) ShardProgress(ctx context.Context, req *peerv1.ShardProgres
 	group := int(req.Shard)
 	if req.Meta {
 		group = -1
-	} else if shards := p.node.Shards(); shards > 0 && group >= shards {
-		return nil, toStatus(fmt.Errorf("%w: shard: %d does not exist (the cluster has %d)", ErrInvalid, group, shards))
+	} else if err := p.node.CheckGroup(group); err != nil && !errors.Is(err, cluster.ErrNotReady) {
+		// A group just removed (ErrMoved) has no progress to report
+		// either. A node that does not know the cluster's groups yet
+		// answers for whatever replica it has.
+		return nil, toStatus(fmt.Errorf("%w: shard: %w", ErrInvalid, err))
 	}
 	info := p.node.Progress(group)
 	return &peerv1.ShardProgressResponse{Present: info.Present, AppliedIndex: info.Applied, LastIndex: info.Last,
@@ -284,6 +287,9 @@ func (p *PeerServer) ExportSlots(ctx context.Context, req *peerv1.ExportSlotsReq
 		return nil, toStatus(fmt.Errorf("%w: move: required", ErrInvalid))
 	case len(req.Slots) == 0:
 		return nil, toStatus(fmt.Errorf("%w: slots: at least one slot is required", ErrInvalid))
+	}
+	if err := p.node.CheckGroup(int(req.Group)); err != nil {
+		return nil, toStatus(fmt.Errorf("group: %w", err))
 	}
 	b, err := p.node.ExportSlots(int(req.Group), req.Move, req.Slots)
 	if err != nil {

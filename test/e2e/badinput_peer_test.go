@@ -134,6 +134,14 @@ func peerCases(t *testing.T, f *badFixture) []grpcCase {
 		{"ApplyMeta member with garbage addresses", apply(junkMember), inv, "node.grpc_addr:"},
 		{"ApplyMeta member in an unknown state", apply(oddState), inv, "node.state:"},
 		{"ApplyMeta policy over --max-log-length", apply(bigPolicy), inv, "policies[0].limits[0].limit.limit"},
+		{"ShardProgress of a shard that does not exist", func(ctx context.Context) error {
+			_, err := other.ShardProgress(ctx, &peerv1.ShardProgressRequest{Shard: 99})
+			return err
+		}, inv, "shard:"},
+		{"ExportSlots of a group that does not exist", func(ctx context.Context) error {
+			_, err := other.ExportSlots(ctx, &peerv1.ExportSlotsRequest{Group: 0xffffffff, Move: 1, Slots: []uint32{0}})
+			return err
+		}, inv, "group:"},
 		{"AddNode without node", addNode(nil), inv, "node: required"},
 		{"AddNode empty id", addNode(node(func(n *metav1.Node) { n.Id = "" })), inv, "node.id: required"},
 		{"AddNode 1 MiB id", addNode(node(func(n *metav1.Node) { n.Id = strings.Repeat("n", 1<<20) })), inv, "node.id:"},
