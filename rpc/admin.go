@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/fsm"
 	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
@@ -129,7 +132,8 @@ func helloStarted(ctx context.Context, client peerv1.PeerClient, addr, ours stri
 	for {
 		hello, err := client.Hello(ctx, &peerv1.HelloRequest{})
 		if err != nil {
-			return nil, fmt.Errorf("%w: reach %s: %v", cluster.ErrNoLeader, addr, err)
+			// Unavailable (try again), about the node named, not the cluster.
+			return nil, status.Errorf(codes.Unavailable, "node_addr: cannot reach the node at %s: %v", addr, err)
 		}
 		if !hello.Starting || member(hello.Node.GetId()) {
 			return hello, nil

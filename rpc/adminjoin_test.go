@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/cluster"
 	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
@@ -88,7 +90,9 @@ func TestHelloStarted(t *testing.T) {
 	t.Run("unreachable", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := &startingPeer{err: errors.New("connection refused")}
-			if _, err := helloStarted(context.Background(), p, "127.0.0.1:7730", "ours", noMember); !errors.Is(err, cluster.ErrNoLeader) || p.calls != 1 {
+			// Unavailable, about the node named: not "no leader".
+			_, err := helloStarted(context.Background(), p, "127.0.0.1:7730", "ours", noMember)
+			if status.Code(err) != codes.Unavailable || !strings.HasPrefix(status.Convert(err).Message(), "node_addr: cannot reach the node at 127.0.0.1:7730") || p.calls != 1 {
 				t.Fatalf("got %v after %d calls", err, p.calls)
 			}
 		})

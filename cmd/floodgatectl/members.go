@@ -15,7 +15,8 @@ func joinCmd(g *globals) *cobra.Command {
 		Use:   "join NODE_ADDR",
 		Short: "Add the fresh node at NODE_ADDR (its gRPC address) to the cluster of --addr",
 		Long: "Add a node to the cluster. The node at NODE_ADDR must be fresh: started without\n" +
-			"--join and never joined by another node. Its own single-node cluster is discarded.",
+			"--join and never joined by another node. Its own single-node cluster is discarded.\n" +
+			"Joining a member again changes nothing, and says so.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			conn, err := g.dial()
@@ -25,12 +26,21 @@ func joinCmd(g *globals) *cobra.Command {
 			defer conn.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), max(g.timeout, 60*time.Second))
 			defer cancel()
+			// The members before: a join of a member changes nothing and
+			// succeeds (a retried join does), which is said, not hidden.
+			before, _ := admin(conn).Status(ctx, &pb.StatusRequest{})
 			resp, err := admin(conn).Join(ctx, &pb.JoinRequest{NodeAddr: args[0]})
 			if err != nil {
 				return err
 			}
 			if g.json {
 				return g.printJSON(resp)
+			}
+			for _, n := range before.GetNodes() {
+				if n.Id == resp.NodeId {
+					fmt.Fprintf(g.out, "node %s was a member of cluster %s already: nothing changed\n", resp.NodeId, resp.ClusterId)
+					return nil
+				}
 			}
 			fmt.Fprintf(g.out, "node %s joined cluster %s\n", resp.NodeId, resp.ClusterId)
 			return nil

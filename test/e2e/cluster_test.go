@@ -182,11 +182,15 @@ func TestJoinAndLeaveWithCtl(t *testing.T) {
 	if err := n4.WaitServing(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Ctl(ctx, c.Nodes[0].GRPC, "join", n4.GRPC); err != nil {
-		t.Fatal(err)
+	if out, err := c.Ctl(ctx, c.Nodes[0].GRPC, "join", n4.GRPC); err != nil || !strings.Contains(out, "node n4 joined cluster") {
+		t.Fatalf("join: %q %v", out, err)
 	}
 	if err := c.WaitSettled(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// Joined again (a retry): nothing changes, and the tool says so.
+	if out, err := c.Ctl(ctx, c.Nodes[1].GRPC, "join", n4.GRPC); err != nil || !strings.Contains(out, "node n4 was a member of cluster") {
+		t.Fatalf("join of a member: %q %v", out, err)
 	}
 	out, err := c.Ctl(ctx, n4.GRPC, "status", "--json")
 	if err != nil {
