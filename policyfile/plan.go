@@ -27,6 +27,10 @@ type Plan struct {
 	Create, Update, Delete, Unchanged []string
 	// Set are the policies to send (created and replaced), in file order.
 	Set []*pb.Policy
+	// Refused are the replacements the cluster would refuse, so the whole
+	// set (it is stored all or none): a change of colocate, which would
+	// restart the policy's counts.
+	Refused []error
 }
 
 // Diff plans making current (the cluster's policies) into desired (a
@@ -49,6 +53,10 @@ func Diff(current, desired []*pb.Policy, prune bool) Plan {
 		case !proto.Equal(normalized(old), normalized(p)):
 			plan.Update = append(plan.Update, p.Name)
 			plan.Set = append(plan.Set, p)
+			if old.Colocate != p.Colocate {
+				plan.Refused = append(plan.Refused, fmt.Errorf("%s: colocate: the cluster's policy has colocate %v, and changing it would restart its counts: delete the policy and create it again",
+					p.Name, old.Colocate))
+			}
 		default:
 			plan.Unchanged = append(plan.Unchanged, p.Name)
 		}

@@ -92,6 +92,27 @@ func TestDiffOfTheSameFileIsEmpty(t *testing.T) {
 	}
 }
 
+// A file that flips colocate on a policy of the cluster is one the
+// cluster refuses whole: the plan says so, for a dry run too.
+func TestDiffFindsAColocateChange(t *testing.T) {
+	current := asStored(t, parse(t, base))
+	desired := parse(t, `
+policies:
+  - name: login
+    key_by: [user]
+    colocate: true
+    limits:
+      - {name: per-minute, algorithm: sliding_log, limit: 3, window: 1m}
+`)
+	plan := Diff(current, desired, false)
+	if len(plan.Refused) != 1 || !strings.HasPrefix(plan.Refused[0].Error(), "login: colocate: the cluster's policy has colocate false") {
+		t.Fatalf("refused %v", plan.Refused)
+	}
+	if other := Diff(current, parse(t, base), false); len(other.Refused) != 0 {
+		t.Fatalf("refused %v", other.Refused)
+	}
+}
+
 func TestCheckNamesTheField(t *testing.T) {
 	for doc, want := range map[string]string{
 		"policies:\n  - name: a\n    limits: [{algorithm: fixed_window, limit: 0, window: 1m}]\n":                                                                             "policies[0].limits[0]",

@@ -52,6 +52,11 @@ func policyApplyCmd(g *globals) *cobra.Command {
 					return err
 				}
 			}
+			if len(plan.Refused) > 0 {
+				// Refused by the cluster as well, dry run or not: the
+				// plan cannot be applied as it is.
+				return fmt.Errorf("the cluster would refuse this file, and change nothing: %w", errors.Join(plan.Refused...))
+			}
 			switch {
 			case plan.Empty() && g.json, dryRun && g.json:
 				return g.printResult(result)
