@@ -49,6 +49,10 @@ func runPolicy(t *testing.T, p *policy.Policy, reqs []policytest.Request) {
 		if got != want {
 			t.Fatalf("policy %s\nhistory:\n%sgot  %+v\nwant %+v", describe(p), hist.String(), got, want)
 		}
+		if got.Remaining > got.Limit {
+			// What a client reads, whatever the reference says.
+			t.Fatalf("policy %s\nhistory:\n%sremaining %d over the limit %d", describe(p), hist.String(), got.Remaining, got.Limit)
+		}
 	}
 }
 

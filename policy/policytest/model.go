@@ -123,7 +123,7 @@ func (m *Model) check(c call) policy.Result {
 		}
 	}
 	d := ds[res.Decider]
-	res.Limit = Stretched(p.Limits[res.Decider].Limit, pct).Limit
+	res.Limit = answered(Stretched(p.Limits[res.Decider].Limit, pct))
 	counted := []windowtest.Model{}
 	switch {
 	case res.Allowed:
@@ -131,7 +131,7 @@ func (m *Model) check(c call) policy.Result {
 	case p.Reduced != nil:
 		d = windowtest.Check(m.reduced, now, cost)
 		res.ResetAt = max(res.ResetAt, d.ResetAt)
-		res.Decider, res.Limit = len(p.Limits), p.Reduced.Limit.Limit
+		res.Decider, res.Limit = len(p.Limits), answered(p.Reduced.Limit)
 		if d.Allowed {
 			res.Allowed, res.Outcome, counted = true, policy.AdmittedReduced, []windowtest.Model{m.reduced}
 		} else if p.CountDenied {
@@ -210,4 +210,13 @@ func CheckSet(models []*Model, keys []int, costs []int64, now int64, elastic boo
 		out[i] = byKey[k]
 	}
 	return out
+}
+
+// answered is the limit an answer gives: the limit, or a token bucket's or
+// GCRA's burst when that is larger, so remaining never exceeds it.
+func answered(l window.Limit) int64 {
+	if (l.Algorithm == window.TokenBucket || l.Algorithm == window.GCRA) && l.Burst > l.Limit {
+		return l.Burst
+	}
+	return l.Limit
 }
