@@ -72,7 +72,11 @@ func (n *Node) bootstrap(ctx context.Context) error {
 	if err := n.applyMeta(ctx, fsm.MetaUpsertNode, &metav1.UpsertNode{Node: n.self()}); err != nil {
 		return err
 	}
-	n.log.Info("created cluster", "cluster", init.ClusterId, "groups", groups, "slots", init.Slots, "replicas", init.Replicas)
+	msg := "created cluster"
+	if v.Initialized() {
+		msg = "single-node cluster resumed" // a restart, or a retried creation
+	}
+	n.log.Info(msg, "cluster", init.ClusterId, "groups", groups, "slots", init.Slots, "replicas", init.Replicas)
 	return nil
 }
 

@@ -162,14 +162,14 @@ func fromStatus(err error) error {
 	s, _ := status.FromError(err)
 	switch s.Code() {
 	case codes.FailedPrecondition:
-		return fmt.Errorf("%w: %s", fsm.ErrRefused, s.Message())
+		return &peerError{fsm.ErrRefused, s.Message()}
 	case codes.NotFound:
 		if strings.Contains(s.Message(), fsm.ErrUnknownPolicy.Error()) {
-			return fmt.Errorf("%w: %s", fsm.ErrUnknownPolicy, s.Message())
+			return &peerError{fsm.ErrUnknownPolicy, s.Message()}
 		}
-		return fmt.Errorf("%w: %s", cluster.ErrUnknownNode, s.Message())
+		return &peerError{cluster.ErrUnknownNode, s.Message()}
 	case codes.InvalidArgument:
-		return fmt.Errorf("%w: %s", cluster.ErrConfig, s.Message())
+		return &peerError{cluster.ErrConfig, s.Message()}
 	case codes.Unauthenticated, codes.PermissionDenied:
 		return &deniedError{code: s.Code(), msg: s.Message()}
 	case codes.Unavailable:
@@ -177,8 +177,26 @@ func fromStatus(err error) error {
 			return fmt.Errorf("%w (%w): %s", cluster.ErrMemberAlive, cluster.ErrNoLeader, s.Message())
 		}
 	}
-	return fmt.Errorf("%w: %s", cluster.ErrNoLeader, s.Message())
+	return &peerError{cluster.ErrNoLeader, s.Message()}
 }
+
+// peerError is an error a peer answered with: it matches the error the
+// answer's code maps to, and prints the peer's message without repeating
+// that error's text when the message starts with it already ("invalid
+// configuration: invalid configuration: ...").
+type peerError struct {
+	sentinel error
+	msg      string
+}
+
+func (e *peerError) Error() string {
+	if strings.HasPrefix(e.msg, e.sentinel.Error()) {
+		return e.msg
+	}
+	return e.sentinel.Error() + ": " + e.msg
+}
+
+func (e *peerError) Unwrap() error { return e.sentinel }
 
 // deniedError is a peer's refusal of this node's credentials: final for a
 // join (cluster.ErrDenied), retryable for other calls (cluster.ErrNoLeader:

@@ -48,4 +48,13 @@ func TestFromStatus(t *testing.T) {
 	if fromStatus(nil) != nil {
 		t.Error("nil")
 	}
+	// A peer's message that names its error already is not prefixed again.
+	for msg, want := range map[string]string{
+		"invalid configuration: gossip_key: wrong": "invalid configuration: gossip_key: wrong",
+		"gossip_key: wrong":                        "invalid configuration: gossip_key: wrong",
+	} {
+		if got := fromStatus(status.Error(codes.InvalidArgument, msg)).Error(); got != want {
+			t.Errorf("%q: %q, want %q", msg, got, want)
+		}
+	}
 }
