@@ -33,17 +33,27 @@ type globals struct {
 }
 
 func main() {
-	if err := newRoot(os.Stdout).Execute(); err != nil {
+	g, root := newRootOf(os.Stdout)
+	if err := root.Execute(); err != nil {
+		msg := err.Error()
 		if s, ok := status.FromError(err); ok {
-			fmt.Fprintf(os.Stderr, "floodgatectl: %s: %s\n", s.Code(), s.Message())
-		} else {
-			fmt.Fprintln(os.Stderr, "floodgatectl:", err)
+			msg = fmt.Sprintf("%s: %s", s.Code(), s.Message())
 		}
+		if h := g.connHint(msg); h != "" {
+			msg += " (" + h + ")"
+		}
+		fmt.Fprintln(os.Stderr, "floodgatectl:", msg)
 		os.Exit(1)
 	}
 }
 
 func newRoot(out io.Writer) *cobra.Command {
+	_, root := newRootOf(out)
+	return root
+}
+
+// newRootOf is newRoot with the globals its flags fill.
+func newRootOf(out io.Writer) (*globals, *cobra.Command) {
 	g := &globals{out: out}
 	root := &cobra.Command{
 		Use:           "floodgatectl",
@@ -71,7 +81,7 @@ func newRoot(out io.Writer) *cobra.Command {
 	root.Version = version.Get().String()
 	root.SetVersionTemplate("floodgatectl {{.Version}}\n")
 	root.AddCommand(statusCmd(g), joinCmd(g), leaveCmd(g), allowCmd(g), policyCmd(g), resetCmd(g), versionCmd(g), keygenCmd(g), snapshotCmd(g), tlsCmd(g))
-	return root
+	return g, root
 }
 
 // versionCmd prints the build of floodgatectl (the same as --version).
