@@ -20,7 +20,13 @@ func keygenCmd(g *globals) *cobra.Command {
 			if _, err := rand.Read(k[:]); err != nil {
 				return err
 			}
-			_, err := fmt.Fprintln(g.out, base64.StdEncoding.EncodeToString(k[:]))
+			key := base64.StdEncoding.EncodeToString(k[:])
+			if g.json {
+				return g.printResult(struct {
+					Key string `json:"key"`
+				}{key})
+			}
+			_, err := fmt.Fprintln(g.out, key)
 			return err
 		},
 	}

@@ -93,7 +93,8 @@ func snapshotSaveCmd(g *globals) *cobra.Command {
 					Groups   int    `json:"groups"`
 				}{args[0], n, len(b.Policies), len(b.States)})
 			}
-			_, err = fmt.Fprintf(g.out, "saved %s: %d bytes, %d %s, %d groups\n", args[0], n, len(b.Policies), plural(len(b.Policies), "policy", "policies"), len(b.States))
+			_, err = fmt.Fprintf(g.out, "saved %s: %d bytes, %d %s, %d %s\n", args[0], n, len(b.Policies), plural(len(b.Policies), "policy", "policies"), len(b.States),
+				plural(len(b.States), "group", "groups"))
 			return err
 		},
 	}

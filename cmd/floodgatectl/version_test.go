@@ -51,4 +51,17 @@ func TestKeygen(t *testing.T) {
 	if len(keys) != 2 {
 		t.Fatal("keygen printed the same key twice")
 	}
+	var out bytes.Buffer
+	root := newRoot(&out)
+	root.SetArgs([]string{"keygen", "--json"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	var j struct{ Key string }
+	if err := json.Unmarshal(out.Bytes(), &j); err != nil {
+		t.Fatalf("keygen --json printed %q: %v", out.String(), err)
+	}
+	if k, err := base64.StdEncoding.DecodeString(j.Key); err != nil || len(k) != 32 {
+		t.Fatalf("keygen --json printed %q: %v", out.String(), err)
+	}
 }
