@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log"
 	"net/http"
@@ -12,12 +13,17 @@ import (
 )
 
 func main() {
+	addr := flag.String("addr", "127.0.0.1:7700", "gRPC address of any floodgate node")
+	listen := flag.String("listen", "127.0.0.1:8080", "address the example HTTP service listens on")
+	flag.Parse()
 	ctx := context.Background()
-	c, err := client.New(ctx, client.Options{Addrs: []string{"127.0.0.1:7700"}})
+	c, err := client.New(ctx, client.Options{Addrs: []string{*addr}})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close()
+	// A policy of its own, so the example runs on a fresh cluster: 3 a
+	// minute per user.
 	_, err = c.Admin().SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: []*pb.Policy{{
 		Name: "example", KeyBy: []string{"user"},
 		Limits: []*pb.PolicyLimit{{Name: "per-minute", Limit: &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 3, WindowMs: 60_000}}},
@@ -37,7 +43,7 @@ func main() {
 		FailOpen:    true, // floodgate unreachable: serve anyway
 	})
 	hello := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "hello") })
-	srv := &http.Server{Addr: "127.0.0.1:8080", Handler: limited(hello), ReadHeaderTimeout: 5 * time.Second}
-	log.Print("serving on http://127.0.0.1:8080")
+	srv := &http.Server{Addr: *listen, Handler: limited(hello), ReadHeaderTimeout: 5 * time.Second}
+	log.Printf("serving on http://%s (curl -H 'X-User: 7' a few times)", *listen)
 	log.Fatal(srv.ListenAndServe())
 }
