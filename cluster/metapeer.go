@@ -90,7 +90,9 @@ func (n *Node) confirmReport(ctx context.Context, leader *metav1.Node, c *metav1
 	} else {
 		var err error
 		if info, err = n.peers.Progress(ctx, leader.GrpcAddr, int(c.Shard)); err != nil {
-			return fmt.Errorf("%w: leader: %s could not confirm the report: %w", ErrUnavailable, leader.Id, err)
+			// Nothing was written: the sender may try again (it reports
+			// again on its next pass anyway).
+			return fmt.Errorf("%w: leader: %s could not confirm the report: %v", ErrNoLeader, leader.Id, err)
 		}
 	}
 	switch {

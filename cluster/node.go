@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -278,22 +279,30 @@ func (n *Node) Start(ctx context.Context) error {
 // same --node-id once (its first membership) and then no more (its
 // leave) before its rejoin; a node taken for a member on that first
 // listing would then see itself removed, and stop. A resuming node is a
-// member as its own data dir says (a leader no longer sends entries to a
-// node removed meanwhile, so it could not catch up).
+// member once its own data dir lists it (it cannot catch up with a leader
+// that removed it meanwhile); whether it has been removed since is judged
+// only once it has replayed its own log (metaReplayed).
 func (n *Node) waitMember(ctx context.Context, caughtUp bool) error {
 	hint := time.After(memberHintAfter)
+	var behind error // why the last catch-up failed
 	for {
 		m := n.metaState()
 		ch := m.Changed()
-		if n.listed() && (!caughtUp || n.caughtUpListed(ctx)) {
-			n.mu.Lock()
-			n.member = true
-			n.mu.Unlock()
-			return nil
+		if n.listed() {
+			if !caughtUp {
+				break
+			}
+			if behind = n.catchUpListed(ctx); behind == nil {
+				break
+			}
 		}
 		select {
 		case <-hint:
-			n.log.Warn("not a cluster member yet: " + notMemberHint)
+			if behind != nil {
+				n.log.Warn("listed as a member, but not caught up with the meta leader yet", "err", behind)
+			} else {
+				n.log.Warn("not a cluster member yet: " + notMemberHint)
+			}
 		case <-ctx.Done():
 			return fmt.Errorf("waiting to become a cluster member: %w (%s)", ctx.Err(), notMemberHint)
 		case <-n.stop:
@@ -302,6 +311,10 @@ func (n *Node) waitMember(ctx context.Context, caughtUp bool) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	n.mu.Lock()
+	n.member = true
+	n.mu.Unlock()
+	return nil
 }
 
 // listed reports whether this node's meta state lists it.
@@ -310,12 +323,28 @@ func (n *Node) listed() bool {
 	return v.Initialized() && v.Node(n.cfg.NodeID) != nil
 }
 
-// caughtUpListed reports whether this node's meta state, once caught up
-// with the meta leader's log as it is now, still lists this node.
-func (n *Node) caughtUpListed(ctx context.Context) bool {
+// catchUpListed catches this node's meta state up with the meta leader's
+// log as it is now, and reports why not, or why it no longer lists this
+// node after it.
+func (n *Node) catchUpListed(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, memberCatchUp)
 	defer cancel()
-	return n.CatchUpMeta(cctx) == nil && n.listed()
+	if err := n.CatchUpMeta(cctx); err != nil {
+		return err
+	}
+	if !n.listed() {
+		return errors.New("the caught-up meta state does not list this node")
+	}
+	return nil
+}
+
+// metaReplayed reports whether this node's meta state has applied every
+// command its own meta log holds. A view taken before may be of an
+// earlier incarnation of this node (its add and its leave, replayed ahead
+// of its rejoin): neither a removal nor a group to start is judged on it.
+func (n *Node) metaReplayed() bool {
+	meta := n.metaGroup()
+	return meta != nil && n.metaState().Seen() >= meta.lastCommand()
 }
 
 // memberHintAfter is how long a node waits to become a member before it

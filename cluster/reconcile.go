@@ -89,12 +89,18 @@ func (n *Node) reconcileOnce() bool {
 	member := n.member
 	n.mu.RUnlock()
 	if !v.Initialized() || v.Node(n.cfg.NodeID) == nil {
-		if member && v.Initialized() {
+		// Removed only as the end of this node's own log says: a view
+		// part-way through a replay may be of an earlier incarnation.
+		if member && v.Initialized() && n.metaReplayed() {
 			n.leftOne.Do(func() {
 				n.log.Info("this node was removed from the cluster")
 				close(n.left)
 			})
 		}
+		return false
+	}
+	if !member {
+		// Still joining (waitMember): the view may be replayed history.
 		return false
 	}
 	n.rejoinGossip(v)

@@ -186,6 +186,11 @@ func (n *Node) maybeBootstrapGroup(v *fsm.MetaView, r *replica) {
 	if has, err := r.group.hasState(); err != nil || has {
 		return
 	}
+	if !n.metaReplayed() {
+		// A group added, then removed, by this node's earlier life (a
+		// restart replays both): starting it here would be a second one.
+		return
+	}
 	me := raft.Server{ID: raft.ServerID(n.cfg.NodeID), Address: raft.ServerAddress(n.cfg.RaftAddr)}
 	if err := r.group.bootstrap([]raft.Server{me}); err != nil {
 		n.log.Error("start new group", "group", r.id, "err", err)

@@ -126,6 +126,14 @@ func TestRejoinUnderTheSameID(t *testing.T) {
 		t.Fatal("the rejoined n2 took its replayed leave for a removal")
 	default:
 	}
+	// A restart replays its whole meta log, both lives included.
+	back.Restart()
+	inproc.WaitSettled(t, rest, 30*time.Second)
+	select {
+	case <-back.Node.Left():
+		t.Fatal("the restarted n2 took its replayed leave for a removal")
+	default:
+	}
 	st, err := nodes[0].Admin().Status(context.Background(), &pb.StatusRequest{})
 	if err != nil {
 		t.Fatal(err)

@@ -147,9 +147,8 @@ type Result struct {
 	// did), or the one with the least remaining when all admitted.
 	Decider int
 	// Limit, Remaining and RetryAfter are the decider's (with Soft or
-	// Elastic, against the stretched limit; Limit is the larger of the
-	// limit and its burst, see reported); ResetAt is the latest of all
-	// limits.
+	// Elastic, against the stretched limit; Remaining at most Limit);
+	// ResetAt is the latest of all limits.
 	Limit      int64
 	Remaining  int64
 	ResetAt    int64
@@ -208,7 +207,7 @@ func (p *Policy) Decide(states []*window.State, now, cost int64, elastic bool) R
 			res.Decider = i
 		}
 	}
-	d, lim := ds[res.Decider], reported(scaled(&p.Limits[res.Decider].Limit, stretch))
+	d, lim := ds[res.Decider], scaled(&p.Limits[res.Decider].Limit, stretch).Limit
 	switch {
 	case res.Allowed:
 		res.Outcome = Admitted
@@ -221,11 +220,15 @@ func (p *Policy) Decide(states []*window.State, now, cost int64, elastic bool) R
 		} else if p.CountDenied {
 			res.Outcome = DeniedCountedReduced
 		}
-		res.Decider, d, lim = r, rd, reported(p.Reduced.Limit)
+		res.Decider, d, lim = r, rd, p.Reduced.Limit.Limit
 	case p.CountDenied:
 		res.Outcome = DeniedCounted
 	}
-	res.Limit, res.Remaining, res.RetryAfter = lim, d.Remaining, d.RetryAfter
+	// Remaining is at most the limit: a token bucket or GCRA whose burst
+	// exceeds its limit may hold more than one window's refill, but "3 of
+	// 2 remaining" reads as a bug, and RateLimit headers and Envoy pair
+	// the limit with the window (q=2;w=60 is the rate, not the burst).
+	res.Limit, res.Remaining, res.RetryAfter = lim, min(d.Remaining, lim), d.RetryAfter
 	return res
 }
 
@@ -241,7 +244,7 @@ func (p *Policy) Refuse(res *Result, cost, retryAfter int64) {
 	}
 	res.Allowed, res.RetryAfter, res.Outcome = false, max(retryAfter, 1), Denied
 	if !p.CountDenied {
-		res.Remaining += cost
+		res.Remaining = min(res.Remaining+cost, res.Limit) // at most the limit, as Decide says
 	} else {
 		res.Outcome = DeniedCounted
 		if res.Decider == len(p.Limits) {
@@ -319,13 +322,6 @@ func (p *Policy) stretch(elastic bool) int64 {
 // is full again, read at the stretched rate), provided it is recorded with
 // the stretch it was checked with (Record).
 // It returns a copy, not a pointer to one, so nothing is allocated.
-// reported is the limit an answer gives for l: its limit, or its burst
-// when that is larger (a token bucket or GCRA may hold more than one
-// window's refill), so that an answer's remaining never exceeds its limit
-// (a client reads "3 of 2 remaining" as a bug, and RateLimit headers
-// would carry a quota under what is left).
-func reported(l window.Limit) int64 { return max(l.Limit, l.Capacity()) }
-
 func scaled(l *window.Limit, pct int64) window.Limit {
 	s := *l
 	if pct != 100 {

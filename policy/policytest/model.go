@@ -123,7 +123,7 @@ func (m *Model) check(c call) policy.Result {
 		}
 	}
 	d := ds[res.Decider]
-	res.Limit = answered(Stretched(p.Limits[res.Decider].Limit, pct))
+	res.Limit = Stretched(p.Limits[res.Decider].Limit, pct).Limit
 	counted := []windowtest.Model{}
 	switch {
 	case res.Allowed:
@@ -131,7 +131,7 @@ func (m *Model) check(c call) policy.Result {
 	case p.Reduced != nil:
 		d = windowtest.Check(m.reduced, now, cost)
 		res.ResetAt = max(res.ResetAt, d.ResetAt)
-		res.Decider, res.Limit = len(p.Limits), answered(p.Reduced.Limit)
+		res.Decider, res.Limit = len(p.Limits), p.Reduced.Limit.Limit
 		if d.Allowed {
 			res.Allowed, res.Outcome, counted = true, policy.AdmittedReduced, []windowtest.Model{m.reduced}
 		} else if p.CountDenied {
@@ -140,13 +140,14 @@ func (m *Model) check(c call) policy.Result {
 	case p.CountDenied:
 		res.Outcome, counted = policy.DeniedCounted, m.limits
 	}
-	res.Remaining, res.RetryAfter = d.Remaining, d.RetryAfter
+	// Remaining is never over the limit (a bucket whose burst exceeds it).
+	res.Remaining, res.RetryAfter = min(d.Remaining, res.Limit), d.RetryAfter
 	if c.refuse && res.Allowed {
 		reducedAdmitted := res.Outcome == policy.AdmittedReduced
 		res.Allowed, res.RetryAfter, res.Outcome, counted = false, max(c.wait, 1), policy.Denied, nil
 		if !p.CountDenied {
 			// Nothing counted: what remained before the request.
-			res.Remaining = d.Remaining + cost
+			res.Remaining = min(d.Remaining+cost, res.Limit)
 		}
 		switch {
 		case p.CountDenied && reducedAdmitted:
@@ -212,11 +213,3 @@ func CheckSet(models []*Model, keys []int, costs []int64, now int64, elastic boo
 	return out
 }
 
-// answered is the limit an answer gives: the limit, or a token bucket's or
-// GCRA's burst when that is larger, so remaining never exceeds it.
-func answered(l window.Limit) int64 {
-	if (l.Algorithm == window.TokenBucket || l.Algorithm == window.GCRA) && l.Burst > l.Limit {
-		return l.Burst
-	}
-	return l.Limit
-}
