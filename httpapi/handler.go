@@ -39,7 +39,8 @@ const maxBody = 16 << 20
 // bodyTimeout bounds reading a request body: maxBody at about 0.5 MB/s.
 const bodyTimeout = 30 * time.Second
 
-// Register adds the API's routes to mux.
+// Register adds the API's routes to mux, and claims "/" for a 404 in JSON
+// on any path no route of mux serves.
 func Register(mux *http.ServeMux, l Limiter, o Options) {
 	a := &api{l: l, o: o}
 	mux.HandleFunc("POST /v1/allow", a.allow)
@@ -128,16 +129,24 @@ func (a *api) limit(w http.ResponseWriter, r *http.Request) {
 // queryParams are the parameters of GET /api/v1/limit.
 var queryParams = []string{"key", "policy", "cost", "descriptor", "limit", "window", "algorithm", "burst"}
 
+// maxQueryParams bounds the parameters of a query.
+const maxQueryParams = 100
+
 // parseQuery is url.ParseQuery, except that its error names the parameter
 // it is in. (r.URL.Query drops a malformed pair without a word: a cost=0;
 // that asked for a peek would count at cost 1.)
 func parseQuery(raw string) (url.Values, error) {
 	q := url.Values{}
-	for raw != "" {
+	for n := 0; raw != ""; {
 		var pair string
 		pair, raw, _ = strings.Cut(raw, "&")
 		if pair == "" {
 			continue
+		}
+		if n++; n > maxQueryParams {
+			// As url.ParseQuery's own cap, far lower: a check has 8 kinds
+			// of parameter and at most validate.MaxDescriptors descriptors.
+			return nil, badRequest("query: more than %d parameters", maxQueryParams)
 		}
 		k, v, _ := strings.Cut(pair, "=")
 		name, err := url.QueryUnescape(k)

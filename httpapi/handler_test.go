@@ -165,6 +165,7 @@ func TestBadInputIs400NamingTheField(t *testing.T) {
 		"key=k&limit=5&window=1m&algorithm=": "algorithm",
 		"key=k&limit=5&window=1m&burst=":     "burst",
 		"key=":                               "key",
+		"key=k" + strings.Repeat("&descriptor=a=1", 100): "query",
 	} {
 		resp, body := get(t, s.URL+"/api/v1/limit?"+query)
 		var e errorBody

@@ -294,13 +294,20 @@ func readConfigFile(file string, fs *flag.FlagSet) (map[string]string, error) {
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("config: %s: %w", file, err)
 	}
-	var extra yaml.Node
-	switch err := dec.Decode(&extra); {
-	case errors.Is(err, io.EOF):
-	case err != nil:
-		return nil, fmt.Errorf("config: %s: %w", file, err)
-	default:
-		// A second document would be ignored: say so instead.
+	for {
+		// A second document would be ignored: say so instead. An empty
+		// one (a trailing ---, as generators write) is nothing.
+		var extra yaml.Node
+		err := dec.Decode(&extra)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("config: %s: %w", file, err)
+		}
+		if len(extra.Content) == 1 && extra.Content[0].Tag == "!!null" && extra.Content[0].Value == "" {
+			continue
+		}
 		return nil, fmt.Errorf("config: %s: line %d: one YAML document only (a second starts here)", file, extra.Line)
 	}
 	values := map[string]string{}

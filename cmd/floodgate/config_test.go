@@ -46,6 +46,13 @@ func TestOptionsErrorsNameTheSetting(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("shardz: 3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	trailing := filepath.Join(dir, "trailing.yaml")
+	if err := os.WriteFile(trailing, []byte("replicas: 1\n---\n# nothing more\n---\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := parseOptions([]string{"--config", trailing}, noEnv, io.Discard); err != nil || o.cluster.Replicas != 1 {
+		t.Errorf("a file ending in empty documents: %v", err)
+	}
 	twoDocs := filepath.Join(dir, "two.yaml")
 	if err := os.WriteFile(twoDocs, []byte("replicas: 3\n---\nreplicas: 99\nbogus: 1\n"), 0o644); err != nil {
 		t.Fatal(err)
