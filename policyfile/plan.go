@@ -30,8 +30,15 @@ type Plan struct {
 	// Refused are the replacements the cluster would refuse, so the whole
 	// set (it is stored all or none): a change of colocate, which would
 	// restart the policy's counts.
-	Refused []error
+	Refused []Refusal
 }
+
+// Refusal is a policy of a file that the cluster would refuse, and why.
+type Refusal struct {
+	Name, Reason string
+}
+
+func (r Refusal) Error() string { return r.Name + ": " + r.Reason }
 
 // Diff plans making current (the cluster's policies) into desired (a
 // file's). Without prune, policies absent from the file are left alone,
@@ -54,8 +61,8 @@ func Diff(current, desired []*pb.Policy, prune bool) Plan {
 			plan.Update = append(plan.Update, p.Name)
 			plan.Set = append(plan.Set, p)
 			if old.Colocate != p.Colocate {
-				plan.Refused = append(plan.Refused, fmt.Errorf("%s: colocate: the cluster's policy has colocate %v, and changing it would restart its counts: delete the policy and create it again",
-					p.Name, old.Colocate))
+				plan.Refused = append(plan.Refused, Refusal{p.Name, fmt.Sprintf(
+					"colocate: the cluster's policy has colocate %v, and changing it would restart its counts: delete the policy and create it again", old.Colocate)})
 			}
 		default:
 			plan.Unchanged = append(plan.Unchanged, p.Name)

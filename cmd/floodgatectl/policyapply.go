@@ -55,7 +55,17 @@ func policyApplyCmd(g *globals) *cobra.Command {
 			if len(plan.Refused) > 0 {
 				// Refused by the cluster as well, dry run or not: the
 				// plan cannot be applied as it is.
-				return fmt.Errorf("the cluster would refuse this file, and change nothing: %w", errors.Join(plan.Refused...))
+				errs := make([]error, len(plan.Refused))
+				for i, r := range plan.Refused {
+					errs[i] = r
+					result.Failed = append(result.Failed, applyFailure{Name: r.Name, Error: r.Reason})
+				}
+				if g.json {
+					if err := g.printResult(result); err != nil {
+						return err
+					}
+				}
+				return fmt.Errorf("the cluster would refuse this file, and change nothing: %w", errors.Join(errs...))
 			}
 			switch {
 			case plan.Empty() && g.json, dryRun && g.json:
@@ -145,7 +155,8 @@ type applyResult struct {
 	Unchanged []string `json:"unchanged"`
 	DryRun    bool     `json:"dry_run"`
 	Applied   bool     `json:"applied"` // the changes were made (false when there were none)
-	// Failed lists the deletes that failed; the policies set stay set.
+	// Failed lists the deletes that failed (the policies set stay set),
+	// or the policies the cluster would refuse (then nothing was sent).
 	Failed []applyFailure `json:"failed"`
 }
 

@@ -99,6 +99,13 @@ policies:
 	if err == nil || !strings.Contains(err.Error(), "policies[0].colocate") {
 		t.Fatalf("changing colocate: %v\n%s", err, out)
 	}
+	// policy apply, a dry run too, says so before sending anything.
+	for _, args := range [][]string{{"policy", "apply", "-f", file, "--dry-run"}, {"policy", "apply", "-f", file}} {
+		out, err := c.Ctl(ctx, nodes[2].GRPC, args...)
+		if err == nil || !strings.Contains(err.Error(), "shop: colocate:") {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
 	if b := peek("shop", "b"); b != 1 {
 		t.Fatalf("after the refused change: b has %d left, want 1", b)
 	}
