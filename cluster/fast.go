@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -39,7 +40,11 @@ type fastLane struct {
 	pending  []fastHit
 	cost     int64 // cost of pending
 	inflight bool
-	stopped  bool
+	// New fast checks are refused (as not-leader) while a hand-over runs
+	// (handing counts them: two may overlap, a drain for a freeze and one
+	// for a shutdown's transfer) and for good once refused.
+	handing int
+	refused bool
 
 	kick chan struct{} // flush now
 	arm  chan struct{} // the first hit waits: flush within interval
@@ -66,7 +71,7 @@ func newFastLane(r *raft.Raft, shard *fsm.Shard, cfg Config, notLeader func() er
 // decide answers one fast check at once; a full lane waits for room no
 // longer than ctx. Errors mean nothing was counted.
 func (f *fastLane) decide(ctx context.Context, c fsm.Check) (policy.Result, error) {
-	if err := f.lock(ctx, c.Key); err != nil {
+	if err := f.lock(ctx, max(c.Cost, 1), c.Key); err != nil {
 		return policy.Result{}, err
 	}
 	defer f.mu.Unlock()
@@ -83,10 +88,12 @@ func (f *fastLane) decide(ctx context.Context, c fsm.Check) (policy.Result, erro
 // counted.
 func (f *fastLane) decideSet(ctx context.Context, set []fsm.Check, elastic bool) ([]policy.Result, error) {
 	keys, costs := make([]string, len(set)), make([]int64, len(set))
+	need := int64(0)
 	for i, c := range set {
 		keys[i], costs[i] = c.Key, c.Cost
+		need = addCapped(need, max(c.Cost, 1))
 	}
-	if err := f.lock(ctx, keys...); err != nil {
+	if err := f.lock(ctx, need, keys...); err != nil {
 		return nil, err
 	}
 	defer f.mu.Unlock()
@@ -97,10 +104,12 @@ func (f *fastLane) decideSet(ctx context.Context, set []fsm.Check, elastic bool)
 	return res, nil
 }
 
-// lock takes f.mu for a decision on keys once this replica leads and the
-// lane has room, and the shard owns every key. On error f.mu is not held
-// and nothing was counted.
-func (f *fastLane) lock(ctx context.Context, keys ...string) error {
+// lock takes f.mu for a decision on keys that may count need once this
+// replica leads and the lane has room for need (an empty lane has room
+// for any one decision: the pending cost stays within maxPending, or a
+// single decision's cost if larger), and the shard owns every key. On
+// error f.mu is not held and nothing was counted.
+func (f *fastLane) lock(ctx context.Context, need int64, keys ...string) error {
 	term, err := f.leading()
 	if err != nil {
 		return err
@@ -113,11 +122,11 @@ func (f *fastLane) lock(ctx context.Context, keys ...string) error {
 	}()
 	f.mu.Lock()
 	for {
-		if f.stopped || f.term != term {
+		if f.refused || f.handing > 0 || f.term != term {
 			f.mu.Unlock()
 			return f.notLeader()
 		}
-		if f.cost < f.maxPending {
+		if f.cost == 0 || addCapped(f.cost, need) <= f.maxPending {
 			break
 		}
 		// A full lane waits for its batch to commit: no longer than the
@@ -342,13 +351,12 @@ func (f *fastLane) drain() bool {
 // leads (the transfer failed): otherwise its term is over.
 func (f *fastLane) handOver(transfer func() error) error {
 	f.mu.Lock()
-	was := f.stopped
-	f.stopped = true
+	f.handing++
 	f.room.Broadcast()
 	f.mu.Unlock()
 	defer func() {
 		f.mu.Lock()
-		f.stopped = was
+		f.handing--
 		f.mu.Unlock()
 	}()
 	if !f.drain() {
@@ -372,7 +380,7 @@ func (f *fastLane) dropStale() {
 // is pending can still be drained.
 func (f *fastLane) refuse() {
 	f.mu.Lock()
-	f.stopped = true
+	f.refused = true
 	f.room.Broadcast()
 	f.mu.Unlock()
 }
@@ -382,4 +390,12 @@ func (f *fastLane) close() {
 	f.refuse()
 	close(f.stop)
 	<-f.done
+}
+
+// addCapped is a+b for non-negative costs, capped at math.MaxInt64.
+func addCapped(a, b int64) int64 {
+	if b > math.MaxInt64-a {
+		return math.MaxInt64
+	}
+	return a + b
 }

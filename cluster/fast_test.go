@@ -171,3 +171,86 @@ func TestFastLaneFlushesAnIntervalAfterTheFirstCount(t *testing.T) {
 		}
 	})
 }
+
+// Two hand-overs may overlap (a slot freeze's drain, and a shutdown's
+// leadership transfer, which refuses fast checks for good first): the one
+// that ends first must not let fast checks in while the other's transfer
+// runs, or what they count is lost with the leadership. Before, each
+// restored the flag it found, and the freeze's end reopened the lane.
+func TestFastOverlappingHandOvers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rig := newBatcherRig(t, 10, true)
+		close(rig.g.gate)
+		lane := newFastLane(rig.r, rig.g.shard, testFastConfig(), func() error { return rig.nl })
+		ctx := context.Background()
+		freezeGo, freezeDone := make(chan struct{}), make(chan error, 1)
+		go func() { freezeDone <- lane.handOver(func() error { <-freezeGo; return nil }) }()
+		synctest.Wait()
+		transferGo, transferDone := make(chan struct{}), make(chan error, 1)
+		go func() {
+			lane.refuse()
+			transferDone <- lane.handOver(func() error { <-transferGo; return nil })
+		}()
+		synctest.Wait()
+		close(freezeGo)
+		if err := <-freezeDone; err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lane.decide(ctx, fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1}); err == nil {
+			t.Errorf("a fast check was answered during the other hand-over's transfer (pending %d)", lane.pendingCost())
+		}
+		close(transferGo)
+		if err := <-transferDone; err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lane.decide(ctx, fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1}); err == nil {
+			t.Error("fast checks answered again after refuse")
+		}
+		lane.close()
+		rig.stop(t)
+	})
+}
+
+// The lane holds at most --fast-max-pending cost answered ahead of
+// replication, whatever each check costs (a check that would pass it
+// waits), besides one batch in flight: a failover loses at most twice
+// that. Only a lane with nothing pending takes a check costing more on
+// its own. Before, any check was taken while the pending cost was under
+// the bound, however much it brought.
+func TestFastLaneBoundCountsACheckCost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rig := newBatcherRig(t, 10, true) // commits stall until the gate opens
+		lane := newFastLane(rig.r, rig.g.shard, testFastConfig(), func() error { return rig.nl }) // bound 40
+		ctx := context.Background()
+		decide := func(cost int64) error {
+			cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			defer cancel()
+			_, err := lane.decide(cctx, fsm.Check{Key: "k", Policy: fastPolicy, Cost: cost})
+			return err
+		}
+		if err := decide(30); err != nil {
+			t.Fatal(err)
+		}
+		// 30 + 20 is over the bound: the 30 goes out as a batch (stalled),
+		// and the 20 waits for no more than that.
+		if err := decide(20); err != nil {
+			t.Fatal(err)
+		}
+		if err := decide(35); err == nil {
+			t.Errorf("a check of 35 was answered with 20 pending (bound 40), a batch of 30 in flight: pending %d", lane.pendingCost())
+		}
+		if err := decide(20); err != nil {
+			t.Fatalf("20 + 20 fits the bound of 40: %v", err)
+		}
+		if got := lane.pendingCost(); got != 40 {
+			t.Errorf("pending %d, want 40", got)
+		}
+		close(rig.g.gate)
+		lane.drain()
+		if err := decide(500); err != nil {
+			t.Errorf("a lone check costing more than the bound is refused for good: %v", err)
+		}
+		lane.close()
+		rig.stop(t)
+	})
+}
