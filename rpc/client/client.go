@@ -154,7 +154,7 @@ func (c *Client) decide(ctx context.Context, req *pb.AllowRequest) (Decision, er
 
 // allow checks req and reports whether FailOpen admitted it unanswered.
 func (c *Client) allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResponse, bool, error) {
-	key, known, err := c.check(req, "")
+	key, known, doubt, err := c.check(req, "")
 	if err != nil {
 		return nil, false, err
 	}
@@ -171,7 +171,11 @@ func (c *Client) allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 		resp, err = c.allowOn(ctx, c.route(key), req)
 	}
 	if err != nil {
-		return nil, c.failOpen(err), err
+		open := c.failOpen(err)
+		if open && doubt != nil {
+			return nil, false, doubt // not admitted unasked: the local copy refused it
+		}
+		return nil, open, err
 	}
 	return resp, false, nil
 }
@@ -187,14 +191,24 @@ func (c *Client) batchOn(ctx context.Context, addr string, reqs []*pb.AllowReque
 }
 
 // AllowBatch checks many requests: they are split by shard leader and sent
-// to each leader at once; results come back in request order.
+// to each leader at once; results come back in request order. An invalid
+// request fails the whole call at once. A node's failure is its checks'
+// alone: under FailOpen a check the cluster could not answer
+// (Unavailable, DeadlineExceeded, for the node's whole call or for the
+// item) is admitted with Remaining -1, as Allow admits it; otherwise it is
+// the item's error, and the answers of the other nodes, which counted,
+// are kept. (A batch all of one node fails as that node's call failed.)
+// OnError hears of every failure.
 func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.AllowBatchResponse, error) {
 	if err := validate.Batch(len(reqs)); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	groups := map[string][]int{}
 	for i, r := range reqs {
-		key, _, err := c.check(r, validate.Elem("requests", i))
+		key, _, doubt, err := c.check(r, validate.Elem("requests", i))
+		if err == nil {
+			err = doubt // a batch is checked whole, here as on the node
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -205,14 +219,12 @@ func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.A
 	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
 	defer cancel()
 	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		failed = map[string]error{}
 	)
 	for addr, idx := range groups {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			sub := make([]*pb.AllowRequest, len(idx))
 			for j, i := range idx {
 				sub[j] = reqs[i]
@@ -224,28 +236,43 @@ func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.A
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				if firstErr == nil {
-					firstErr = err
-				}
+				failed[addr] = err
 				return
 			}
 			for j, i := range idx {
 				out.Results[i] = resp.Results[j]
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	if firstErr != nil {
-		if !c.failOpen(firstErr) {
-			return nil, firstErr
+	// The items the nodes answered with an error first (the slots of
+	// failed calls are still empty), then the failed calls' items.
+	for i, it := range out.Results {
+		if it.GetError() != nil {
+			_, err := itemOf(it) // an error, OK code or not
+			out.Results[i] = failedItem(err, c.failOpen(err))
 		}
-		for i := range out.Results {
-			if out.Results[i] == nil {
-				out.Results[i] = &pb.AllowBatchItem{Response: &pb.AllowResponse{Allowed: true, Remaining: -1}}
-			}
+	}
+	for addr, err := range failed {
+		open := c.failOpen(err)
+		if !open && len(groups) == 1 {
+			return nil, err
+		}
+		for _, i := range groups[addr] {
+			out.Results[i] = failedItem(err, open)
 		}
 	}
 	return out, nil
+}
+
+// failedItem is the answer of a check whose node failed with err: an
+// admission when FailOpen admits it (open), else the error.
+func failedItem(err error, open bool) *pb.AllowBatchItem {
+	if open {
+		return &pb.AllowBatchItem{Response: &pb.AllowResponse{Allowed: true, Remaining: -1}}
+	}
+	s := status.Convert(err)
+	return &pb.AllowBatchItem{Error: &pb.ItemError{Code: uint32(s.Code()), Message: s.Message()}}
 }
 
 // Admin returns the Admin service of one of the nodes.
@@ -268,8 +295,12 @@ func (c *Client) Close() error {
 // the sliding-log cap, which is the servers' setting), and returns the key
 // it will be counted under, for routing, and whether the client knew its
 // policy (inline limits always). A policy the client has not learned yet
-// is left to the servers to check.
-func (c *Client) check(req *pb.AllowRequest, field string) (key string, known bool, err error) {
+// is left to the servers to check. So is a request that the client's copy
+// of its policy refuses but that passes without it: the copy may be
+// stale (the policy changed since the last refresh, which this starts);
+// doubt then holds the local refusal, which stands if no node can be
+// asked.
+func (c *Client) check(req *pb.AllowRequest, field string) (key string, known bool, doubt, err error) {
 	var resolve validate.Resolver
 	known = true
 	if req.Policy != "" {
@@ -281,10 +312,16 @@ func (c *Client) check(req *pb.AllowRequest, field string) (key string, known bo
 		}
 	}
 	chk, err := validate.Request(req, field, math.MaxInt64, resolve, nil)
-	if err != nil {
-		return "", false, status.Error(codes.InvalidArgument, err.Error())
+	if err != nil && known && req.Policy != "" {
+		if unknown, uerr := validate.Request(req, field, math.MaxInt64, nil, nil); uerr == nil {
+			c.kick()
+			return unknown.Key, false, status.Error(codes.InvalidArgument, err.Error()), nil
+		}
 	}
-	return chk.Key, known, nil
+	if err != nil {
+		return "", false, nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	return chk.Key, known, nil, nil
 }
 
 // failOpen reports err and whether FailOpen admits the request: the
@@ -392,8 +429,9 @@ func (c *Client) loadRoutes(ctx context.Context) error {
 			leaders[int(s.Id)] = addrOf[s.Leader]
 		}
 		table := slotTable(st)
-		policies := map[string]*policy.Policy{}
+		var policies map[string]*policy.Policy // nil: keep the copies held
 		if list, err := pb.NewAdminClient(c.conn(addr)).ListPolicies(ctx, &pb.ListPoliciesRequest{}); err == nil {
+			policies = map[string]*policy.Policy{}
 			for _, pp := range list.Policies {
 				if p, err := validate.Policy(pp, "", math.MaxInt64); err == nil {
 					policies[p.Name] = p
@@ -401,7 +439,13 @@ func (c *Client) loadRoutes(ctx context.Context) error {
 			}
 		}
 		c.mu.Lock()
-		c.shards, c.leaders, c.table, c.nodes, c.policies = int(st.Shards), leaders, table, all, policies
+		c.shards, c.leaders, c.table, c.nodes = int(st.Shards), leaders, table, all
+		if policies != nil || c.policies == nil {
+			// A list that failed does not forget what the client knew:
+			// with no copy, requests go unchecked to the nodes, and a
+			// FailOpen client would admit bad ones when none answers.
+			c.policies = policies
+		}
 		c.mu.Unlock()
 		return nil
 	}

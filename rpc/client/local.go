@@ -71,7 +71,7 @@ func (l *Local) AllowN(_ context.Context, d D, n int64) (Decision, error) {
 	return Decision{
 		Allowed: r.Allowed, Limit: r.Limit, Remaining: r.Remaining,
 		RetryAfter: time.Duration(r.RetryAfter), ResetAfter: time.Duration(r.ResetAfter),
-		Window: time.Duration(l.p.WindowOf(r)), DecidedBy: l.p.DecidedBy(r), Key: key, WouldDeny: r.WouldDeny,
+		Window: time.Duration(l.p.WindowOf(r)), DecidedBy: l.p.DecidedBy(r), Key: policy.DisplayKey(key), WouldDeny: r.WouldDeny,
 	}, nil
 }
 

@@ -38,15 +38,26 @@ func (c *Client) Policy(name string) *Policy { return &Policy{c: c, name: name} 
 func (p *Policy) Allow(ctx context.Context, d D) (Decision, error) { return p.AllowN(ctx, d, 1) }
 
 // AllowN implements Limiter. Descriptors {"key": k} alone, for a policy
-// without key_by, count under the key k itself.
+// without key_by, count under the key k itself; a policy whose key_by
+// names "key" builds its key from them, as Local does.
 func (p *Policy) AllowN(ctx context.Context, d D, n int64) (Decision, error) {
 	req := &pb.AllowRequest{Policy: p.name, Cost: &n}
-	if k, ok := d["key"]; ok && len(d) == 1 {
+	if k, ok := d["key"]; ok && len(d) == 1 && !p.keyedBy() {
 		req.Key = k
 	} else {
 		req.Descriptors = d
 	}
 	return p.c.decide(ctx, req)
+}
+
+// keyedBy reports whether the policy, as the client knows it, builds its
+// keys from descriptors (key_by). A policy not learned yet is taken as
+// not: the node then says which it is.
+func (p *Policy) keyedBy() bool {
+	p.c.mu.RLock()
+	pol := p.c.policies[p.name]
+	p.c.mu.RUnlock()
+	return pol != nil && len(pol.KeyBy) > 0
 }
 
 // Wait implements Limiter.

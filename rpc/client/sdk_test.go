@@ -71,6 +71,79 @@ func TestPolicyHandleAndLocalAgree(t *testing.T) {
 	}
 }
 
+// The handle and Local agree on policies whose keys are unusual: one
+// keyed by a descriptor named "key" (not a raw key), and a colocated one
+// (whose stored key carries a hash tag the answer leaves out). Before, the
+// handle sent D{"key": k} as a raw key and was refused, and Local answered
+// the colocated key with its tag.
+func TestPolicyHandleAndLocalAgreeOnKeys(t *testing.T) {
+	limit := []*pb.PolicyLimit{{Name: "per-minute", Limit: &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 3, WindowMs: 60_000}}}
+	byKey := &pb.Policy{Name: "bykey", KeyBy: []string{"key"}, Limits: limit}
+	colocated := &pb.Policy{Name: "co", KeyBy: []string{"user"}, Colocate: true, Limits: limit}
+	nodes := inproc.Cluster(t, 1)
+	ctx := context.Background()
+	if _, err := nodes[0].Admin().SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: []*pb.Policy{byKey, colocated}}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(ctx, client.Options{Addrs: []string{nodes[0].Cfg.GRPCAddr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, tc := range []struct {
+		p    *pb.Policy
+		d    client.D
+		want string
+	}{{byKey, client.D{"key": "42"}, "key=42"}, {colocated, client.D{"user": "42"}, "user=42"}} {
+		local, err := client.NewLocal(tc.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, l := range map[string]client.Limiter{"cluster": c.Policy(tc.p.Name), "local": local} {
+			d, err := l.Allow(ctx, tc.d)
+			if err != nil || d.Key != tc.want || d.Remaining != 2 {
+				t.Errorf("%s, policy %s: %+v %v, want key %q", name, tc.p.Name, d, err, tc.want)
+			}
+		}
+	}
+}
+
+// A request the client's copy of a policy refuses, but the policy as the
+// cluster now has it admits (it changed since the client's last refresh),
+// is asked of the node rather than refused for up to a refresh interval.
+// Should the node not answer, the local refusal stands, FailOpen or not.
+func TestStalePolicyCopyDoesNotRefuse(t *testing.T) {
+	limit := []*pb.PolicyLimit{{Limit: &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 3, WindowMs: 60_000}}}
+	nodes := inproc.Cluster(t, 1)
+	ctx := context.Background()
+	set := func(keyBy ...string) {
+		if _, err := nodes[0].Admin().SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: []*pb.Policy{{Name: "p", KeyBy: keyBy, Limits: limit}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("user")
+	c, err := client.New(ctx, client.Options{Addrs: []string{nodes[0].Cfg.GRPCAddr}, FailOpen: true, RefreshInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	both := client.D{"user": "1", "ip": "10.0.0.1"}
+	if _, err := c.Policy("p").Allow(ctx, both); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a descriptor the policy does not key by: %v", err)
+	}
+	set("user", "ip")
+	d, err := c.Policy("p").Allow(ctx, both)
+	if err != nil || !d.Allowed || d.Key != "user=1,ip=10.0.0.1" {
+		t.Fatalf("after the policy changed: %+v %v", d, err)
+	}
+	nodes[0].Stop()
+	// c's copy may have been refreshed by now (the refusal asked for it):
+	// a request both copies refuse, with the node gone, is refused.
+	if d, err := c.Policy("p").Allow(ctx, client.D{"host": "x"}); status.Code(err) != codes.InvalidArgument || d.FailedOpen {
+		t.Fatalf("a request the policy refuses, cluster down, FailOpen: %+v %v", d, err)
+	}
+}
+
 func TestDecideFailsOpen(t *testing.T) {
 	nodes := inproc.Cluster(t, 1)
 	ctx := context.Background()
