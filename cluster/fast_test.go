@@ -219,7 +219,7 @@ func TestFastOverlappingHandOvers(t *testing.T) {
 // the bound, however much it brought.
 func TestFastLaneBoundCountsACheckCost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rig := newBatcherRig(t, 10, true) // commits stall until the gate opens
+		rig := newBatcherRig(t, 10, true)                                                         // commits stall until the gate opens
 		lane := newFastLane(rig.r, rig.g.shard, testFastConfig(), func() error { return rig.nl }) // bound 40
 		ctx := context.Background()
 		decide := func(cost int64) error {
