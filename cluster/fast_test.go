@@ -219,8 +219,9 @@ func TestFastOverlappingHandOvers(t *testing.T) {
 // the bound, however much it brought.
 func TestFastLaneBoundCountsACheckCost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rig := newBatcherRig(t, 10, true)                                                         // commits stall until the gate opens
-		lane := newFastLane(rig.r, rig.g.shard, testFastConfig(), func() error { return rig.nl }) // bound 40
+		// Commits stall until the gate opens; the bound is 40.
+		rig := newBatcherRig(t, 10, true)
+		lane := newFastLane(rig.r, rig.g.shard, testFastConfig(), func() error { return rig.nl })
 		ctx := context.Background()
 		decide := func(cost int64) error {
 			cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)

@@ -212,4 +212,3 @@ func CheckSet(models []*Model, keys []int, costs []int64, now int64, elastic boo
 	}
 	return out
 }
-
