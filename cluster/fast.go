@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
@@ -71,7 +70,7 @@ func newFastLane(r *raft.Raft, shard *fsm.Shard, cfg Config, notLeader func() er
 // decide answers one fast check at once; a full lane waits for room no
 // longer than ctx. Errors mean nothing was counted.
 func (f *fastLane) decide(ctx context.Context, c fsm.Check) (policy.Result, error) {
-	if err := f.lock(ctx, max(c.Cost, 1), c.Key); err != nil {
+	if err := f.lock(ctx, c.Key); err != nil {
 		return policy.Result{}, err
 	}
 	defer f.mu.Unlock()
@@ -88,12 +87,10 @@ func (f *fastLane) decide(ctx context.Context, c fsm.Check) (policy.Result, erro
 // counted.
 func (f *fastLane) decideSet(ctx context.Context, set []fsm.Check, elastic bool) ([]policy.Result, error) {
 	keys, costs := make([]string, len(set)), make([]int64, len(set))
-	need := int64(0)
 	for i, c := range set {
 		keys[i], costs[i] = c.Key, c.Cost
-		need = addCapped(need, max(c.Cost, 1))
 	}
-	if err := f.lock(ctx, need, keys...); err != nil {
+	if err := f.lock(ctx, keys...); err != nil {
 		return nil, err
 	}
 	defer f.mu.Unlock()
@@ -104,12 +101,13 @@ func (f *fastLane) decideSet(ctx context.Context, set []fsm.Check, elastic bool)
 	return res, nil
 }
 
-// lock takes f.mu for a decision on keys that may count need once this
-// replica leads and the lane has room for need (an empty lane has room
-// for any one decision: the pending cost stays within maxPending, or a
-// single decision's cost if larger), and the shard owns every key. On
-// error f.mu is not held and nothing was counted.
-func (f *fastLane) lock(ctx context.Context, need int64, keys ...string) error {
+// lock takes f.mu for a decision on keys once this replica leads and the
+// lane has room (its pending cost is under maxPending), and the shard owns
+// every key. On error f.mu is not held and nothing was counted. A check
+// is let in whatever its own cost, so the pending cost stays under
+// maxPending plus one decision's cost: waiting for room for the whole of a
+// costly check would starve it behind cheaper ones under load.
+func (f *fastLane) lock(ctx context.Context, keys ...string) error {
 	term, err := f.leading()
 	if err != nil {
 		return err
@@ -126,7 +124,7 @@ func (f *fastLane) lock(ctx context.Context, need int64, keys ...string) error {
 			f.mu.Unlock()
 			return f.notLeader()
 		}
-		if f.cost == 0 || addCapped(f.cost, need) <= f.maxPending {
+		if f.cost < f.maxPending {
 			break
 		}
 		// A full lane waits for its batch to commit: no longer than the
@@ -390,12 +388,4 @@ func (f *fastLane) close() {
 	f.refuse()
 	close(f.stop)
 	<-f.done
-}
-
-// addCapped is a+b for non-negative costs, capped at math.MaxInt64.
-func addCapped(a, b int64) int64 {
-	if b > math.MaxInt64-a {
-		return math.MaxInt64
-	}
-	return a + b
 }

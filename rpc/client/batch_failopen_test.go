@@ -128,6 +128,13 @@ func TestAllowBatchKeepsTheOtherNodesAnswers(t *testing.T) {
 	if _, err := c.AllowBatch(context.Background(), reqs[1:]); status.Code(err) != codes.Unavailable {
 		t.Errorf("a batch of the failing node alone: %v", err)
 	}
+	// So does a batch whose every node failed: nothing was counted.
+	refusing := serveBatchNode(t, &batchNode{err: status.Error(codes.PermissionDenied, "no")})
+	all, heard := batchClient(false, refusing, down)
+	defer all.closeConns()
+	if _, err := all.AllowBatch(context.Background(), reqs); status.Code(err) != codes.PermissionDenied || len(*heard) != 2 {
+		t.Errorf("every node failed: %v, want the first request's node's error; OnError heard %v", err, *heard)
+	}
 }
 
 // An item the cluster could not answer is admitted under FailOpen, as the

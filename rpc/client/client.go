@@ -197,8 +197,9 @@ func (c *Client) batchOn(ctx context.Context, addr string, reqs []*pb.AllowReque
 // (Unavailable, DeadlineExceeded, for the node's whole call or for the
 // item) is admitted with Remaining -1, as Allow admits it; otherwise it is
 // the item's error, and the answers of the other nodes, which counted,
-// are kept. (A batch all of one node fails as that node's call failed.)
-// OnError hears of every failure.
+// are kept. When every node's call failed and none was admitted, nothing
+// was counted and the call fails (with the error of the first request's
+// node). OnError hears of every failure.
 func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.AllowBatchResponse, error) {
 	if err := validate.Batch(len(reqs)); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -253,14 +254,25 @@ func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.A
 			out.Results[i] = failedItem(err, c.failOpen(err))
 		}
 	}
+	var refused error // of the first request's failed call FailOpen did not admit
+	admitted, first := 0, len(reqs)
 	for addr, err := range failed {
 		open := c.failOpen(err)
-		if !open && len(groups) == 1 {
-			return nil, err
+		if open {
+			admitted++
+		} else if groups[addr][0] < first {
+			first, refused = groups[addr][0], err
 		}
 		for _, i := range groups[addr] {
 			out.Results[i] = failedItem(err, open)
 		}
+	}
+	if len(failed) == len(groups) && admitted == 0 {
+		// Every node failed (one node, the caller's context ended, the
+		// cluster down without FailOpen): nothing was counted, and the
+		// call fails as a call to one node would, with the error of the
+		// first request's node.
+		return nil, refused
 	}
 	return out, nil
 }
