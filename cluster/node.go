@@ -8,10 +8,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/floodgate/floodgate/fsm"
 	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
@@ -345,6 +348,19 @@ func (n *Node) catchUpListed(ctx context.Context) error {
 func (n *Node) metaReplayed() bool {
 	meta := n.metaGroup()
 	return meta != nil && n.metaState().Seen() >= meta.lastCommand()
+}
+
+// removedFromMeta reports whether this node's meta state no longer lists
+// it for good: it has replayed its own log (metaReplayed), or the meta
+// group's configuration no longer holds it. The latter settles a removal
+// whose last entries never committed here: a node taken out of the group
+// hears no more commits, so its log may end in commands it never applies.
+func (n *Node) removedFromMeta() bool {
+	if n.metaReplayed() {
+		return true
+	}
+	cfg, err := n.metaGroup().configuration()
+	return err == nil && !slices.ContainsFunc(cfg.Servers, func(s raft.Server) bool { return string(s.ID) == n.cfg.NodeID })
 }
 
 // memberHintAfter is how long a node waits to become a member before it

@@ -91,7 +91,7 @@ func (n *Node) reconcileOnce() bool {
 	if !v.Initialized() || v.Node(n.cfg.NodeID) == nil {
 		// Removed only as the end of this node's own log says: a view
 		// part-way through a replay may be of an earlier incarnation.
-		if member && v.Initialized() && n.metaReplayed() {
+		if member && v.Initialized() && n.removedFromMeta() {
 			n.leftOne.Do(func() {
 				n.log.Info("this node was removed from the cluster")
 				close(n.left)
