@@ -72,12 +72,10 @@ func TestApplyLocalMetaRefusesWhatThePeerCannotVouchFor(t *testing.T) {
 		return b
 	}
 	self := n.self()
-	deadline := time.Now().Add(10 * time.Second)
-	for !n.Progress(0).Leader {
-		if time.Now().After(deadline) {
-			t.Fatal("group 0 has no leader")
-		}
-		time.Sleep(10 * time.Millisecond)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := n.replica(0).group.waitLeader(wctx); err != nil {
+		t.Fatal(err)
 	}
 	term := n.Progress(0).Term
 	replicas := []*metav1.Replica{{NodeId: "n1", Voter: true}}
