@@ -47,6 +47,9 @@ func (d *deadSeeds) ExportSlots(context.Context, string, int, uint64, []uint32) 
 func (d *deadSeeds) Progress(context.Context, string, int) (GroupInfo, error) {
 	return GroupInfo{}, ErrNoLeader
 }
+func (d *deadSeeds) MoveApplied(context.Context, string, int, uint64, []uint32) (bool, bool, error) {
+	return false, false, ErrNoLeader
+}
 func (d *deadSeeds) Hello(context.Context, string) (string, string, error) {
 	return "", "", ErrNoLeader
 }

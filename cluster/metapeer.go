@@ -75,8 +75,54 @@ func (n *Node) checkPeerMeta(ctx context.Context, cmd []byte) error {
 			return nil
 		}
 		return member("home", c.Home)
+	case fsm.MetaMoveFrozen:
+		var c metav1.MoveFrozen
+		if proto.Unmarshal(body, &c) != nil {
+			return nil
+		}
+		if mv := v.Move(c.Move); mv != nil && mv.State == fsm.MovePlanned {
+			return n.confirmMove(ctx, v, mv, int(mv.From), false)
+		}
+	case fsm.MetaMoveImported:
+		var c metav1.MoveImported
+		if proto.Unmarshal(body, &c) != nil {
+			return nil
+		}
+		if mv := v.Move(c.Move); mv != nil && mv.State == fsm.MoveFlipped {
+			return n.confirmMove(ctx, v, mv, int(mv.To), true)
+		}
 	}
-	return nil
+	return nil // a step of a move already past it changes nothing
+}
+
+// confirmMove asks replicas of group whether the group has applied mv's
+// freeze (imported false: group is the move's source) or its import (the
+// target): this node's own replica first, then those the group's last
+// report names. A flip logged before the source froze would let the
+// target count the slots afresh beside the source's counts; a move closed
+// before the target imported would drop them. A step no replica asked
+// vouches for is refused as retryable: nothing was written, and the mover
+// logs it again on its next pass.
+func (n *Node) confirmMove(ctx context.Context, v *fsm.MetaView, mv *fsm.SlotMove, group int, imported bool) error {
+	done := func(frozen, in bool) bool { return (!imported && frozen) || (imported && in) }
+	if done(n.MoveApplied(group, mv.ID, mv.Slots)) {
+		return nil
+	}
+	for _, id := range reportedReplicas(v, group) {
+		m := v.Node(id)
+		if id == n.cfg.NodeID || m == nil || m.GrpcAddr == "" {
+			continue
+		}
+		frozen, in, err := n.peers.MoveApplied(ctx, m.GrpcAddr, group, mv.ID, mv.Slots)
+		if err == nil && done(frozen, in) {
+			return nil
+		}
+	}
+	step := "freeze"
+	if imported {
+		step = "import"
+	}
+	return fmt.Errorf("%w: move: no replica of group %d asked has applied move %d's %s", ErrNoLeader, group, mv.ID, step)
 }
 
 // confirmReport asks the node a report names as the group's leader

@@ -39,6 +39,10 @@ type Peers interface {
 	// ExportSlots asks the node at addr for the states its replica of
 	// group froze for move (Node.ExportSlots there).
 	ExportSlots(ctx context.Context, addr string, group int, move uint64, slots []uint32) ([]byte, error)
+	// MoveApplied asks the node at addr whether its replica of group has
+	// applied move's freeze of slots and its import of them
+	// (Node.MoveApplied there).
+	MoveApplied(ctx context.Context, addr string, group int, move uint64, slots []uint32) (frozen, imported bool, err error)
 	// Hello asks the node at addr for its id and its cluster's id ("" while
 	// it belongs to none).
 	Hello(ctx context.Context, addr string) (id, clusterID string, err error)

@@ -195,17 +195,8 @@ func (n *Node) exportFrom(ctx context.Context, mv *fsm.SlotMove, v *fsm.MetaView
 			return b, nil
 		}
 	}
-	var ids []string
-	if int(mv.From) < len(v.Reports) {
-		if rep := v.Reports[mv.From]; rep != nil {
-			ids = append(ids, rep.Leader)
-			for _, rr := range rep.Replicas {
-				ids = append(ids, rr.NodeId)
-			}
-		}
-	}
 	var errs []error
-	for _, id := range slices.Compact(ids) {
+	for _, id := range reportedReplicas(v, int(mv.From)) {
 		addr := n.addrOf(id)
 		if id == n.cfg.NodeID || addr == "" {
 			continue
@@ -220,6 +211,33 @@ func (n *Node) exportFrom(ctx context.Context, mv *fsm.SlotMove, v *fsm.MetaView
 		return nil, fmt.Errorf("group %d: no replica to export from", mv.From)
 	}
 	return nil, errors.Join(errs...)
+}
+
+// reportedReplicas returns the node ids group's last report names: its
+// leader first, then its replicas.
+func reportedReplicas(v *fsm.MetaView, group int) []string {
+	if group < 0 || group >= len(v.Reports) || v.Reports[group] == nil {
+		return nil
+	}
+	rep := v.Reports[group]
+	ids := []string{rep.Leader}
+	for _, rr := range rep.Replicas {
+		if !slices.Contains(ids, rr.NodeId) {
+			ids = append(ids, rr.NodeId)
+		}
+	}
+	return ids
+}
+
+// MoveApplied reports whether this node's replica of group has applied
+// move's freeze of slots and its import of them (fsm.Shard.MoveApplied);
+// both false without a replica.
+func (n *Node) MoveApplied(group int, move uint64, slots []uint32) (frozen, imported bool) {
+	r := n.replica(group)
+	if r == nil {
+		return false, false
+	}
+	return r.fsm.MoveApplied(move, slots)
 }
 
 // ExportSlots returns the states of slots this node's replica of group

@@ -99,6 +99,30 @@ func (s *Shard) Ownership() OwnershipInfo {
 	return info
 }
 
+// MoveApplied reports whether this replica has applied move's freeze of
+// slots (it holds every one of them frozen by the move) and whether it
+// has applied the move's import of them (it took every one in by that
+// move or a later one). A replica applies only committed entries, so
+// either is the group's word that the step is done. Slots outside the
+// record make both false.
+func (s *Shard) MoveApplied(move uint64, slots []uint32) (frozen, imported bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.own
+	if o == nil || move == 0 || len(slots) == 0 {
+		return false, false
+	}
+	frozen, imported = true, true
+	for _, x := range slots {
+		if int(x) >= len(o.state) {
+			return false, false
+		}
+		frozen = frozen && o.state[x] == move+1
+		imported = imported && o.last[x] >= move
+	}
+	return frozen, imported
+}
+
 // Initialized reports whether the group has been told the slots it
 // owns (Ownership().Initialized without copying them).
 func (s *Shard) Initialized() bool {

@@ -207,3 +207,52 @@ func TestOwnershipSnapshotRoundTrip(t *testing.T) {
 		t.Errorf("a shard without ownership wrote version %d", b[len(shardMagic)])
 	}
 }
+
+// MoveApplied is a group's word on a move's step: the source has frozen
+// every one of the move's slots by that move, the target has taken every
+// one in; a part, another move, a slot outside the record or a group
+// without one vouches for nothing, and a snapshot keeps the word.
+func TestMoveApplied(t *testing.T) {
+	src, dst := newGroup(t, 0, 16, 1, 2, 3), newGroup(t, 1, 16)
+	step := func(g *group, move uint64, slots ...uint32) string {
+		f, in := g.s.MoveApplied(move, slots)
+		return fmt.Sprintf("frozen=%v imported=%v", f, in)
+	}
+	want := func(got, want, what string) {
+		t.Helper()
+		if got != want {
+			t.Errorf("%s: %s, want %s", what, got, want)
+		}
+	}
+	want(step(src, 4, 2, 3), "frozen=false imported=false", "source before the freeze")
+	src.mustApply(EncodeFreeze(4, []uint32{2}))
+	want(step(src, 4, 2, 3), "frozen=false imported=false", "source with one slot of two frozen")
+	src.mustApply(EncodeFreeze(4, []uint32{3}))
+	want(step(src, 4, 2, 3), "frozen=true imported=false", "source after the freeze")
+	want(step(src, 5, 2, 3), "frozen=false imported=false", "another move")
+	want(step(src, 4, 2, 16), "frozen=false imported=false", "a slot outside the record")
+	want(step(src, 0, 2), "frozen=false imported=false", "move 0")
+	want(step(src, 4), "frozen=false imported=false", "no slots")
+
+	export, err := src.s.ExportSlots(4, []uint32{2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(step(dst, 4, 2, 3), "frozen=false imported=false", "target before the import")
+	dst.mustApply(EncodeImport(4, 0, []uint32{2, 3}, export))
+	want(step(dst, 4, 2, 3), "frozen=false imported=true", "target after the import")
+	want(step(dst, 3, 2, 3), "frozen=false imported=true", "an earlier move of the same slots")
+	want(step(dst, 6, 2, 3), "frozen=false imported=false", "a later move")
+	want(step(dst, 4, 1, 2), "frozen=false imported=false", "a slot the move did not bring")
+
+	c := NewShard()
+	if err := c.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, dst.s)))); err != nil {
+		t.Fatal(err)
+	}
+	if _, in := c.MoveApplied(4, []uint32{2, 3}); !in {
+		t.Error("a restored target forgot the import")
+	}
+	if f, in := NewShard().MoveApplied(4, []uint32{2}); f || in {
+		t.Error("a shard without an ownership record vouched for a move")
+	}
+}

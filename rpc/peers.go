@@ -109,6 +109,16 @@ func (p *Peers) Progress(ctx context.Context, addr string, group int) (cluster.G
 		Last: resp.LastIndex, Servers: resp.Servers, Term: resp.Term, LastCommand: resp.LastCommand}, nil
 }
 
+// MoveApplied implements cluster.Peers.
+func (p *Peers) MoveApplied(ctx context.Context, addr string, group int, move uint64, slots []uint32) (bool, bool, error) {
+	resp, err := peerv1.NewPeerClient(p.conn(addr)).ShardProgress(ctx,
+		&peerv1.ShardProgressRequest{Shard: uint32(group), Move: move, MoveSlots: slots})
+	if err != nil {
+		return false, false, fromStatus(err)
+	}
+	return resp.MoveFrozen, resp.MoveImported, nil
+}
+
 // AddNode implements cluster.Peers.
 func (p *Peers) AddNode(ctx context.Context, addr string, n *metav1.Node, proof cluster.GossipProof) (string, []string, error) {
 	req := &peerv1.AddNodeRequest{Node: n}

@@ -238,9 +238,41 @@ func (p *PeerServer) ShardProgress(ctx context.Context, req *peerv1.ShardProgres
 		// answers for whatever replica it has.
 		return nil, toStatus(fmt.Errorf("%w: shard: %w", ErrInvalid, err))
 	}
+	if err := p.checkMoveQuery(req); err != nil {
+		return nil, toStatus(err)
+	}
 	info := p.node.Progress(group)
-	return &peerv1.ShardProgressResponse{Present: info.Present, AppliedIndex: info.Applied, LastIndex: info.Last,
-		Leader: info.Leader, Servers: info.Servers, Term: info.Term, LastCommand: info.LastCommand}, nil
+	resp := &peerv1.ShardProgressResponse{Present: info.Present, AppliedIndex: info.Applied, LastIndex: info.Last,
+		Leader: info.Leader, Servers: info.Servers, Term: info.Term, LastCommand: info.LastCommand}
+	if req.Move != 0 {
+		resp.MoveFrozen, resp.MoveImported = p.node.MoveApplied(group, req.Move, req.MoveSlots)
+	}
+	return resp, nil
+}
+
+// checkMoveQuery checks the move a ShardProgress request asks about: a
+// shard's, with its slots ascending and within the cluster's slot count.
+func (p *PeerServer) checkMoveQuery(req *peerv1.ShardProgressRequest) error {
+	switch {
+	case req.Move == 0 && len(req.MoveSlots) > 0:
+		return fmt.Errorf("%w: move: required with move_slots", ErrInvalid)
+	case req.Move == 0:
+		return nil
+	case req.Meta:
+		return fmt.Errorf("%w: move: the meta group holds no slots", ErrInvalid)
+	case len(req.MoveSlots) == 0:
+		return fmt.Errorf("%w: move_slots: at least one slot is required", ErrInvalid)
+	}
+	count := p.node.View().SlotCount
+	for i, s := range req.MoveSlots {
+		switch {
+		case count > 0 && int(s) >= count:
+			return fmt.Errorf("%w: move_slots[%d]: slot %d of %d", ErrInvalid, i, s, count)
+		case i > 0 && s <= req.MoveSlots[i-1]:
+			return fmt.Errorf("%w: move_slots[%d]: slots must be ascending", ErrInvalid, i)
+		}
+	}
+	return nil
 }
 
 // Hello implements peerv1.PeerServer.

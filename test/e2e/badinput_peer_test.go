@@ -100,6 +100,9 @@ func peerCases(t *testing.T, f *badFixture) []grpcCase {
 			return err
 		}
 	}
+	progress := func(req *peerv1.ShardProgressRequest) func(ctx context.Context) error {
+		return func(ctx context.Context) error { _, err := other.ShardProgress(ctx, req); return err }
+	}
 	var many []string
 	for i := 0; i < 65; i++ {
 		many = append(many, "127.0.0.1:1")
@@ -138,6 +141,10 @@ func peerCases(t *testing.T, f *badFixture) []grpcCase {
 			_, err := other.ShardProgress(ctx, &peerv1.ShardProgressRequest{Shard: 99})
 			return err
 		}, inv, "shard:"},
+		{"ShardProgress move_slots without a move", progress(&peerv1.ShardProgressRequest{MoveSlots: []uint32{1}}), inv, "move: required with move_slots"},
+		{"ShardProgress move without slots", progress(&peerv1.ShardProgressRequest{Move: 1}), inv, "move_slots: at least one"},
+		{"ShardProgress move slots not ascending", progress(&peerv1.ShardProgressRequest{Move: 1, MoveSlots: []uint32{3, 2}}), inv, "move_slots[1]: slots must be ascending"},
+		{"ShardProgress move of the meta group", progress(&peerv1.ShardProgressRequest{Meta: true, Move: 1, MoveSlots: []uint32{1}}), inv, "move: the meta group"},
 		{"ExportSlots of a group that does not exist", func(ctx context.Context) error {
 			_, err := other.ExportSlots(ctx, &peerv1.ExportSlotsRequest{Group: 0xffffffff, Move: 1, Slots: []uint32{0}})
 			return err

@@ -752,7 +752,13 @@ type ShardProgressRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Shard uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
 	// Ask about the meta group instead of a shard.
-	Meta          bool `protobuf:"varint,2,opt,name=meta,proto3" json:"meta,omitempty"`
+	Meta bool `protobuf:"varint,2,opt,name=meta,proto3" json:"meta,omitempty"`
+	// A slot move to ask about (0: none): whether the replica has applied
+	// the move's freeze of move_slots, or its import of them. The meta
+	// leader asks before it logs a peer's word that a move's step is done.
+	Move uint64 `protobuf:"varint,3,opt,name=move,proto3" json:"move,omitempty"`
+	// The move's slots, ascending, below the cluster's slot count.
+	MoveSlots     []uint32 `protobuf:"varint,4,rep,packed,name=move_slots,json=moveSlots,proto3" json:"move_slots,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -801,6 +807,20 @@ func (x *ShardProgressRequest) GetMeta() bool {
 	return false
 }
 
+func (x *ShardProgressRequest) GetMove() uint64 {
+	if x != nil {
+		return x.Move
+	}
+	return 0
+}
+
+func (x *ShardProgressRequest) GetMoveSlots() []uint32 {
+	if x != nil {
+		return x.MoveSlots
+	}
+	return nil
+}
+
 type ShardProgressResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Whether the node runs a replica of the shard.
@@ -816,7 +836,13 @@ type ShardProgressResponse struct {
 	Term uint64 `protobuf:"varint,6,opt,name=term,proto3" json:"term,omitempty"`
 	// Meta group only: the index of the latest command in the replica's log.
 	// A node whose meta state has seen it has everything this one has.
-	LastCommand   uint64 `protobuf:"varint,7,opt,name=last_command,json=lastCommand,proto3" json:"last_command,omitempty"`
+	LastCommand uint64 `protobuf:"varint,7,opt,name=last_command,json=lastCommand,proto3" json:"last_command,omitempty"`
+	// For a move asked about: the replica holds every one of the move's
+	// slots frozen by it (the source's freeze applied).
+	MoveFrozen bool `protobuf:"varint,8,opt,name=move_frozen,json=moveFrozen,proto3" json:"move_frozen,omitempty"`
+	// For a move asked about: the replica has taken every one of the move's
+	// slots in by that move or a later one (the target's import applied).
+	MoveImported  bool `protobuf:"varint,9,opt,name=move_imported,json=moveImported,proto3" json:"move_imported,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -898,6 +924,20 @@ func (x *ShardProgressResponse) GetLastCommand() uint64 {
 		return x.LastCommand
 	}
 	return 0
+}
+
+func (x *ShardProgressResponse) GetMoveFrozen() bool {
+	if x != nil {
+		return x.MoveFrozen
+	}
+	return false
+}
+
+func (x *ShardProgressResponse) GetMoveImported() bool {
+	if x != nil {
+		return x.MoveImported
+	}
+	return false
 }
 
 type HelloRequest struct {
@@ -1498,10 +1538,13 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"\aresults\x18\x01 \x03(\v2 .floodgate.peer.v1.ForwardResultR\aresults\",\n" +
 	"\x10ApplyMetaRequest\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\fR\acommand\"\x13\n" +
-	"\x11ApplyMetaResponse\"@\n" +
+	"\x11ApplyMetaResponse\"s\n" +
 	"\x14ShardProgressRequest\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x12\n" +
-	"\x04meta\x18\x02 \x01(\bR\x04meta\"\xde\x01\n" +
+	"\x04meta\x18\x02 \x01(\bR\x04meta\x12\x12\n" +
+	"\x04move\x18\x03 \x01(\x04R\x04move\x12\x1d\n" +
+	"\n" +
+	"move_slots\x18\x04 \x03(\rR\tmoveSlots\"\xa4\x02\n" +
 	"\x15ShardProgressResponse\x12\x18\n" +
 	"\apresent\x18\x01 \x01(\bR\apresent\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1d\n" +
@@ -1510,7 +1553,10 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"\x06leader\x18\x04 \x01(\bR\x06leader\x12\x18\n" +
 	"\aservers\x18\x05 \x03(\tR\aservers\x12\x12\n" +
 	"\x04term\x18\x06 \x01(\x04R\x04term\x12!\n" +
-	"\flast_command\x18\a \x01(\x04R\vlastCommand\"\x0e\n" +
+	"\flast_command\x18\a \x01(\x04R\vlastCommand\x12\x1f\n" +
+	"\vmove_frozen\x18\b \x01(\bR\n" +
+	"moveFrozen\x12#\n" +
+	"\rmove_imported\x18\t \x01(\bR\fmoveImported\"\x0e\n" +
 	"\fHelloRequest\"\xac\x01\n" +
 	"\rHelloResponse\x12+\n" +
 	"\x04node\x18\x01 \x01(\v2\x17.floodgate.meta.v1.NodeR\x04node\x12\x1d\n" +
