@@ -52,13 +52,20 @@ func Register(mux *http.ServeMux, l Limiter, o Options) {
 		writeJSONError(w, http.StatusNotFound, codes.NotFound,
 			fmt.Sprintf("path: %q is not served (POST /v1/allow, POST /v1/allow:batch, GET /api/v1/limit)", r.URL.Path))
 	})
-	// Any other method: 405 in JSON, as every error of the API.
 	for path, allow := range map[string]string{"/v1/allow": "POST", "/v1/allow:batch": "POST", "/api/v1/limit": "GET, HEAD"} {
-		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Allow", allow)
-			writeJSONError(w, http.StatusMethodNotAllowed, codes.Unimplemented, fmt.Sprintf("method: %s not allowed (%s)", r.Method, allow))
-		})
+		MethodNotAllowed(mux, path, allow)
 	}
+}
+
+// MethodNotAllowed answers any method on path that no route of mux serves
+// with a 405 in JSON, as every error of the API, naming the methods of
+// allow (an Allow header's value). Without it, the 404 Register claims
+// "/" for would answer them.
+func MethodNotAllowed(mux *http.ServeMux, path, allow string) {
+	mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeJSONError(w, http.StatusMethodNotAllowed, codes.Unimplemented, fmt.Sprintf("method: %s not allowed (%s)", r.Method, allow))
+	})
 }
 
 type api struct {

@@ -212,6 +212,9 @@ func serveHTTP(opts *options, sec *security, node *cluster.Node, limiter httpapi
 	})
 	httpapi.Register(mux, limiter, httpapi.Options{Headers: opts.headers})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		httpapi.MethodNotAllowed(mux, path, "GET, HEAD")
+	}
 	if opts.pprof {
 		// Profiles show keys and cost CPU: operators only, once calls are
 		// checked at all.

@@ -46,8 +46,8 @@ func printStatus(g *globals, st *pb.StatusResponse, shards bool) error {
 		if len(st.ShardStatus) == 1 {
 			groups = "group"
 		}
-		fmt.Fprintf(g.out, "cluster %s: %d slots over %d %s, %d replicas each, %d slot moves in flight, %d slots still to move; answered by %s; meta leader %s\n\n",
-			st.ClusterId, st.Slots, len(st.ShardStatus), groups, st.Replicas, st.Moves, st.SlotsToMove, st.NodeId, orNone(st.MetaLeader))
+		fmt.Fprintf(g.out, "cluster %s: %d slots over %d %s, %d replicas each; %s; answered by %s; meta leader %s\n\n",
+			st.ClusterId, st.Slots, len(st.ShardStatus), groups, st.Replicas, rebalancing(st), st.NodeId, orNone(st.MetaLeader))
 	} else {
 		fmt.Fprintf(g.out, "cluster %s: %d shards, %d replicas each; answered by %s; meta leader %s\n\n",
 			st.ClusterId, st.Shards, st.Replicas, st.NodeId, orNone(st.MetaLeader))
@@ -106,6 +106,48 @@ func printStatus(g *globals, st *pb.StatusResponse, shards bool) error {
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\n", s.Id, orNone(s.Leader), s.Term, strings.Join(reps, ","), strings.Join(s.Desired, ","))
 	}
 	return tw.Flush()
+}
+
+// rebalancing says "balanced", or what a cluster of slots has still to do
+// before it is: slot moves in flight, slots still to move, an active node
+// that is home to no group yet (the meta leader adds one a few seconds
+// after a join, and only then plans moves to it), a group being drained.
+func rebalancing(st *pb.StatusResponse) string {
+	homes := map[string]bool{}
+	draining := 0
+	for _, s := range st.ShardStatus {
+		homes[s.Home] = true
+		if s.Retiring {
+			draining++
+		}
+	}
+	waiting := 0
+	for _, n := range st.Nodes {
+		if n.State == "active" && !homes[n.Id] {
+			waiting++
+		}
+	}
+	var left []string
+	for _, c := range []struct {
+		n         int
+		one, many string
+	}{
+		{int(st.Moves), "slot move in flight", "slot moves in flight"},
+		{int(st.SlotsToMove), "slot still to move", "slots still to move"},
+		{waiting, "node without a group yet", "nodes without a group yet"},
+		{draining, "group draining", "groups draining"},
+	} {
+		switch {
+		case c.n == 1:
+			left = append(left, "1 "+c.one)
+		case c.n > 1:
+			left = append(left, fmt.Sprintf("%d %s", c.n, c.many))
+		}
+	}
+	if len(left) == 0 {
+		return "balanced"
+	}
+	return "rebalancing: " + strings.Join(left, ", ")
 }
 
 func orNone(s string) string {

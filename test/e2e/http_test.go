@@ -133,4 +133,25 @@ policies:
 	if resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Remaining") != "3" {
 		t.Fatalf("user 9 after bad requests: %d %s, want nothing counted", resp.StatusCode, body)
 	}
+
+	// The node's own routes answer a wrong method with 405 and Allow, an
+	// unknown path with 404, both in JSON.
+	for _, c := range []struct {
+		method, path string
+		status       int
+	}{
+		{"POST", "/healthz", 405}, {"DELETE", "/readyz", 405}, {"PUT", "/metrics", 405}, {"GET", "/nope", 404},
+	} {
+		req, _ := http.NewRequest(c.method, url(0, c.path), nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || resp.Header.Get("Content-Type") != "application/json" ||
+			(c.status == 405 && resp.Header.Get("Allow") != "GET, HEAD") {
+			t.Errorf("%s %s: %d %v %s, want %d in JSON", c.method, c.path, resp.StatusCode, resp.Header, b, c.status)
+		}
+	}
 }
