@@ -41,6 +41,9 @@ var (
 	ErrDamaged = errors.New("damaged raft log")
 	// ErrDataDirInUse means another process holds the data dir's lock.
 	ErrDataDirInUse = errors.New("data dir in use")
+	// ErrNoMoveQuery means a member cannot say whether its replica applied
+	// a slot move's step: it runs a release from before the question.
+	ErrNoMoveQuery = errors.New("does not answer move queries (an older release)")
 	// ErrWrongShard refuses a check sent to a shard that does not own its
 	// key: counting it there would leave the key's own shard untouched.
 	ErrWrongShard = errors.New("key does not belong to this shard")

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -114,7 +115,10 @@ func (n *Node) confirmMove(ctx context.Context, v *fsm.MetaView, mv *fsm.SlotMov
 			continue
 		}
 		frozen, in, err := n.peers.MoveApplied(ctx, m.GrpcAddr, group, mv.ID, mv.Slots)
-		if err == nil && done(frozen, in) {
+		if (err == nil && done(frozen, in)) || errors.Is(err, ErrNoMoveQuery) {
+			// A replica of an older release, mid-roll, cannot vouch: the
+			// step is taken on its sender's word, as that release did,
+			// rather than left with its slots frozen until the roll ends.
 			return nil
 		}
 	}

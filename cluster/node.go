@@ -41,7 +41,8 @@ type Peers interface {
 	ExportSlots(ctx context.Context, addr string, group int, move uint64, slots []uint32) ([]byte, error)
 	// MoveApplied asks the node at addr whether its replica of group has
 	// applied move's freeze of slots and its import of them
-	// (Node.MoveApplied there).
+	// (Node.MoveApplied there); ErrNoMoveQuery from a node of a release
+	// that does not answer the question.
 	MoveApplied(ctx context.Context, addr string, group int, move uint64, slots []uint32) (frozen, imported bool, err error)
 	// Hello asks the node at addr for its id and its cluster's id ("" while
 	// it belongs to none).

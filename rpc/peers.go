@@ -116,6 +116,9 @@ func (p *Peers) MoveApplied(ctx context.Context, addr string, group int, move ui
 	if err != nil {
 		return false, false, fromStatus(err)
 	}
+	if !resp.MoveAnswered {
+		return false, false, cluster.ErrNoMoveQuery
+	}
 	return resp.MoveFrozen, resp.MoveImported, nil
 }
 

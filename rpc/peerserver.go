@@ -246,6 +246,7 @@ func (p *PeerServer) ShardProgress(ctx context.Context, req *peerv1.ShardProgres
 		Leader: info.Leader, Servers: info.Servers, Term: info.Term, LastCommand: info.LastCommand}
 	if req.Move != 0 {
 		resp.MoveFrozen, resp.MoveImported = p.node.MoveApplied(group, req.Move, req.MoveSlots)
+		resp.MoveAnswered = true
 	}
 	return resp, nil
 }

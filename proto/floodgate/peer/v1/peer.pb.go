@@ -842,7 +842,10 @@ type ShardProgressResponse struct {
 	MoveFrozen bool `protobuf:"varint,8,opt,name=move_frozen,json=moveFrozen,proto3" json:"move_frozen,omitempty"`
 	// For a move asked about: the replica has taken every one of the move's
 	// slots in by that move or a later one (the target's import applied).
-	MoveImported  bool `protobuf:"varint,9,opt,name=move_imported,json=moveImported,proto3" json:"move_imported,omitempty"`
+	MoveImported bool `protobuf:"varint,9,opt,name=move_imported,json=moveImported,proto3" json:"move_imported,omitempty"`
+	// Set by a node that understood the move query: a release before it
+	// ignores the query's fields and leaves this false.
+	MoveAnswered  bool `protobuf:"varint,10,opt,name=move_answered,json=moveAnswered,proto3" json:"move_answered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -936,6 +939,13 @@ func (x *ShardProgressResponse) GetMoveFrozen() bool {
 func (x *ShardProgressResponse) GetMoveImported() bool {
 	if x != nil {
 		return x.MoveImported
+	}
+	return false
+}
+
+func (x *ShardProgressResponse) GetMoveAnswered() bool {
+	if x != nil {
+		return x.MoveAnswered
 	}
 	return false
 }
@@ -1544,7 +1554,7 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"\x04meta\x18\x02 \x01(\bR\x04meta\x12\x12\n" +
 	"\x04move\x18\x03 \x01(\x04R\x04move\x12\x1d\n" +
 	"\n" +
-	"move_slots\x18\x04 \x03(\rR\tmoveSlots\"\xa4\x02\n" +
+	"move_slots\x18\x04 \x03(\rR\tmoveSlots\"\xc9\x02\n" +
 	"\x15ShardProgressResponse\x12\x18\n" +
 	"\apresent\x18\x01 \x01(\bR\apresent\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1d\n" +
@@ -1556,7 +1566,9 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"\flast_command\x18\a \x01(\x04R\vlastCommand\x12\x1f\n" +
 	"\vmove_frozen\x18\b \x01(\bR\n" +
 	"moveFrozen\x12#\n" +
-	"\rmove_imported\x18\t \x01(\bR\fmoveImported\"\x0e\n" +
+	"\rmove_imported\x18\t \x01(\bR\fmoveImported\x12#\n" +
+	"\rmove_answered\x18\n" +
+	" \x01(\bR\fmoveAnswered\"\x0e\n" +
 	"\fHelloRequest\"\xac\x01\n" +
 	"\rHelloResponse\x12+\n" +
 	"\x04node\x18\x01 \x01(\v2\x17.floodgate.meta.v1.NodeR\x04node\x12\x1d\n" +
