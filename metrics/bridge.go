@@ -19,6 +19,8 @@ import (
 // heartbeat timings: on an idle node they were 15% of its CPU, nor
 // raft.verify_leader, which counts the heartbeat grid's instants): state
 // changes, elections, leader contact, commit time, snapshots, membership.
+// raft.peers is left out: every group of a node writes the one series, so
+// it shows whichever group wrote last.
 var bridged = []string{
 	"raft.state.",
 	"raft.transition.",
@@ -30,7 +32,6 @@ var bridged = []string{
 	"raft.fsm.restore",
 	"raft.fsm.lastRestoreDuration",
 	"raft.restore",
-	"raft.peers",
 	"raft.barrier",
 	"raft.rpc.requestVote",
 	"raft.rpc.installSnapshot",
@@ -39,6 +40,10 @@ var bridged = []string{
 	"raft.removeOldLogs",
 	"memberlist.",
 }
+
+// blocked are names under bridged that mislead: memberlist's
+// size.local reads the wrong bytes of its message (a gauge of billions).
+var blocked = []string{"memberlist.size.local"}
 
 // Bridge routes what hashicorp/raft and memberlist emit through go-metrics
 // (raft_*, memberlist_*; they use armon/go-metrics through go-metrics'
@@ -69,5 +74,6 @@ func bridgeConfig() *gometrics.Config {
 	cfg.EnableTypePrefix = false
 	cfg.FilterDefault = false
 	cfg.AllowedPrefixes = bridged
+	cfg.BlockedPrefixes = blocked
 	return cfg
 }
