@@ -43,7 +43,9 @@ import (
 // an error: Envoy lets a request whose check failed through under
 // failure_mode_deny: false, so an error would admit the largest requests.
 // For the same reason a value too long for a key is counted under its
-// digest (digestLongValues).
+// digest (digestLongValues), an entry key floodgate's names cannot hold
+// under the key's (digestOddNames), and a key too long even so under the
+// digest of the whole key (validate.DigestedEntriesKey).
 
 // rlsChecks validates req and turns each descriptor into a check, with a
 // nil Policy when nothing limits the descriptor; policyOf finds a policy
@@ -53,6 +55,9 @@ import (
 func rlsChecks(req *rlsv3.RateLimitRequest, policyOf func(string) *policy.Policy, maxLog int64) (checks []fsm.Check, tooBig []bool, err error) {
 	if req.GetDomain() == "" {
 		return nil, nil, fmt.Errorf("%w: domain: must not be empty", validate.ErrInvalid)
+	}
+	if len(req.GetDescriptors()) == 0 {
+		return nil, nil, fmt.Errorf("%w: descriptors: must not be empty", validate.ErrInvalid)
 	}
 	if len(req.GetDescriptors()) > validate.MaxBatch {
 		return nil, nil, fmt.Errorf("%w: descriptors: %d given, at most %d", validate.ErrInvalid, len(req.GetDescriptors()), validate.MaxBatch)
@@ -79,7 +84,10 @@ func rlsDescriptor(req *rlsv3.RateLimitRequest, d *rlcommon.RateLimitDescriptor,
 	entries := make(map[string]string, len(d.GetEntries()))
 	keys := make([]string, len(d.GetEntries()))
 	for j, e := range d.GetEntries() {
-		if _, dup := entries[e.GetKey()]; dup {
+		switch _, dup := entries[e.GetKey()]; {
+		case e.GetKey() == "":
+			return fsm.Check{}, false, fmt.Errorf("%w: %sentries[%d].key: must not be empty", validate.ErrInvalid, field, j)
+		case dup:
 			return fsm.Check{}, false, fmt.Errorf("%w: %sentries[%d].key: %q given twice", validate.ErrInvalid, field, j, e.GetKey())
 		}
 		entries[e.GetKey()], keys[j] = e.GetValue(), e.GetKey()
@@ -117,9 +125,13 @@ func rlsDescriptor(req *rlsv3.RateLimitRequest, d *rlcommon.RateLimitDescriptor,
 	if p == nil {
 		return fsm.Check{}, false, nil // not limited
 	}
+	digestOddNames(entries)
 	key, err := validate.EntriesKey(entries, p, field)
 	if err != nil && digestLongValues(entries) {
 		key, err = validate.EntriesKey(entries, p, field)
+	}
+	if err != nil {
+		key, err = validate.DigestedEntriesKey(entries, p, field)
 	}
 	if err != nil {
 		return fsm.Check{}, false, err // names descriptors[i].entries
@@ -158,11 +170,36 @@ func digestLongValues(entries map[string]string) bool {
 	changed := false
 	for k, v := range entries {
 		if len(v) > digestLen {
-			sum := sha256.Sum256([]byte(v))
-			entries[k], changed = "sha256:"+hex.EncodeToString(sum[:]), true
+			entries[k], changed = digest(v), true
 		}
 	}
 	return changed
+}
+
+// digestOddNames replaces each entry key of entries that floodgate's
+// descriptor names cannot hold (a character other than letters, digits
+// and _.:-, or too long) by its SHA-256. Envoy's descriptor keys are its
+// configuration's to choose ("x-user/id", Envoy Gateway's route names):
+// refusing them would let every request through under failure_mode_deny:
+// false. The same key always makes the same name, so its descriptors are
+// counted like any other; no policy's key_by can name it.
+func digestOddNames(entries map[string]string) {
+	var odd []string
+	for k := range entries {
+		if !policy.ValidName(k) || len(k) > validate.MaxKeyLen {
+			odd = append(odd, k)
+		}
+	}
+	for _, k := range odd {
+		entries[digest(k)] = entries[k]
+		delete(entries, k)
+	}
+}
+
+// digest is s's SHA-256 as a key part: "sha256:<hex>".
+func digest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // clonePolicy copies p so an override never changes the shared policy.

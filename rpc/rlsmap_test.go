@@ -207,7 +207,7 @@ func TestRLSRefusesBadInputNamingTheField(t *testing.T) {
 	zero.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 0, Unit: typev3.RateLimitUnit_SECOND}
 	unknownUnit := desc("a", "b")
 	unknownUnit.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1}
-	badName := desc("bad name", "b")
+	noKey := desc("a", "b", "", "c")
 	var kv []string
 	for i := 0; i <= validate.MaxDescriptors; i++ {
 		kv = append(kv, fmt.Sprintf("k%d", i), "v")
@@ -225,7 +225,8 @@ func TestRLSRefusesBadInputNamingTheField(t *testing.T) {
 		{"edge", neg, "descriptors[0].is_negative_hits"},
 		{"edge", zero, "descriptors[0].limit.requests_per_unit"},
 		{"edge", unknownUnit, "descriptors[0].limit.unit"},
-		{"edge", badName, "descriptors[0].entries: name"},
+		{"edge", noKey, "descriptors[0].entries[1].key: must not be empty"},
+		{"other", noKey, "descriptors[0].entries[1].key: must not be empty"}, // with no policy too
 		{"api", apiNoUser, "descriptors[0].entries: missing"},
 		{"edge", manyEntries, "descriptors[0].entries: 33 given"},
 		{"we ird!", override(2, typev3.RateLimitUnit_MINUTE, 0), "domain: \"we ird!\" must be"},
@@ -239,6 +240,51 @@ func TestRLSRefusesBadInputNamingTheField(t *testing.T) {
 		if !errors.Is(err, validate.ErrInvalid) || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("%s %v: error %v, want ErrInvalid naming %s", c.domain, c.d, err, c.field)
 		}
+	}
+	if _, _, err := rlsChecks(&rlsv3.RateLimitRequest{Domain: "edge"}, rlsPolicies(), 0); !errors.Is(err, validate.ErrInvalid) ||
+		!strings.Contains(err.Error(), "descriptors: must not be empty") {
+		t.Errorf("no descriptors: %v", err)
+	}
+}
+
+// What Envoy's configuration may send and floodgate's names cannot hold is
+// counted, not refused (a refusal lets the request through under
+// failure_mode_deny: false): an entry key of other characters, or too
+// long, under its digest; a key too long even after long values are
+// digested, under the digest of the whole key. The same entries always
+// make the same key, and different ones different keys.
+func TestRLSOddNamesAndLongKeysAreCounted(t *testing.T) {
+	key := func(d *rlcommon.RateLimitDescriptor) string {
+		t.Helper()
+		cs, _, err := rlsChecks(&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommon.RateLimitDescriptor{d}}, rlsPolicies(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cs[0].Policy == nil || cs[0].Policy.Name != "edge" {
+			t.Fatalf("%v: policy %v, want edge", d, cs[0].Policy)
+		}
+		return cs[0].Key
+	}
+	for _, name := range []string{"x-user/id", "ключ", "httproute/default/backend/rule/0/match/0", "a b", strings.Repeat("k", 2000)} {
+		k := key(desc(name, "42", "path", "/a"))
+		if want := "path=/a," + digest(name) + "=42"; k != want {
+			t.Errorf("entry key %.20q: key %q, want %q", name, k, want)
+		}
+	}
+	if key(desc("x-user/id", "1")) == key(desc("x-user/ie", "1")) {
+		t.Error("two odd names share a key")
+	}
+	var kv []string
+	for i := range 16 {
+		kv = append(kv, fmt.Sprintf("h%02d", i), strings.Repeat("v", 70))
+	}
+	k := key(desc(kv...))
+	if len(k) != digestLen || !strings.HasPrefix(k, "sha256:") || k != key(desc(kv...)) {
+		t.Errorf("16 values of 70 bytes: key %q", k)
+	}
+	kv[len(kv)-1] += "w"
+	if key(desc(kv...)) == k {
+		t.Error("two long keys share a digest")
 	}
 }
 

@@ -1,6 +1,8 @@
 package validate
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -117,17 +119,26 @@ func requestPolicy(name string, limit *pb.Limit, field string, maxLog int64, res
 // are escaped with a backslash, so different descriptors never make the
 // same key.
 func Key(key string, descriptors map[string]string, p *policy.Policy, field string) (string, error) {
-	return keyOf(key, descriptors, p, field, "descriptors")
+	return keyOf(key, descriptors, p, field, "descriptors", false)
 }
 
 // EntriesKey is Key for the entries of an Envoy rate limit descriptor,
 // whose errors name them as RLS does: "descriptors[0].entries".
 func EntriesKey(entries map[string]string, p *policy.Policy, field string) (string, error) {
-	return keyOf("", entries, p, field, "entries")
+	return keyOf("", entries, p, field, "entries", false)
 }
 
-// keyOf is Key with descField the name its errors give the descriptors.
-func keyOf(key string, descriptors map[string]string, p *policy.Policy, field, descField string) (string, error) {
+// DigestedEntriesKey is EntriesKey, but a key the entries make that is
+// longer than MaxKeyLen is counted under its SHA-256, "sha256:<hex>",
+// instead of refused: Envoy sends what a proxied request carries, and a
+// refusal would let the request through under failure_mode_deny: false.
+func DigestedEntriesKey(entries map[string]string, p *policy.Policy, field string) (string, error) {
+	return keyOf("", entries, p, field, "entries", true)
+}
+
+// keyOf is Key with descField the name its errors give the descriptors;
+// digestLong digests a key of descriptors too long to count under.
+func keyOf(key string, descriptors map[string]string, p *policy.Policy, field, descField string, digestLong bool) (string, error) {
 	descs := field + descField
 	var keyBy []string
 	if p != nil {
@@ -172,7 +183,12 @@ func keyOf(key string, descriptors map[string]string, p *policy.Policy, field, d
 			}
 		}
 		key = b.String()
-		if len(key) > MaxKeyLen {
+		switch {
+		case len(key) <= MaxKeyLen:
+		case digestLong:
+			sum := sha256.Sum256([]byte(key))
+			key = "sha256:" + hex.EncodeToString(sum[:])
+		default:
 			return "", fmt.Errorf("%w: %s: the key they make is %d bytes, longer than %d", ErrInvalid, descs, len(key), MaxKeyLen)
 		}
 	case key == "":

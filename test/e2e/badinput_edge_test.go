@@ -62,7 +62,8 @@ func rlsCases(f *badFixture) []grpcCase {
 		{"unit_multiplier past int64 nanoseconds", everyNode(override("edge", 3, typev3.RateLimitUnit_MINUTE, 307445735)), inv, "descriptors[0].limit.unit_multiplier: 307445735 minutes"},
 		{"requests_per_unit above the largest limit", everyNode(override("edge", math.MaxUint32, typev3.RateLimitUnit_MINUTE, 0)), inv, "descriptors[0].limit.requests_per_unit:"},
 		{"33 entries", everyNode(&rlsv3.RateLimitRequest{Domain: "bi-soft", Descriptors: []*rlcommon.RateLimitDescriptor{rlsDesc(many...)}}), inv, "descriptors[0].entries: 33 given"},
-		{"entry key with a space", everyNode(&rlsv3.RateLimitRequest{Domain: "bi-soft", Descriptors: []*rlcommon.RateLimitDescriptor{rlsDesc("a b", "1")}}), inv, "descriptors[0].entries: name"},
+		{"empty entry key", everyNode(&rlsv3.RateLimitRequest{Domain: "bi-soft", Descriptors: []*rlcommon.RateLimitDescriptor{rlsDesc("a", "1", "", "2")}}), inv, "descriptors[0].entries[1].key: must not be empty"},
+		{"no descriptors", everyNode(&rlsv3.RateLimitRequest{Domain: "bi-soft"}), inv, "descriptors: must not be empty"},
 	}
 }
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,9 @@ policies:
   - name: edge.remote_address
     limits:
       - {name: per-minute, algorithm: sliding_log, limit: 5, window: 1m}
+  - name: gw
+    limits:
+      - {algorithm: sliding_log, limit: 5, window: 1m}
   - name: shadowed
     mode: shadow
     limits:
@@ -114,6 +118,25 @@ policies:
 		resp, err := rls(i).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommon.RateLimitDescriptor{long}})
 		if want := map[bool]rlsv3.RateLimitResponse_Code{true: rlsv3.RateLimitResponse_OK, false: rlsv3.RateLimitResponse_OVER_LIMIT}[i < 5]; err != nil || resp.OverallCode != want {
 			t.Fatalf("a 2000-byte value, request %d: %v %v, want %v", i, resp, err, want)
+		}
+	}
+
+	// So is a key of many entries too long even then, and an entry key
+	// of characters no policy name holds (Envoy Gateway's route names):
+	// under a domain's own policy, 5 a minute.
+	var many []string
+	for i := range 16 {
+		many = append(many, fmt.Sprintf("h%02d", i), strings.Repeat("v", 70))
+	}
+	for name, d := range map[string]*rlcommon.RateLimitDescriptor{
+		"16 values of 70 bytes": rlsDesc(many...),
+		"a route name":          rlsDesc("httproute/default/backend/rule/0/match/0", "x"),
+	} {
+		for i := range 6 {
+			resp, err := rls(i).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "gw", Descriptors: []*rlcommon.RateLimitDescriptor{d}})
+			if want := map[bool]rlsv3.RateLimitResponse_Code{true: rlsv3.RateLimitResponse_OK, false: rlsv3.RateLimitResponse_OVER_LIMIT}[i < 5]; err != nil || resp.OverallCode != want {
+				t.Fatalf("%s, request %d: %v %v, want %v", name, i, resp, err, want)
+			}
 		}
 	}
 
