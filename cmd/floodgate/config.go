@@ -252,7 +252,7 @@ const minLeaderWait = 100 * time.Millisecond
 func fillUnset(fs *flag.FlagSet, file string, lookupEnv func(string) (string, bool)) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	fileValues := map[string]string{}
+	fileValues := map[string]fileValue{}
 	if file != "" {
 		var err error
 		if fileValues, err = readConfigFile(file, fs); err != nil {
@@ -267,13 +267,13 @@ func fillUnset(fs *flag.FlagSet, file string, lookupEnv func(string) (string, bo
 		env := "FLOODGATE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v, ok := lookupEnv(env); ok {
 			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("%s: %w", env, e)
+				err = fmt.Errorf("%s: invalid value %q: %w", env, v, e)
 			}
 			return
 		}
 		if v, ok := fileValues[f.Name]; ok {
-			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("config: %s: %w", f.Name, e)
+			if e := fs.Set(f.Name, v.text); e != nil {
+				err = fmt.Errorf("config: %s: line %d: %s: invalid value %q: %w", file, v.line, f.Name, v.text, e)
 			}
 		}
 	})
@@ -284,7 +284,7 @@ func fillUnset(fs *flag.FlagSet, file string, lookupEnv func(string) (string, bo
 // taken as written, not as YAML would type it (node-id: 0123 is "0123",
 // not 83; an empty value is empty, not "<nil>"); a list is joined with
 // commas, as the flags take lists.
-func readConfigFile(file string, fs *flag.FlagSet) (map[string]string, error) {
+func readConfigFile(file string, fs *flag.FlagSet) (map[string]fileValue, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -310,7 +310,7 @@ func readConfigFile(file string, fs *flag.FlagSet) (map[string]string, error) {
 		}
 		return nil, fmt.Errorf("config: %s: line %d: one YAML document only (a second starts here)", file, extra.Line)
 	}
-	values := map[string]string{}
+	values := map[string]fileValue{}
 	if len(doc.Content) == 0 {
 		return values, nil // an empty file
 	}
@@ -330,9 +330,15 @@ func readConfigFile(file string, fs *flag.FlagSet) (map[string]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("config: %s: line %d: %s: %w", file, v.Line, k.Value, err)
 		}
-		values[k.Value] = s
+		values[k.Value] = fileValue{text: s, line: v.Line}
 	}
 	return values, nil
+}
+
+// fileValue is a setting's value in a config file, and its line.
+type fileValue struct {
+	text string
+	line int
 }
 
 // scalarText is a value's text as written: a scalar, nothing (null), or a

@@ -53,6 +53,10 @@ func TestOptionsErrorsNameTheSetting(t *testing.T) {
 	if o, err := parseOptions([]string{"--config", trailing}, noEnv, io.Discard); err != nil || o.cluster.Replicas != 1 {
 		t.Errorf("a file ending in empty documents: %v", err)
 	}
+	notANumber := filepath.Join(dir, "notanumber.yaml")
+	if err := os.WriteFile(notANumber, []byte("replicas: 1\nslots: abc\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	twoDocs := filepath.Join(dir, "two.yaml")
 	if err := os.WriteFile(twoDocs, []byte("replicas: 3\n---\nreplicas: 99\nbogus: 1\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -63,7 +67,9 @@ func TestOptionsErrorsNameTheSetting(t *testing.T) {
 		want string
 	}{
 		{[]string{"--config", bad}, nil, `unknown setting "shardz"`},
-		{nil, map[string]string{"FLOODGATE_SHARDS": "many"}, "FLOODGATE_SHARDS"},
+		{nil, map[string]string{"FLOODGATE_SHARDS": "many"}, `FLOODGATE_SHARDS: invalid value "many"`},
+		// A value the setting cannot parse: the file, its line and the value.
+		{[]string{"--config", notANumber}, nil, `notanumber.yaml: line 2: slots: invalid value "abc"`},
 		{[]string{"--log-level", "loud"}, nil, "log-level"},
 		{[]string{"stray"}, nil, `unexpected argument "stray"`},
 		// A malformed seed is refused before anything starts.
@@ -159,8 +165,8 @@ func TestConfigFileValuesAsWritten(t *testing.T) {
 		"node-id: a\nnode-id: b\n": `line 2: "node-id" given twice`,
 		"- node-id\n":              "want a mapping",
 		"nodeid: a\n":              `unknown setting "nodeid"`,
-		"dead-after: 30\n":         "config: dead-after:",
-		"slots: 1e3\n":             "config: slots:",
+		"dead-after: 30\n":         `line 1: dead-after: invalid value "30"`,
+		"slots: 1e3\n":             `line 1: slots: invalid value "1e3"`,
 	} {
 		if err := os.WriteFile(file, []byte(bad), 0o644); err != nil {
 			t.Fatal(err)
@@ -185,8 +191,8 @@ func TestDurationFlagsSayWhy(t *testing.T) {
 		want string
 	}{
 		{[]string{"--dead-after", "30"}, nil, `missing unit in duration "30"`},
-		{nil, map[string]string{"FLOODGATE_LEADER_WAIT": "soon"}, `FLOODGATE_LEADER_WAIT: time: invalid duration "soon"`},
-		{[]string{"--config", file}, nil, `config: fast-flush-interval: time: missing unit in duration "2"`},
+		{nil, map[string]string{"FLOODGATE_LEADER_WAIT": "soon"}, `FLOODGATE_LEADER_WAIT: invalid value "soon": time: invalid duration "soon"`},
+		{[]string{"--config", file}, nil, `floodgate.yaml: line 1: fast-flush-interval: invalid value "2": time: missing unit in duration "2"`},
 	} {
 		_, err := parseOptions(tc.args, envOf(tc.env), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
