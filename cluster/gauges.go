@@ -35,6 +35,7 @@ func (n *Node) Gauges() metrics.NodeGauges {
 	if meta != nil {
 		g.MetaLeader = meta.isLeader()
 	}
+	g.KeysRefused = n.keysRefused.Load()
 	if off, ok := n.ClockOffset(); ok {
 		g.ClockOffset = &off
 	}

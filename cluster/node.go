@@ -106,6 +106,9 @@ type Node struct {
 	rates   *rates
 	settled atomic.Pointer[planKey]   // the last slot plan round that found nothing to do
 	toMove  atomic.Pointer[viewCount] // slotsToMove of the latest view Status saw
+	// keysRefused counts the checks groups led here refused, or answered
+	// would-deny in shadow mode, for want of room for new key states.
+	keysRefused atomic.Int64
 }
 
 // Open opens the node's data and starts its Raft port and gossip. The node

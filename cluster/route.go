@@ -212,6 +212,9 @@ func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]pol
 				owned = append(owned, k)
 			}
 		}
+		if v == fsm.Full {
+			n.keysRefused.Add(int64(j - i))
+		}
 		var err error
 		switch p := checks[i].Policy; {
 		case v == fsm.NotOwned:

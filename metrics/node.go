@@ -13,6 +13,7 @@ type NodeGauges struct {
 	Leaderless  int            // of them, those that know no leader
 	MetaLeader  bool           // this node leads the meta group
 	Keys        int64          // key states held by the groups led here
+	KeysRefused int64          // checks refused for want of room for new key states, since start
 	FastPending int64          // fast-mode cost answered, not yet committed
 	Members     map[string]int // cluster members by health, as gossip sees them
 	ClockOffset *time.Duration // the other nodes' median clock offset from this node's (nil: no reading)
@@ -24,6 +25,7 @@ var (
 	leaderlessDesc  = prometheus.NewDesc("floodgate_groups_leaderless", "Shard replicas on this node that know no leader.", nil, nil)
 	metaLeaderDesc  = prometheus.NewDesc("floodgate_meta_leader", "1 when this node leads the meta group.", nil, nil)
 	keysDesc        = prometheus.NewDesc("floodgate_keys", "Key states held by the shard groups this node leads.", nil, nil)
+	keysRefusedDesc = prometheus.NewDesc("floodgate_key_states_refused_total", "Checks that groups led here refused (in shadow mode: answered would-deny) because they hold --max-key-states key states.", nil, nil)
 	fastPendingDesc = prometheus.NewDesc("floodgate_fast_pending_cost", "Fast-mode cost answered by leaders here and not yet committed.", nil, nil)
 	clockOffsetDesc = prometheus.NewDesc("floodgate_clock_offset_seconds", "How far the other nodes' clocks are ahead of this node's (their median; negative: behind) at the last reading.", nil, nil)
 	membersDesc     = prometheus.NewDesc("floodgate_members", "Cluster members by health, as this node's gossip sees them.", []string{"state"}, nil)
@@ -40,7 +42,7 @@ func RegisterNode(read func() NodeGauges) error {
 
 // Describe implements prometheus.Collector.
 func (nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{replicasDesc, leadingDesc, leaderlessDesc, metaLeaderDesc, keysDesc, fastPendingDesc, clockOffsetDesc, membersDesc} {
+	for _, d := range []*prometheus.Desc{replicasDesc, leadingDesc, leaderlessDesc, metaLeaderDesc, keysDesc, keysRefusedDesc, fastPendingDesc, clockOffsetDesc, membersDesc} {
 		ch <- d
 	}
 }
@@ -58,6 +60,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	} {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
 	}
+	ch <- prometheus.MustNewConstMetric(keysRefusedDesc, prometheus.CounterValue, float64(g.KeysRefused))
 	if g.ClockOffset != nil { // absent, not 0, while nothing was read
 		ch <- prometheus.MustNewConstMetric(clockOffsetDesc, prometheus.GaugeValue, g.ClockOffset.Seconds())
 	}

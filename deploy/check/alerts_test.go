@@ -105,7 +105,7 @@ func TestAlertsFire(t *testing.T) {
 				return 60 * (0.5*m + 60*max(0, m-from)) // 60/s more against 3,000 decisions/s
 			}}},
 		{name: "new keys refused", fires: "FloodgateKeyStatesFull", by: 20 * time.Minute, says: "refuses 200 checks of new keys a second",
-			fault: map[string]func(float64) float64{`floodgate_check_errors_total{code="ResourceExhausted",instance="n2"}`: func(m float64) float64 {
+			fault: map[string]func(float64) float64{`floodgate_key_states_refused_total{instance="n2"}`: func(m float64) float64 {
 				return 60 * 200 * max(0, m-from)
 			}}},
 		{name: "leaders churning", fires: "FloodgateLeaderChurn", by: 20 * time.Minute, says: "changed",
@@ -254,6 +254,7 @@ func healthy(minutes int) *memStorage {
 		q.add(`floodgate_check_errors_total{`+inst+`,code="InvalidArgument"}`, func(m float64) float64 { return 60 * 50 * m })
 		q.add(`floodgate_check_errors_total{`+inst+`,code="Unavailable"}`, func(m float64) float64 { return 60 * 0.5 * m })
 		q.add(`floodgate_check_errors_total{`+inst+`,code="ResourceExhausted"}`, func(float64) float64 { return 0 })
+		q.add(`floodgate_key_states_refused_total{`+inst+`}`, func(float64) float64 { return 0 })
 		q.add(`floodgate_leader_changes_total{`+inst+`,group="shard"}`, func(float64) float64 { return 2 })
 		for le, share := range map[string]float64{"0.0008": 0.4, "0.0016": 0.99, "0.0032": 1, "0.0512": 1, "0.1024": 1, "+Inf": 1} {
 			q.add(`floodgate_raftlog_fsync_duration_seconds_bucket{`+inst+`,le="`+le+`"}`, func(m float64) float64 { return 60 * 500 * m * share })

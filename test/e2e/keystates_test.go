@@ -30,6 +30,10 @@ policies:
   - name: edge.remote_address
     limits:
       - {algorithm: fixed_window, limit: 5, window: 1h}
+  - name: shadowed
+    mode: shadow
+    limits:
+      - {algorithm: fixed_window, limit: 5, window: 10s}
 `)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -57,6 +61,13 @@ policies:
 		t.Fatalf("%d keys taken and %d refused, want %d and %d", len(taken), refused, 3*perGroup, 200-3*perGroup)
 	}
 
+	// A shadow policy's new keys are answered would-deny, counted nowhere.
+	for i := range 5 {
+		r, err := c.Nodes[i%3].Limiter().Allow(ctx, &pb.AllowRequest{Key: fmt.Sprintf("shadow-%d", i), Policy: "shadowed"})
+		if err != nil || !r.Allowed || !r.WouldDeny {
+			t.Fatalf("shadow key %d: %v %v, want allowed and would-deny", i, r, err)
+		}
+	}
 	// Envoy: a descriptor of a new key is OVER_LIMIT, so Envoy's failure
 	// mode does not let the flood through.
 	rls := rlsv3.NewRateLimitServiceClient(c.Nodes[2].Conn())
@@ -96,6 +107,16 @@ policies:
 	res, body := httpGet(t, "http://"+c.Nodes[0].HTTP+"/api/v1/limit?key=flood-http&limit=5&window=10s")
 	if res.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, "RESOURCE_EXHAUSTED") || !strings.Contains(body, "--max-key-states") {
 		t.Errorf("HTTP: %d %s", res.StatusCode, body)
+	}
+
+	// The groups' leaders counted every refusal, shadow ones too: what
+	// the FloodgateKeyStatesFull alert watches.
+	total := 0.0
+	for _, n := range c.Nodes {
+		total += value(scrape(t, n), "floodgate_key_states_refused_total", nil)
+	}
+	if want := float64(refused + over + 1 + 1 + 5); total != want {
+		t.Errorf("floodgate_key_states_refused_total over the nodes: %v, want %v", total, want)
 	}
 
 	// The 10 s windows pass; the groups sweep the expired states (an idle
