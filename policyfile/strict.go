@@ -11,10 +11,38 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
+// Alias budget. An alias repeats the nodes of its anchor, so a small file
+// of aliases of aliases (a "billion laughs") would decode to a number of
+// nodes that grows with the square of its size, or faster: the nodes that
+// aliases repeat are capped in proportion to the file's own, as yaml.v3's
+// own decoder does (its alias ratio), with a floor for small files that
+// reuse an anchor a lot.
+const (
+	aliasFloor  = 10_000
+	aliasFactor = 20
+)
+
 // decodeStrict decodes n into v: structs of yaml-tagged fields, pointers
 // to and slices of them, and scalars. A key v has no field for is an
-// error; path names the place of n in the document.
+// error; path names the place of n in the document. What aliases repeat is
+// bounded (aliasFloor, aliasFactor).
 func decodeStrict(n *yaml.Node, v reflect.Value, path string) error {
+	d := strictDecoder{maxExpanded: aliasFloor + aliasFactor*countNodes(n)}
+	return d.decode(n, v, path)
+}
+
+// strictDecoder is one decodeStrict: what aliases repeated, and the alias
+// being expanded.
+type strictDecoder struct {
+	expanded, maxExpanded int // nodes aliases repeated, and may repeat
+	// alias is the outermost alias being expanded (nil outside one), and
+	// aliasPath its place: an alias bomb is reported where it goes off.
+	alias     *yaml.Node
+	aliasPath string
+}
+
+// decode decodes n into v, as decodeStrict says.
+func (d *strictDecoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 	at := func(format string, args ...any) error {
 		p := path
 		if p == "" {
@@ -22,24 +50,41 @@ func decodeStrict(n *yaml.Node, v reflect.Value, path string) error {
 		}
 		return fmt.Errorf("%s: line %d: %s", p, n.Line, fmt.Sprintf(format, args...))
 	}
+	if d.alias != nil {
+		if d.expanded++; d.expanded > d.maxExpanded {
+			p := d.aliasPath
+			if p == "" {
+				p = "document"
+			}
+			return fmt.Errorf("%s: line %d: too many alias expansions (a YAML alias bomb?): the file's aliases repeat more than %d nodes",
+				p, d.alias.Line, d.maxExpanded)
+		}
+	}
 	switch n.Kind {
 	case yaml.DocumentNode:
 		if len(n.Content) == 0 {
 			return nil
 		}
-		return decodeStrict(n.Content[0], v, path)
+		return d.decode(n.Content[0], v, path)
 	case yaml.AliasNode:
-		return decodeStrict(n.Alias, v, path)
+		if d.alias != nil {
+			return d.decode(n.Alias, v, path)
+		}
+		d.alias, d.aliasPath = n, path
+		err := d.decode(n.Alias, v, path)
+		d.alias = nil
+		return err
 	}
 	if n.Tag == "!!null" {
 		return nil // absent: leave the zero value
 	}
-	switch v.Kind() {
-	case reflect.Pointer:
+	for v.Kind() == reflect.Pointer {
 		if v.IsNil() {
 			v.Set(reflect.New(v.Type().Elem()))
 		}
-		return decodeStrict(n, v.Elem(), path)
+		v = v.Elem() // a node is counted once, pointer or not
+	}
+	switch v.Kind() {
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
 			return at("want a mapping of %s, got %s", strings.Join(yamlKeys(v.Type()), ", "), describe(n))
@@ -61,7 +106,7 @@ func decodeStrict(n *yaml.Node, v reflect.Value, path string) error {
 			if path != "" {
 				sub = path + "." + k.Value
 			}
-			if err := decodeStrict(val, v.Field(idx), sub); err != nil {
+			if err := d.decode(val, v.Field(idx), sub); err != nil {
 				return err
 			}
 		}
@@ -72,7 +117,7 @@ func decodeStrict(n *yaml.Node, v reflect.Value, path string) error {
 		}
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 		for i, e := range n.Content {
-			if err := decodeStrict(e, s.Index(i), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+			if err := d.decode(e, s.Index(i), fmt.Sprintf("%s[%d]", path, i)); err != nil {
 				return err
 			}
 		}
@@ -101,6 +146,16 @@ func decodeStrict(n *yaml.Node, v reflect.Value, path string) error {
 		return at("%v", err)
 	}
 	return nil
+}
+
+// countNodes counts the nodes of n's tree as the file spells them: an
+// alias is one node, however many its anchor has.
+func countNodes(n *yaml.Node) int {
+	c := 1
+	for _, e := range n.Content {
+		c += countNodes(e)
+	}
+	return c
 }
 
 // fieldIndex returns the index of the field of t named key in YAML, or -1.
