@@ -97,12 +97,21 @@ func Parse(r io.Reader) ([]*pb.Policy, error) {
 		}
 		return nil, err
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+	for {
+		// A second document would be ignored: say so instead. An empty
+		// one (a trailing ---, as generators and kustomize write) is
+		// nothing, as in a node's --config file.
+		var extra yaml.Node
+		err := dec.Decode(&extra)
+		if errors.Is(err, io.EOF) {
+			break
+		}
 		if err != nil {
 			return nil, err
 		}
-		return nil, fmt.Errorf("line %d: more than one YAML document; put every policy under one policies: list", extra.Line)
+		if !emptyDocument(&extra) {
+			return nil, fmt.Errorf("line %d: more than one YAML document; put every policy under one policies: list", extra.Line)
+		}
 	}
 	// The document is decoded field by field rather than with the
 	// decoder's KnownFields, whose errors give only a line and a Go type:
@@ -123,6 +132,13 @@ func Parse(r io.Reader) ([]*pb.Policy, error) {
 		out[i] = p
 	}
 	return out, nil
+}
+
+// emptyDocument reports whether doc holds nothing: only a null written as
+// nothing (what a "---" alone makes; a "~" is written, so a document).
+func emptyDocument(doc *yaml.Node) bool {
+	return len(doc.Content) == 1 && doc.Content[0].Kind == yaml.ScalarNode &&
+		doc.Content[0].Tag == "!!null" && doc.Content[0].Value == ""
 }
 
 // toProto converts a policy; field prefixes errors ("policies[0].").

@@ -161,6 +161,36 @@ func TestParsePoliciesErrors(t *testing.T) {
 	}
 }
 
+// A file is one document: empty documents after it (a trailing ---, as
+// generators write) are nothing, as in a node's --config file, and a
+// second document that holds anything is refused at its line.
+func TestParseDocuments(t *testing.T) {
+	const head = "policies:\n- name: p\n  limits:\n  - {algorithm: sliding_log, limit: 1, window: 1s}\n"
+	for _, tc := range []struct {
+		name, in string
+		err      string // a substring of the error; "" when it parses
+	}{
+		{"one", head, ""},
+		{"ended with ...", head + "...\n", ""},
+		{"a trailing ---", head + "---\n", ""},
+		{"a trailing --- without a newline", head + "---", ""},
+		{"trailing empty documents and a comment", head + "---\n---\n# the end\n", ""},
+		{"a second document", head + "---\n" + head, "line 5: more than one YAML document"},
+		{"a second document after an empty one", head + "---\n---\n" + head, "line 6: more than one YAML document"},
+		{"a trailing document of a written null", head + "---\n~\n", "line 5: more than one YAML document"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ps, err := Parse(strings.NewReader(tc.in))
+			switch {
+			case tc.err == "" && (err != nil || len(ps) != 1 || ps[0].Name != "p"):
+				t.Fatalf("got %v, %v; want policy p", ps, err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Fatalf("error %v, want one containing %q", err, tc.err)
+			}
+		})
+	}
+}
+
 // A policy printed as YAML reads back to the same proto, and the printed
 // document of the full example reads back to what the example reads to.
 func TestPolicyYAMLRoundTrip(t *testing.T) {
