@@ -50,7 +50,9 @@ const (
 
 // readOnlyAdmin are the Admin methods a checking client may call: the SDK
 // discovers nodes with Status and learns policies with ListPolicies.
-var readOnlyAdmin = []string{"Status", "GetPolicy", "ListPolicies"}
+// ValidatePolicies writes nothing and tells no more than ListPolicies, and
+// `policy apply --dry-run` (a CI job's, often) needed no more before it.
+var readOnlyAdmin = []string{"Status", "GetPolicy", "ListPolicies", "ValidatePolicies"}
 
 // RoleOf returns the role a gRPC method (its full name) needs. Methods of
 // unknown services need Check: they are the public ones (RateLimiter,

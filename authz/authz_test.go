@@ -31,6 +31,7 @@ func TestRoleOf(t *testing.T) {
 		"/floodgate.v1.Admin/Status":                                   Check,
 		"/floodgate.v1.Admin/GetPolicy":                                Check,
 		"/floodgate.v1.Admin/ListPolicies":                             Check,
+		"/floodgate.v1.Admin/ValidatePolicies":                         Check,
 		"/floodgate.v1.Admin/Join":                                     Admin,
 		"/floodgate.v1.Admin/Leave":                                    Admin,
 		"/floodgate.v1.Admin/SetPolicies":                              Admin,

@@ -76,6 +76,18 @@ func (v *MetaView) Node(id string) *metav1.Node {
 	return v.Nodes[i]
 }
 
+// CheckSetPolicy reports why the state would refuse p as policies[i] of a
+// SetPolicies command (ErrRefused): a change of colocate, which decides
+// where a key is counted, so would restart every count of the policy. The
+// Admin API's dry run asks it too, to refuse what a write would.
+func (v *MetaView) CheckSetPolicy(i int, p *policy.Policy) error {
+	if old := v.Policies[p.Name]; old != nil && old.Colocate != p.Colocate {
+		return fmt.Errorf("%w: policies[%d].colocate: policy %s exists with colocate %v, and changing it would restart its counts: delete the policy and create it again",
+			ErrRefused, i, p.Name, old.Colocate)
+	}
+	return nil
+}
+
 // Initialized reports whether the cluster has been created.
 func (v *MetaView) Initialized() bool { return v.ClusterID != "" }
 
@@ -239,11 +251,8 @@ func applyMeta(cur *MetaView, typ byte, body []byte) (*MetaView, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%w: policies[%d]: %w", ErrRefused, i, err)
 			}
-			if old := cur.Policies[p.Name]; old != nil && old.Colocate != p.Colocate {
-				// Colocation decides where a key is counted: a change would
-				// restart every count of the policy.
-				return nil, fmt.Errorf("%w: policies[%d].colocate: policy %s exists with colocate %v, and changing it would restart its counts: delete the policy and create it again",
-					ErrRefused, i, p.Name, old.Colocate)
+			if err := cur.CheckSetPolicy(i, p); err != nil {
+				return nil, err
 			}
 			next.Policies[p.Name] = p
 		}

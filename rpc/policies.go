@@ -8,6 +8,7 @@ import (
 
 	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/policy"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 	"github.com/floodgate/floodgate/rpc/validate"
@@ -20,14 +21,41 @@ func (a *AdminServer) SetPolicies(ctx context.Context, req *pb.SetPoliciesReques
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	names := map[string]bool{}
-	for _, p := range ps {
-		names[p.Name] = true
-	}
 	if err := a.node.SetPolicies(ctx, ps); err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.SetPoliciesResponse{Names: slices.Sorted(maps.Keys(names))}, nil
+	return &pb.SetPoliciesResponse{Names: policyNames(ps)}, nil
+}
+
+// ValidatePolicies implements pb.AdminServer: SetPolicies's checks, and
+// nothing stored. The one check the meta state machine makes when it
+// stores (a change of colocate) is made against this node's view of the
+// policies, caught up with the meta leader's as ListPolicies does.
+func (a *AdminServer) ValidatePolicies(ctx context.Context, req *pb.ValidatePoliciesRequest) (*pb.ValidatePoliciesResponse, error) {
+	ps, err := validate.Policies(req.Policies, a.cfg.MaxLogLength)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, catchUpWait)
+	_ = a.node.CatchUpMeta(cctx) // best effort: see writes made through other nodes
+	cancel()
+	v := a.node.View()
+	for i, p := range ps {
+		if err := v.CheckSetPolicy(i, p); err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	return &pb.ValidatePoliciesResponse{Names: policyNames(ps)}, nil
+}
+
+// policyNames are the names of ps, sorted.
+func policyNames(ps []*policy.Policy) []string {
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = p.Name
+	}
+	slices.Sort(names)
+	return names
 }
 
 // GetPolicy implements pb.AdminServer.

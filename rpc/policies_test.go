@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/rpc"
 	"github.com/floodgate/floodgate/test/inproc"
 )
 
@@ -127,5 +128,61 @@ func TestPolicyChecks(t *testing.T) {
 	}
 	if _, err := node.Limiter().Allow(ctx, &pb.AllowRequest{Policy: "dry-run", Key: "k"}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("a deleted policy still answers: %v", err)
+	}
+}
+
+// A dry run (ValidatePolicies) refuses what SetPolicies would, with the
+// same error: under the node's own --max-log-length, and a change the
+// cluster's policies forbid. It stores nothing, valid or not.
+func TestValidatePoliciesStoresNothing(t *testing.T) {
+	node := inproc.Cluster(t, 1)[0]
+	ctx := context.Background()
+	peers := rpc.NewPeers()
+	t.Cleanup(func() { _ = peers.Close() })
+	// The Admin service of a node started with --max-log-length 100.
+	capped := rpc.NewAdminServer(node.Node, peers, rpc.Config{MaxLogLength: 100})
+	stored := &pb.Policy{Name: "stored", Limits: []*pb.PolicyLimit{pl("m", pb.Algorithm_SLIDING_LOG, 10, 60_000)}}
+	if _, err := capped.SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: []*pb.Policy{stored}}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := &pb.Policy{Name: "fresh", Limits: []*pb.PolicyLimit{pl("", pb.Algorithm_TOKEN_BUCKET, 5, 3_600_000)}}
+	changed := &pb.Policy{Name: "stored", Limits: []*pb.PolicyLimit{pl("m", pb.Algorithm_SLIDING_LOG, 20, 60_000)}}
+	for _, tc := range []struct {
+		name string
+		ps   []*pb.Policy
+		code codes.Code
+		msg  string // in the error
+	}{
+		{"valid", []*pb.Policy{fresh, changed}, codes.OK, ""},
+		{"log over --max-log-length", []*pb.Policy{fresh, {Name: "logp", Limits: []*pb.PolicyLimit{pl("", pb.Algorithm_SLIDING_LOG, 500, 60_000)}}},
+			codes.InvalidArgument, "policies[1].limits[0].limit.limit: a sliding_log keeps one timestamp per request and is capped at 100"},
+		{"colocate changed", []*pb.Policy{fresh, {Name: "stored", Colocate: true, Limits: stored.Limits}},
+			codes.FailedPrecondition, "policies[1].colocate: policy stored exists with colocate false"},
+		{"no policies", nil, codes.InvalidArgument, "policies: give 1 to 1000, got 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := capped.ValidatePolicies(ctx, &pb.ValidatePoliciesRequest{Policies: tc.ps})
+			if tc.code == codes.OK {
+				if err != nil || strings.Join(resp.Names, ",") != "fresh,stored" {
+					t.Fatalf("got %v, %v; want the names fresh, stored", resp, err)
+				}
+				return
+			}
+			if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("got %v, want %s naming %q", err, tc.code, tc.msg)
+			}
+			// The write's refusal, word for word.
+			if _, setErr := capped.SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: tc.ps}); setErr == nil || setErr.Error() != err.Error() {
+				t.Fatalf("SetPolicies answers %v, the dry run %v", setErr, err)
+			}
+		})
+	}
+	// Served on the node's gRPC port, with its own cap (the default).
+	if _, err := node.Admin().ValidatePolicies(ctx, &pb.ValidatePoliciesRequest{Policies: []*pb.Policy{fresh}}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := node.Admin().ListPolicies(ctx, &pb.ListPoliciesRequest{})
+	if err != nil || len(list.Policies) != 1 || list.Policies[0].Name != "stored" || list.Policies[0].Limits[0].Limit.Limit != 10 {
+		t.Fatalf("after dry runs the cluster holds %v (%v), want only policy stored as it was", list, err)
 	}
 }

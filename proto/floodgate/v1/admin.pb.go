@@ -831,6 +831,97 @@ func (x *SetPoliciesResponse) GetNames() []string {
 	return nil
 }
 
+type ValidatePoliciesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As SetPoliciesRequest.policies; errors name them the same way
+	// ("policies[1].limits[0].limit.limit: ...").
+	Policies      []*Policy `protobuf:"bytes,1,rep,name=policies,proto3" json:"policies,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidatePoliciesRequest) Reset() {
+	*x = ValidatePoliciesRequest{}
+	mi := &file_floodgate_v1_admin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidatePoliciesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidatePoliciesRequest) ProtoMessage() {}
+
+func (x *ValidatePoliciesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_v1_admin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidatePoliciesRequest.ProtoReflect.Descriptor instead.
+func (*ValidatePoliciesRequest) Descriptor() ([]byte, []int) {
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ValidatePoliciesRequest) GetPolicies() []*Policy {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+type ValidatePoliciesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The names SetPolicies would have stored, sorted.
+	Names         []string `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidatePoliciesResponse) Reset() {
+	*x = ValidatePoliciesResponse{}
+	mi := &file_floodgate_v1_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidatePoliciesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidatePoliciesResponse) ProtoMessage() {}
+
+func (x *ValidatePoliciesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_floodgate_v1_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidatePoliciesResponse.ProtoReflect.Descriptor instead.
+func (*ValidatePoliciesResponse) Descriptor() ([]byte, []int) {
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ValidatePoliciesResponse) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
 type GetPolicyRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -840,7 +931,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[12]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +943,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[12]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +956,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetPolicyRequest) GetName() string {
@@ -883,7 +974,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[13]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +986,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[13]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +999,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 type ListPoliciesResponse struct {
@@ -920,7 +1011,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[14]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -932,7 +1023,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[14]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -945,7 +1036,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*Policy {
@@ -964,7 +1055,7 @@ type DeletePolicyRequest struct {
 
 func (x *DeletePolicyRequest) Reset() {
 	*x = DeletePolicyRequest{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[15]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1067,7 @@ func (x *DeletePolicyRequest) String() string {
 func (*DeletePolicyRequest) ProtoMessage() {}
 
 func (x *DeletePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[15]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1080,7 @@ func (x *DeletePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePolicyRequest.ProtoReflect.Descriptor instead.
 func (*DeletePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeletePolicyRequest) GetName() string {
@@ -1007,7 +1098,7 @@ type DeletePolicyResponse struct {
 
 func (x *DeletePolicyResponse) Reset() {
 	*x = DeletePolicyResponse{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[16]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1019,7 +1110,7 @@ func (x *DeletePolicyResponse) String() string {
 func (*DeletePolicyResponse) ProtoMessage() {}
 
 func (x *DeletePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[16]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1032,7 +1123,7 @@ func (x *DeletePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePolicyResponse.ProtoReflect.Descriptor instead.
 func (*DeletePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 type ResetKeyRequest struct {
@@ -1049,7 +1140,7 @@ type ResetKeyRequest struct {
 
 func (x *ResetKeyRequest) Reset() {
 	*x = ResetKeyRequest{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[17]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1152,7 @@ func (x *ResetKeyRequest) String() string {
 func (*ResetKeyRequest) ProtoMessage() {}
 
 func (x *ResetKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[17]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1165,7 @@ func (x *ResetKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetKeyRequest.ProtoReflect.Descriptor instead.
 func (*ResetKeyRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ResetKeyRequest) GetPolicy() string {
@@ -1117,7 +1208,7 @@ type ResetKeyResponse struct {
 
 func (x *ResetKeyResponse) Reset() {
 	*x = ResetKeyResponse{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[18]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1220,7 @@ func (x *ResetKeyResponse) String() string {
 func (*ResetKeyResponse) ProtoMessage() {}
 
 func (x *ResetKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[18]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1233,7 @@ func (x *ResetKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetKeyResponse.ProtoReflect.Descriptor instead.
 func (*ResetKeyResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ResetKeyResponse) GetKey() string {
@@ -1167,7 +1258,7 @@ type SaveSnapshotRequest struct {
 
 func (x *SaveSnapshotRequest) Reset() {
 	*x = SaveSnapshotRequest{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[19]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1179,7 +1270,7 @@ func (x *SaveSnapshotRequest) String() string {
 func (*SaveSnapshotRequest) ProtoMessage() {}
 
 func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[19]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1192,7 +1283,7 @@ func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SaveSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 // SnapshotChunk is a piece of a backup file, in order.
@@ -1205,7 +1296,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[20]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1308,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[20]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1321,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SnapshotChunk) GetData() []byte {
@@ -1252,7 +1343,7 @@ type RestoreSnapshotResponse struct {
 
 func (x *RestoreSnapshotResponse) Reset() {
 	*x = RestoreSnapshotResponse{}
-	mi := &file_floodgate_v1_admin_proto_msgTypes[21]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1264,7 +1355,7 @@ func (x *RestoreSnapshotResponse) String() string {
 func (*RestoreSnapshotResponse) ProtoMessage() {}
 
 func (x *RestoreSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_floodgate_v1_admin_proto_msgTypes[21]
+	mi := &file_floodgate_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1277,7 +1368,7 @@ func (x *RestoreSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*RestoreSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_floodgate_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RestoreSnapshotResponse) GetPolicies() int32 {
@@ -1363,6 +1454,10 @@ const file_floodgate_v1_admin_proto_rawDesc = "" +
 	"\x12SetPoliciesRequest\x120\n" +
 	"\bpolicies\x18\x01 \x03(\v2\x14.floodgate.v1.PolicyR\bpolicies\"+\n" +
 	"\x13SetPoliciesResponse\x12\x14\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\"K\n" +
+	"\x17ValidatePoliciesRequest\x120\n" +
+	"\bpolicies\x18\x01 \x03(\v2\x14.floodgate.v1.PolicyR\bpolicies\"0\n" +
+	"\x18ValidatePoliciesResponse\x12\x14\n" +
 	"\x05names\x18\x01 \x03(\tR\x05names\"&\n" +
 	"\x10GetPolicyRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
@@ -1388,12 +1483,13 @@ const file_floodgate_v1_admin_proto_rawDesc = "" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"I\n" +
 	"\x17RestoreSnapshotResponse\x12\x1a\n" +
 	"\bpolicies\x18\x01 \x01(\x05R\bpolicies\x12\x12\n" +
-	"\x04keys\x18\x02 \x01(\x03R\x04keys2\x88\x06\n" +
+	"\x04keys\x18\x02 \x01(\x03R\x04keys2\xeb\x06\n" +
 	"\x05Admin\x12C\n" +
 	"\x06Status\x12\x1b.floodgate.v1.StatusRequest\x1a\x1c.floodgate.v1.StatusResponse\x12=\n" +
 	"\x04Join\x12\x19.floodgate.v1.JoinRequest\x1a\x1a.floodgate.v1.JoinResponse\x12@\n" +
 	"\x05Leave\x12\x1a.floodgate.v1.LeaveRequest\x1a\x1b.floodgate.v1.LeaveResponse\x12R\n" +
-	"\vSetPolicies\x12 .floodgate.v1.SetPoliciesRequest\x1a!.floodgate.v1.SetPoliciesResponse\x12A\n" +
+	"\vSetPolicies\x12 .floodgate.v1.SetPoliciesRequest\x1a!.floodgate.v1.SetPoliciesResponse\x12a\n" +
+	"\x10ValidatePolicies\x12%.floodgate.v1.ValidatePoliciesRequest\x1a&.floodgate.v1.ValidatePoliciesResponse\x12A\n" +
 	"\tGetPolicy\x12\x1e.floodgate.v1.GetPolicyRequest\x1a\x14.floodgate.v1.Policy\x12U\n" +
 	"\fListPolicies\x12!.floodgate.v1.ListPoliciesRequest\x1a\".floodgate.v1.ListPoliciesResponse\x12U\n" +
 	"\fDeletePolicy\x12!.floodgate.v1.DeletePolicyRequest\x1a\".floodgate.v1.DeletePolicyResponse\x12I\n" +
@@ -1413,68 +1509,73 @@ func file_floodgate_v1_admin_proto_rawDescGZIP() []byte {
 	return file_floodgate_v1_admin_proto_rawDescData
 }
 
-var file_floodgate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_floodgate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_floodgate_v1_admin_proto_goTypes = []any{
-	(*StatusRequest)(nil),           // 0: floodgate.v1.StatusRequest
-	(*StatusResponse)(nil),          // 1: floodgate.v1.StatusResponse
-	(*SlotRun)(nil),                 // 2: floodgate.v1.SlotRun
-	(*NodeStatus)(nil),              // 3: floodgate.v1.NodeStatus
-	(*ShardStatus)(nil),             // 4: floodgate.v1.ShardStatus
-	(*Replica)(nil),                 // 5: floodgate.v1.Replica
-	(*JoinRequest)(nil),             // 6: floodgate.v1.JoinRequest
-	(*JoinResponse)(nil),            // 7: floodgate.v1.JoinResponse
-	(*LeaveRequest)(nil),            // 8: floodgate.v1.LeaveRequest
-	(*LeaveResponse)(nil),           // 9: floodgate.v1.LeaveResponse
-	(*SetPoliciesRequest)(nil),      // 10: floodgate.v1.SetPoliciesRequest
-	(*SetPoliciesResponse)(nil),     // 11: floodgate.v1.SetPoliciesResponse
-	(*GetPolicyRequest)(nil),        // 12: floodgate.v1.GetPolicyRequest
-	(*ListPoliciesRequest)(nil),     // 13: floodgate.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),    // 14: floodgate.v1.ListPoliciesResponse
-	(*DeletePolicyRequest)(nil),     // 15: floodgate.v1.DeletePolicyRequest
-	(*DeletePolicyResponse)(nil),    // 16: floodgate.v1.DeletePolicyResponse
-	(*ResetKeyRequest)(nil),         // 17: floodgate.v1.ResetKeyRequest
-	(*ResetKeyResponse)(nil),        // 18: floodgate.v1.ResetKeyResponse
-	(*SaveSnapshotRequest)(nil),     // 19: floodgate.v1.SaveSnapshotRequest
-	(*SnapshotChunk)(nil),           // 20: floodgate.v1.SnapshotChunk
-	(*RestoreSnapshotResponse)(nil), // 21: floodgate.v1.RestoreSnapshotResponse
-	nil,                             // 22: floodgate.v1.ResetKeyRequest.DescriptorsEntry
-	(*Policy)(nil),                  // 23: floodgate.v1.Policy
-	(*Limit)(nil),                   // 24: floodgate.v1.Limit
+	(*StatusRequest)(nil),            // 0: floodgate.v1.StatusRequest
+	(*StatusResponse)(nil),           // 1: floodgate.v1.StatusResponse
+	(*SlotRun)(nil),                  // 2: floodgate.v1.SlotRun
+	(*NodeStatus)(nil),               // 3: floodgate.v1.NodeStatus
+	(*ShardStatus)(nil),              // 4: floodgate.v1.ShardStatus
+	(*Replica)(nil),                  // 5: floodgate.v1.Replica
+	(*JoinRequest)(nil),              // 6: floodgate.v1.JoinRequest
+	(*JoinResponse)(nil),             // 7: floodgate.v1.JoinResponse
+	(*LeaveRequest)(nil),             // 8: floodgate.v1.LeaveRequest
+	(*LeaveResponse)(nil),            // 9: floodgate.v1.LeaveResponse
+	(*SetPoliciesRequest)(nil),       // 10: floodgate.v1.SetPoliciesRequest
+	(*SetPoliciesResponse)(nil),      // 11: floodgate.v1.SetPoliciesResponse
+	(*ValidatePoliciesRequest)(nil),  // 12: floodgate.v1.ValidatePoliciesRequest
+	(*ValidatePoliciesResponse)(nil), // 13: floodgate.v1.ValidatePoliciesResponse
+	(*GetPolicyRequest)(nil),         // 14: floodgate.v1.GetPolicyRequest
+	(*ListPoliciesRequest)(nil),      // 15: floodgate.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),     // 16: floodgate.v1.ListPoliciesResponse
+	(*DeletePolicyRequest)(nil),      // 17: floodgate.v1.DeletePolicyRequest
+	(*DeletePolicyResponse)(nil),     // 18: floodgate.v1.DeletePolicyResponse
+	(*ResetKeyRequest)(nil),          // 19: floodgate.v1.ResetKeyRequest
+	(*ResetKeyResponse)(nil),         // 20: floodgate.v1.ResetKeyResponse
+	(*SaveSnapshotRequest)(nil),      // 21: floodgate.v1.SaveSnapshotRequest
+	(*SnapshotChunk)(nil),            // 22: floodgate.v1.SnapshotChunk
+	(*RestoreSnapshotResponse)(nil),  // 23: floodgate.v1.RestoreSnapshotResponse
+	nil,                              // 24: floodgate.v1.ResetKeyRequest.DescriptorsEntry
+	(*Policy)(nil),                   // 25: floodgate.v1.Policy
+	(*Limit)(nil),                    // 26: floodgate.v1.Limit
 }
 var file_floodgate_v1_admin_proto_depIdxs = []int32{
 	3,  // 0: floodgate.v1.StatusResponse.nodes:type_name -> floodgate.v1.NodeStatus
 	4,  // 1: floodgate.v1.StatusResponse.shard_status:type_name -> floodgate.v1.ShardStatus
 	2,  // 2: floodgate.v1.StatusResponse.slot_table:type_name -> floodgate.v1.SlotRun
 	5,  // 3: floodgate.v1.ShardStatus.replicas:type_name -> floodgate.v1.Replica
-	23, // 4: floodgate.v1.SetPoliciesRequest.policies:type_name -> floodgate.v1.Policy
-	23, // 5: floodgate.v1.ListPoliciesResponse.policies:type_name -> floodgate.v1.Policy
-	24, // 6: floodgate.v1.ResetKeyRequest.limit:type_name -> floodgate.v1.Limit
-	22, // 7: floodgate.v1.ResetKeyRequest.descriptors:type_name -> floodgate.v1.ResetKeyRequest.DescriptorsEntry
-	0,  // 8: floodgate.v1.Admin.Status:input_type -> floodgate.v1.StatusRequest
-	6,  // 9: floodgate.v1.Admin.Join:input_type -> floodgate.v1.JoinRequest
-	8,  // 10: floodgate.v1.Admin.Leave:input_type -> floodgate.v1.LeaveRequest
-	10, // 11: floodgate.v1.Admin.SetPolicies:input_type -> floodgate.v1.SetPoliciesRequest
-	12, // 12: floodgate.v1.Admin.GetPolicy:input_type -> floodgate.v1.GetPolicyRequest
-	13, // 13: floodgate.v1.Admin.ListPolicies:input_type -> floodgate.v1.ListPoliciesRequest
-	15, // 14: floodgate.v1.Admin.DeletePolicy:input_type -> floodgate.v1.DeletePolicyRequest
-	17, // 15: floodgate.v1.Admin.ResetKey:input_type -> floodgate.v1.ResetKeyRequest
-	19, // 16: floodgate.v1.Admin.SaveSnapshot:input_type -> floodgate.v1.SaveSnapshotRequest
-	20, // 17: floodgate.v1.Admin.RestoreSnapshot:input_type -> floodgate.v1.SnapshotChunk
-	1,  // 18: floodgate.v1.Admin.Status:output_type -> floodgate.v1.StatusResponse
-	7,  // 19: floodgate.v1.Admin.Join:output_type -> floodgate.v1.JoinResponse
-	9,  // 20: floodgate.v1.Admin.Leave:output_type -> floodgate.v1.LeaveResponse
-	11, // 21: floodgate.v1.Admin.SetPolicies:output_type -> floodgate.v1.SetPoliciesResponse
-	23, // 22: floodgate.v1.Admin.GetPolicy:output_type -> floodgate.v1.Policy
-	14, // 23: floodgate.v1.Admin.ListPolicies:output_type -> floodgate.v1.ListPoliciesResponse
-	16, // 24: floodgate.v1.Admin.DeletePolicy:output_type -> floodgate.v1.DeletePolicyResponse
-	18, // 25: floodgate.v1.Admin.ResetKey:output_type -> floodgate.v1.ResetKeyResponse
-	20, // 26: floodgate.v1.Admin.SaveSnapshot:output_type -> floodgate.v1.SnapshotChunk
-	21, // 27: floodgate.v1.Admin.RestoreSnapshot:output_type -> floodgate.v1.RestoreSnapshotResponse
-	18, // [18:28] is the sub-list for method output_type
-	8,  // [8:18] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	25, // 4: floodgate.v1.SetPoliciesRequest.policies:type_name -> floodgate.v1.Policy
+	25, // 5: floodgate.v1.ValidatePoliciesRequest.policies:type_name -> floodgate.v1.Policy
+	25, // 6: floodgate.v1.ListPoliciesResponse.policies:type_name -> floodgate.v1.Policy
+	26, // 7: floodgate.v1.ResetKeyRequest.limit:type_name -> floodgate.v1.Limit
+	24, // 8: floodgate.v1.ResetKeyRequest.descriptors:type_name -> floodgate.v1.ResetKeyRequest.DescriptorsEntry
+	0,  // 9: floodgate.v1.Admin.Status:input_type -> floodgate.v1.StatusRequest
+	6,  // 10: floodgate.v1.Admin.Join:input_type -> floodgate.v1.JoinRequest
+	8,  // 11: floodgate.v1.Admin.Leave:input_type -> floodgate.v1.LeaveRequest
+	10, // 12: floodgate.v1.Admin.SetPolicies:input_type -> floodgate.v1.SetPoliciesRequest
+	12, // 13: floodgate.v1.Admin.ValidatePolicies:input_type -> floodgate.v1.ValidatePoliciesRequest
+	14, // 14: floodgate.v1.Admin.GetPolicy:input_type -> floodgate.v1.GetPolicyRequest
+	15, // 15: floodgate.v1.Admin.ListPolicies:input_type -> floodgate.v1.ListPoliciesRequest
+	17, // 16: floodgate.v1.Admin.DeletePolicy:input_type -> floodgate.v1.DeletePolicyRequest
+	19, // 17: floodgate.v1.Admin.ResetKey:input_type -> floodgate.v1.ResetKeyRequest
+	21, // 18: floodgate.v1.Admin.SaveSnapshot:input_type -> floodgate.v1.SaveSnapshotRequest
+	22, // 19: floodgate.v1.Admin.RestoreSnapshot:input_type -> floodgate.v1.SnapshotChunk
+	1,  // 20: floodgate.v1.Admin.Status:output_type -> floodgate.v1.StatusResponse
+	7,  // 21: floodgate.v1.Admin.Join:output_type -> floodgate.v1.JoinResponse
+	9,  // 22: floodgate.v1.Admin.Leave:output_type -> floodgate.v1.LeaveResponse
+	11, // 23: floodgate.v1.Admin.SetPolicies:output_type -> floodgate.v1.SetPoliciesResponse
+	13, // 24: floodgate.v1.Admin.ValidatePolicies:output_type -> floodgate.v1.ValidatePoliciesResponse
+	25, // 25: floodgate.v1.Admin.GetPolicy:output_type -> floodgate.v1.Policy
+	16, // 26: floodgate.v1.Admin.ListPolicies:output_type -> floodgate.v1.ListPoliciesResponse
+	18, // 27: floodgate.v1.Admin.DeletePolicy:output_type -> floodgate.v1.DeletePolicyResponse
+	20, // 28: floodgate.v1.Admin.ResetKey:output_type -> floodgate.v1.ResetKeyResponse
+	22, // 29: floodgate.v1.Admin.SaveSnapshot:output_type -> floodgate.v1.SnapshotChunk
+	23, // 30: floodgate.v1.Admin.RestoreSnapshot:output_type -> floodgate.v1.RestoreSnapshotResponse
+	20, // [20:31] is the sub-list for method output_type
+	9,  // [9:20] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_floodgate_v1_admin_proto_init() }
@@ -1490,7 +1591,7 @@ func file_floodgate_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_floodgate_v1_admin_proto_rawDesc), len(file_floodgate_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,16 +19,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_Status_FullMethodName          = "/floodgate.v1.Admin/Status"
-	Admin_Join_FullMethodName            = "/floodgate.v1.Admin/Join"
-	Admin_Leave_FullMethodName           = "/floodgate.v1.Admin/Leave"
-	Admin_SetPolicies_FullMethodName     = "/floodgate.v1.Admin/SetPolicies"
-	Admin_GetPolicy_FullMethodName       = "/floodgate.v1.Admin/GetPolicy"
-	Admin_ListPolicies_FullMethodName    = "/floodgate.v1.Admin/ListPolicies"
-	Admin_DeletePolicy_FullMethodName    = "/floodgate.v1.Admin/DeletePolicy"
-	Admin_ResetKey_FullMethodName        = "/floodgate.v1.Admin/ResetKey"
-	Admin_SaveSnapshot_FullMethodName    = "/floodgate.v1.Admin/SaveSnapshot"
-	Admin_RestoreSnapshot_FullMethodName = "/floodgate.v1.Admin/RestoreSnapshot"
+	Admin_Status_FullMethodName           = "/floodgate.v1.Admin/Status"
+	Admin_Join_FullMethodName             = "/floodgate.v1.Admin/Join"
+	Admin_Leave_FullMethodName            = "/floodgate.v1.Admin/Leave"
+	Admin_SetPolicies_FullMethodName      = "/floodgate.v1.Admin/SetPolicies"
+	Admin_ValidatePolicies_FullMethodName = "/floodgate.v1.Admin/ValidatePolicies"
+	Admin_GetPolicy_FullMethodName        = "/floodgate.v1.Admin/GetPolicy"
+	Admin_ListPolicies_FullMethodName     = "/floodgate.v1.Admin/ListPolicies"
+	Admin_DeletePolicy_FullMethodName     = "/floodgate.v1.Admin/DeletePolicy"
+	Admin_ResetKey_FullMethodName         = "/floodgate.v1.Admin/ResetKey"
+	Admin_SaveSnapshot_FullMethodName     = "/floodgate.v1.Admin/SaveSnapshot"
+	Admin_RestoreSnapshot_FullMethodName  = "/floodgate.v1.Admin/RestoreSnapshot"
 )
 
 // AdminClient is the client API for Admin service.
@@ -51,6 +52,13 @@ type AdminClient interface {
 	// SetPolicies creates or replaces named policies, all or none. They are
 	// stored in the meta Raft group and survive restarts.
 	SetPolicies(ctx context.Context, in *SetPoliciesRequest, opts ...grpc.CallOption) (*SetPoliciesResponse, error)
+	// ValidatePolicies checks policies as SetPolicies would before storing
+	// them, with the answering node's limits (--max-log-length) and against
+	// the cluster's policies, and stores nothing: the answer SetPolicies
+	// would give, without the write (policy apply --dry-run). A separate
+	// call, not a field of SetPoliciesRequest: a node that predates it
+	// answers UNIMPLEMENTED rather than ignore the field and store.
+	ValidatePolicies(ctx context.Context, in *ValidatePoliciesRequest, opts ...grpc.CallOption) (*ValidatePoliciesResponse, error)
 	// GetPolicy returns one named policy.
 	GetPolicy(ctx context.Context, in *GetPolicyRequest, opts ...grpc.CallOption) (*Policy, error)
 	// ListPolicies returns every named policy, sorted by name.
@@ -111,6 +119,16 @@ func (c *adminClient) SetPolicies(ctx context.Context, in *SetPoliciesRequest, o
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SetPoliciesResponse)
 	err := c.cc.Invoke(ctx, Admin_SetPolicies_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ValidatePolicies(ctx context.Context, in *ValidatePoliciesRequest, opts ...grpc.CallOption) (*ValidatePoliciesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ValidatePoliciesResponse)
+	err := c.cc.Invoke(ctx, Admin_ValidatePolicies_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -209,6 +227,13 @@ type AdminServer interface {
 	// SetPolicies creates or replaces named policies, all or none. They are
 	// stored in the meta Raft group and survive restarts.
 	SetPolicies(context.Context, *SetPoliciesRequest) (*SetPoliciesResponse, error)
+	// ValidatePolicies checks policies as SetPolicies would before storing
+	// them, with the answering node's limits (--max-log-length) and against
+	// the cluster's policies, and stores nothing: the answer SetPolicies
+	// would give, without the write (policy apply --dry-run). A separate
+	// call, not a field of SetPoliciesRequest: a node that predates it
+	// answers UNIMPLEMENTED rather than ignore the field and store.
+	ValidatePolicies(context.Context, *ValidatePoliciesRequest) (*ValidatePoliciesResponse, error)
 	// GetPolicy returns one named policy.
 	GetPolicy(context.Context, *GetPolicyRequest) (*Policy, error)
 	// ListPolicies returns every named policy, sorted by name.
@@ -246,6 +271,9 @@ func (UnimplementedAdminServer) Leave(context.Context, *LeaveRequest) (*LeaveRes
 }
 func (UnimplementedAdminServer) SetPolicies(context.Context, *SetPoliciesRequest) (*SetPoliciesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetPolicies not implemented")
+}
+func (UnimplementedAdminServer) ValidatePolicies(context.Context, *ValidatePoliciesRequest) (*ValidatePoliciesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ValidatePolicies not implemented")
 }
 func (UnimplementedAdminServer) GetPolicy(context.Context, *GetPolicyRequest) (*Policy, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetPolicy not implemented")
@@ -354,6 +382,24 @@ func _Admin_SetPolicies_Handler(srv interface{}, ctx context.Context, dec func(i
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AdminServer).SetPolicies(ctx, req.(*SetPoliciesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ValidatePolicies_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ValidatePoliciesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ValidatePolicies(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ValidatePolicies_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ValidatePolicies(ctx, req.(*ValidatePoliciesRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -470,6 +516,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetPolicies",
 			Handler:    _Admin_SetPolicies_Handler,
+		},
+		{
+			MethodName: "ValidatePolicies",
+			Handler:    _Admin_ValidatePolicies_Handler,
 		},
 		{
 			MethodName: "GetPolicy",
