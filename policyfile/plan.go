@@ -13,10 +13,11 @@ import (
 )
 
 // Check validates policies as the server would store them together, with
-// its default sliding-log cap (a node started with a lower
-// --max-log-length may still refuse a long log). Errors name the field.
-func Check(policies []*pb.Policy) error {
-	_, err := validate.Policies(policies, window.DefaultMaxLogLength)
+// the sliding-log cap of a node's --max-log-length: maxLog, 0 for its
+// default (window.DefaultMaxLogLength), window.MaxLogLength to leave it to
+// the node. Errors name the field.
+func Check(policies []*pb.Policy, maxLog int64) error {
+	_, err := validate.Policies(policies, maxLog)
 	return err
 }
 

@@ -118,12 +118,21 @@ func TestCheckNamesTheField(t *testing.T) {
 		"policies:\n  - name: a\n    limits: [{algorithm: fixed_window, limit: 0, window: 1m}]\n":                                                                             "policies[0].limits[0]",
 		"policies:\n  - name: a\n    limits: [{algorithm: fixed_window, limit: 1, window: 1m}]\n  - name: a\n    limits: [{algorithm: fixed_window, limit: 1, window: 1m}]\n": "policies[1].name",
 	} {
-		err := Check(parse(t, doc))
+		err := Check(parse(t, doc), 0)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: got %v, want an error naming %s", doc, err, want)
 		}
 	}
-	if err := Check(parse(t, base)); err != nil {
+	if err := Check(parse(t, base), 0); err != nil {
 		t.Fatal(err)
+	}
+	// The cap on sliding logs is a node's: its default, or the node's own
+	// to judge.
+	long := parse(t, "policies: [{name: a, limits: [{algorithm: sliding_log, limit: 20000, window: 1m}]}]")
+	if err := Check(long, 0); err == nil || !strings.Contains(err.Error(), "policies[0].limits[0].limit.limit: a sliding_log") {
+		t.Errorf("a log of 20000 under the default cap: %v", err)
+	}
+	if err := Check(long, window.MaxLogLength); err != nil {
+		t.Errorf("a log of 20000 left to the node: %v", err)
 	}
 }

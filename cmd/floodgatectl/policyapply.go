@@ -10,6 +10,7 @@ import (
 
 	"github.com/floodgate/floodgate/policyfile"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/window"
 )
 
 // policyApplyCmd makes the cluster's policies those of a file, printing
@@ -23,13 +24,17 @@ func policyApplyCmd(g *globals) *cobra.Command {
 		Long: "Compare the file's policies with the cluster's and print the plan, one line\n" +
 			"each: + created, ~ replaced, - deleted (only with --prune), = unchanged.\n" +
 			"Then store the created and replaced ones together (all or none) and delete\n" +
-			"the pruned ones, unless --dry-run. A file from git or a ConfigMap, applied\n" +
+			"the pruned ones. --dry-run changes nothing: the node checks what apply would\n" +
+			"send as it checks the write (its --max-log-length, the cluster's policies)\n" +
+			"and says what it would refuse. A file from git or a ConfigMap, applied\n" +
 			"again, changes nothing.",
 		Example: "  floodgatectl policy apply -f policies.yaml --dry-run\n" +
 			"  floodgatectl policy apply -f policies.yaml --prune",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			policies, err := readValidPolicies(cmd, file)
+			// The cap on sliding logs is the node's --max-log-length: the
+			// node judges it, for a dry run too.
+			policies, err := readValidPolicies(cmd, file, window.MaxLogLength)
 			if err != nil {
 				return err
 			}
@@ -67,6 +72,20 @@ func policyApplyCmd(g *globals) *cobra.Command {
 				}
 				return fmt.Errorf("the cluster would refuse this file, and change nothing: %w", errors.Join(errs...))
 			}
+			if dryRun && len(plan.Set) > 0 {
+				// The cluster checks what apply would send, as it would
+				// check the write, and stores nothing.
+				if err := validateOnCluster(ctx, cmd, conn, plan.Set, policies); err != nil {
+					var refused *refusal
+					if g.json && errors.As(err, &refused) {
+						result.Failed = append(result.Failed, applyFailure{Name: refused.name, Error: refused.why})
+						if err := g.printResult(result); err != nil {
+							return err
+						}
+					}
+					return err
+				}
+			}
 			switch {
 			case plan.Empty() && g.json, dryRun && g.json:
 				return g.printResult(result)
@@ -79,7 +98,7 @@ func policyApplyCmd(g *globals) *cobra.Command {
 			}
 			if len(plan.Set) > 0 {
 				if _, err := admin(conn).SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: plan.Set}); err != nil {
-					return err
+					return inFile(err, "the cluster refused this file, and changed nothing", plan.Set, policies)
 				}
 			}
 			var errs []error
@@ -113,7 +132,7 @@ func policyApplyCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "YAML file of policies; - reads stdin")
 	cmd.Flags().BoolVar(&prune, "prune", false, "also delete the cluster's policies that the file does not list")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan, have the cluster check what apply would send, and change nothing")
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }
@@ -127,7 +146,7 @@ func policyValidateCmd(g *globals) *cobra.Command {
 		Example: "  floodgatectl policy validate -f policies.yaml",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			policies, err := readValidPolicies(cmd, file)
+			policies, err := readValidPolicies(cmd, file, 0)
 			if err != nil {
 				return err
 			}
@@ -174,13 +193,14 @@ func orEmpty(s []string) []string {
 	return s
 }
 
-// readValidPolicies is readPolicies, then the server's checks.
-func readValidPolicies(cmd *cobra.Command, file string) ([]*pb.Policy, error) {
+// readValidPolicies is readPolicies, then the server's checks, with
+// sliding logs capped at maxLog (policyfile.Check).
+func readValidPolicies(cmd *cobra.Command, file string, maxLog int64) ([]*pb.Policy, error) {
 	policies, err := readPolicies(cmd, file)
 	if err != nil {
 		return nil, err
 	}
-	if err := policyfile.Check(policies); err != nil {
+	if err := policyfile.Check(policies, maxLog); err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	return policies, nil
