@@ -88,21 +88,43 @@ func (b *Writer) Close() error {
 type Backup struct {
 	Policies []*pb.Policy
 	States   [][]byte // one per group
+	// StatesAt is the byte offset in the file of each States record, so
+	// that an error inside one can say where it is.
+	StatesAt []int
 }
 
 // MaxSize bounds a backup a node restores (it holds it in memory).
 const MaxSize = 1 << 30
 
+// endLen is the end of a backup: the end record's kind and the checksum.
+const endLen = 1 + 4
+
 // Read reads a whole backup from r and checks it before returning.
 func Read(r io.Reader) (*Backup, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxSize+1))
+	data, err := ReadAll(r)
 	if err != nil {
 		return nil, err
 	}
 	return Parse(data)
 }
 
-// Parse checks and decodes a backup held in memory.
+// ReadAll reads the bytes of a backup from r, refusing (ErrBadBackup) one
+// over MaxSize as soon as it has read one byte more: a huge file or
+// stream costs no more than that.
+func ReadAll(r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxSize {
+		return nil, fmt.Errorf("%w: over %d bytes", ErrBadBackup, MaxSize)
+	}
+	return data, nil
+}
+
+// Parse checks and decodes a backup held in memory. It walks the records
+// to the end record first, so an error says what is wrong and where: a
+// record cut short, a checksum that does not match, bytes after the end.
 func Parse(data []byte) (*Backup, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrBadBackup, fmt.Sprintf(format, args...))
@@ -110,40 +132,67 @@ func Parse(data []byte) (*Backup, error) {
 	switch {
 	case len(data) > MaxSize:
 		return nil, bad("over %d bytes", MaxSize)
-	case len(data) < len(magic)+1+5 || string(data[:len(magic)]) != magic:
+	case len(data) < len(magic)+1 || string(data[:len(magic)]) != magic:
 		return nil, bad("no backup header")
 	case data[len(magic)] != version:
 		return nil, bad("backup version %d; this floodgate reads version %d", data[len(magic)], version)
 	}
-	end := len(data) - 5
-	if data[end] != kindEnd {
-		return nil, bad("truncated: no checksum at the end")
+	type span struct {
+		kind           byte
+		off, body, end int
 	}
-	if binary.BigEndian.Uint32(data[end+1:]) != crc32.Checksum(data[:end], castagnoli) {
-		return nil, bad("checksum mismatch: the file is damaged")
+	var recs []span
+	off := len(magic) + 1
+	for {
+		if off >= len(data) {
+			return nil, bad("truncated at byte %d: no end record and checksum", len(data))
+		}
+		kind := data[off]
+		if kind == kindEnd {
+			break
+		}
+		n, k := binary.Uvarint(data[off+1:])
+		switch {
+		case k <= 0:
+			return nil, bad("record at byte %d: its length is cut short or unreadable: the file is truncated or damaged", off)
+		case n > MaxRecord:
+			return nil, bad("record at byte %d: length %d is over %d: the file is damaged", off, n, MaxRecord)
+		case n > uint64(len(data)-off-1-k):
+			return nil, bad("record at byte %d: its %d bytes run past the end of the file at byte %d: the file is truncated or damaged", off, n, len(data))
+		}
+		recs = append(recs, span{kind, off, off + 1 + k, off + 1 + k + int(n)})
+		off += 1 + k + int(n)
+	}
+	// off is the end record: its checksum covers every byte before it.
+	sumAt := off + 1
+	switch {
+	case len(data)-off < endLen:
+		return nil, bad("truncated at byte %d: the checksum at byte %d is cut short", len(data), sumAt)
+	case binary.BigEndian.Uint32(data[sumAt:]) != crc32.Checksum(data[:off], castagnoli):
+		extra := ""
+		if trail := len(data) - off - endLen; trail > 0 {
+			extra = fmt.Sprintf(", and %d bytes follow it", trail)
+		}
+		return nil, bad("checksum mismatch: the checksum at byte %d does not match bytes 0 to %d%s: the file is damaged", sumAt, off, extra)
+	case len(data) > off+endLen:
+		return nil, bad("%d trailing bytes after the checksum: the backup ends at byte %d", len(data)-off-endLen, off+endLen)
 	}
 	out := &Backup{}
-	off := len(magic) + 1
-	for off < end {
-		kind := data[off]
-		n, k := binary.Uvarint(data[off+1 : end])
-		if k <= 0 || n > MaxRecord || n > uint64(end-off-1-k) {
-			return nil, bad("record at byte %d: length", off)
-		}
-		body := data[off+1+k : off+1+k+int(n)]
-		switch kind {
+	for _, r := range recs {
+		body := data[r.body:r.end]
+		switch r.kind {
 		case kindPolicies:
 			var list pb.ListPoliciesResponse
 			if err := proto.Unmarshal(body, &list); err != nil {
-				return nil, bad("policies at byte %d: %v", off, err)
+				return nil, bad("policies at byte %d: %v", r.off, err)
 			}
 			out.Policies = append(out.Policies, list.Policies...)
 		case kindStates:
 			out.States = append(out.States, body)
+			out.StatesAt = append(out.StatesAt, r.off)
 		default:
-			return nil, bad("record at byte %d: kind %d", off, kind)
+			return nil, bad("record at byte %d: kind %d", r.off, r.kind)
 		}
-		off += 1 + k + int(n)
 	}
 	return out, nil
 }

@@ -2,7 +2,10 @@ package backup
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -71,6 +74,63 @@ func TestDamageIsRefused(t *testing.T) {
 		t.Fatalf("a byte after the end: %v", err)
 	}
 }
+
+// An error says what is wrong and at which byte: bytes appended after a
+// whole backup are trailing bytes, not a missing checksum; a damaged byte
+// is a checksum mismatch; a cut names where the file ends.
+func TestErrorsSayWhatAndWhere(t *testing.T) {
+	data, _, states := sample(t)
+	n := len(data)
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want []string
+	}{
+		{"appended bytes", append(bytes.Clone(data), "junk"...),
+			[]string{"4 trailing bytes after the checksum", fmt.Sprintf("ends at byte %d", n)}},
+		{"appended checksum-like bytes", append(bytes.Clone(data), 0, 1, 2, 3, 4),
+			[]string{"5 trailing bytes after the checksum", fmt.Sprintf("ends at byte %d", n)}},
+		{"a damaged body", func() []byte { b := bytes.Clone(data); b[n-40] ^= 1; return b }(),
+			[]string{"checksum mismatch", fmt.Sprintf("checksum at byte %d", n-4)}},
+		{"a damaged body and bytes after", func() []byte { b := bytes.Clone(data); b[n-40] ^= 1; return append(b, 9, 9) }(),
+			[]string{"checksum mismatch", fmt.Sprintf("checksum at byte %d", n-4), "2 bytes follow it"}},
+		{"a cut checksum", data[:n-2], []string{fmt.Sprintf("truncated at byte %d", n-2), fmt.Sprintf("checksum at byte %d is cut short", n-4)}},
+		{"a cut record", data[:n-5-len(states[2])/2], []string{"run past the end of the file", "truncated or damaged"}},
+		{"no end record", data[:n-5], []string{fmt.Sprintf("truncated at byte %d", n-5)}},
+	} {
+		_, err := Parse(tc.data)
+		if !errors.Is(err, ErrBadBackup) {
+			t.Errorf("%s: %v, want ErrBadBackup", tc.name, err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not say %q", tc.name, err, w)
+			}
+		}
+	}
+}
+
+// Parse says where each group's states record starts, for errors inside
+// it.
+func TestStatesOffsets(t *testing.T) {
+	data, _, states := sample(t)
+	b, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.StatesAt) != len(states) {
+		t.Fatalf("%d offsets for %d records", len(b.StatesAt), len(states))
+	}
+	for i, off := range b.StatesAt {
+		// kind, a uvarint length, then the body read back.
+		if data[off] != kindStates || !bytes.HasPrefix(data[off+1+uvarintLen(len(states[i])):], states[i]) {
+			t.Errorf("record %d: offset %d is not where it starts", i, off)
+		}
+	}
+}
+
+func uvarintLen(n int) int { return len(binary.AppendUvarint(nil, uint64(n))) }
 
 func TestRecordLimit(t *testing.T) {
 	w := NewWriter(&bytes.Buffer{})
