@@ -53,15 +53,16 @@ func (n *Node) RestoreGroup(ctx context.Context, group int, states []byte) (int,
 	if err != nil {
 		return 0, err
 	}
-	parts, keys, skipped, err := fsm.SplitExport(states, n.GroupOfKey)
+	sp := fsm.Splitter{GroupOf: n.GroupOfKey}
+	parts, _, err := sp.Split(states)
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("%w: states: %w", ErrConfig, err)
-	case skipped > 0:
+	case sp.Skipped > 0:
 		return 0, fmt.Errorf("%w: the slot table is not known here yet", ErrNotReady)
 	case len(parts) > 1 || len(parts) == 1 && parts[group] == nil:
 		return 0, fmt.Errorf("%s: %w: states: they hold keys of other groups (split them again by the slot table)", shardName(group), ErrMoved)
-	case keys == 0:
+	case sp.Keys == 0:
 		return 0, nil
 	}
 	r.fast.drain()
@@ -71,5 +72,5 @@ func (n *Node) RestoreGroup(ctx context.Context, group int, states []byte) (int,
 		}
 		return 0, err
 	}
-	return keys, nil
+	return sp.Keys, nil
 }

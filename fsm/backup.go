@@ -24,54 +24,6 @@ func (s *Shard) ExportAll() ([]byte, error) {
 	return s.export(c)
 }
 
-// SplitExport splits states (ExportAll's or a backup's) by the group
-// groupOf names for each key, each part in the same format, for
-// EncodeRestore. A key groupOf answers -1 for is left out and counted.
-func SplitExport(states []byte, groupOf func(key string) int) (parts map[int][]byte, keys int, skipped int, err error) {
-	tab, now, _, err := decodeShardSnapshot(states)
-	if err != nil {
-		return nil, 0, 0, err
-	}
-	split := map[int]*shardSnapshot{}
-	seen := map[string]bool{}
-	tab.each(func(r *record) {
-		if err != nil {
-			return
-		}
-		key := keyOf(r.id)
-		g := groupOf(key)
-		if !seen[key] {
-			seen[key] = true
-			if g < 0 {
-				skipped++
-			} else {
-				keys++
-			}
-		}
-		if g < 0 {
-			return
-		}
-		snap := split[g]
-		if snap == nil {
-			snap = &shardSnapshot{now: now}
-			split[g] = snap
-		}
-		err = snap.add(r)
-	})
-	if err != nil {
-		return nil, 0, 0, err
-	}
-	parts = map[int][]byte{}
-	for g, snap := range split {
-		var w sliceWriter
-		if err := snap.writeTo(&w); err != nil {
-			return nil, 0, 0, err
-		}
-		parts[g] = w
-	}
-	return parts, keys, skipped, nil
-}
-
 // EncodeRestore returns a cmdRestore entry putting states (shard snapshot
 // format) into the group.
 func EncodeRestore(states []byte) []byte {

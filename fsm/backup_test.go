@@ -25,9 +25,10 @@ func TestExportAllRestoresExactly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	parts, keys, skipped, err := SplitExport(states, func(string) int { return 0 })
-	if err != nil || len(parts) != 1 || keys == 0 || skipped != 0 {
-		t.Fatalf("split: %d parts, %d keys, %d skipped, %v", len(parts), keys, skipped, err)
+	sp := Splitter{GroupOf: func(string) int { return 0 }}
+	parts, _, err := sp.Split(states)
+	if err != nil || len(parts) != 1 || sp.Keys == 0 || sp.Skipped != 0 {
+		t.Fatalf("split: %d parts, %d keys, %d skipped, %v", len(parts), sp.Keys, sp.Skipped, err)
 	}
 	dst := NewShard()
 	if err, _ := applyAt(t, dst, 1, EncodeRestore(parts[0])).(error); err != nil {
@@ -42,7 +43,7 @@ func TestExportAllRestoresExactly(t *testing.T) {
 	}
 }
 
-// SplitExport sends each key to its group and leaves out keys of no group.
+// A Splitter sends each key to its group and leaves out keys of no group.
 func TestSplitExport(t *testing.T) {
 	states, err := seededShard(t).ExportAll()
 	if err != nil {
@@ -57,9 +58,10 @@ func TestSplitExport(t *testing.T) {
 		}
 		return 2
 	}
-	parts, keys, skipped, err := SplitExport(states, groupOf)
-	if err != nil || skipped != 1 || len(parts) != 2 {
-		t.Fatalf("%d parts, %d keys, %d skipped, %v", len(parts), keys, skipped, err)
+	sp := Splitter{GroupOf: groupOf}
+	parts, _, err := sp.Split(states)
+	if err != nil || sp.Skipped != 1 || len(parts) != 2 {
+		t.Fatalf("%d parts, %d keys, %d skipped, %v", len(parts), sp.Keys, sp.Skipped, err)
 	}
 	for g, part := range parts {
 		s := NewShard()

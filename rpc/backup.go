@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 
 	"github.com/floodgate/floodgate/backup"
 	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/cluster/hashing"
 	"github.com/floodgate/floodgate/fsm"
-	"github.com/floodgate/floodgate/policy"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 	"github.com/floodgate/floodgate/rpc/validate"
@@ -21,7 +20,10 @@ import (
 const chunkSize = 1 << 20
 
 // SaveSnapshot implements pb.AdminServer: the policies, then each group's
-// states from its leader, streamed as a backup file.
+// states from its leader, streamed as a backup file. Each key is saved
+// once: while slots move, two groups export it (the source's frozen copy,
+// the target's imported one), and the backup keeps the copy of the group
+// the view's slot table names (fsm.OneCopyPerKey).
 func (a *AdminServer) SaveSnapshot(_ *pb.SaveSnapshotRequest, stream pb.Admin_SaveSnapshotServer) error {
 	ctx := stream.Context()
 	v := a.node.View()
@@ -37,24 +39,26 @@ func (a *AdminServer) SaveSnapshot(_ *pb.SaveSnapshotRequest, stream pb.Admin_Sa
 	if err := w.Policies(policies); err != nil {
 		return toStatus(err)
 	}
+	var groups []int
+	var exports [][]byte
 	for _, g := range v.GroupIDs() {
-		var states []byte
-		err := onLeader(ctx, a.node, int(g), a.cfg.LeaderWait, true, func(ctx context.Context, rt cluster.Route) error {
-			if rt.Local {
-				var err error
-				states, err = a.node.ExportGroup(ctx, int(g))
-				return err
-			}
-			resp, err := peerv1.NewPeerClient(a.peers.conn(rt.Addr)).ExportGroup(ctx, &peerv1.ExportGroupRequest{Group: g})
-			states = resp.GetStates()
-			return err
-		})
+		states, err := a.exportGroup(ctx, int(g))
 		if err != nil {
 			return toStatus(fmt.Errorf("group %d: %w", g, err))
 		}
-		if err := w.States(states); err != nil {
-			return toStatus(err)
+		groups, exports = append(groups, int(g)), append(exports, states)
+	}
+	ownerOf := func(key string) int { return int(v.GroupOf(hashing.ShardOf(key, v.Shards))) }
+	once, err := fsm.OneCopyPerKey(exports, groups, ownerOf)
+	if err != nil {
+		return toStatus(err)
+	}
+	exports = nil
+	for i := range once {
+		if err := w.States(once[i]); err != nil {
+			return toStatus(fmt.Errorf("group %d: %w", groups[i], err))
 		}
+		once[i] = nil // held in buf now
 	}
 	if err := w.Close(); err != nil {
 		return toStatus(err)
@@ -69,73 +73,18 @@ func (a *AdminServer) SaveSnapshot(_ *pb.SaveSnapshotRequest, stream pb.Admin_Sa
 	return nil
 }
 
-// RestoreSnapshot implements pb.AdminServer: the whole backup is read and
-// checked first; then its policies are stored, and each key's states go
-// to the leader of the group that owns the key now. Restoring the same
-// backup twice leaves the same counts: each key's states are replaced.
-func (a *AdminServer) RestoreSnapshot(stream pb.Admin_RestoreSnapshotServer) error {
-	ctx := stream.Context()
-	var data []byte
-	for {
-		chunk, err := stream.Recv()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if len(data)+len(chunk.Data) > backup.MaxSize {
-			return toStatus(fmt.Errorf("%w: backup: over %d bytes", ErrInvalid, backup.MaxSize))
-		}
-		data = append(data, chunk.Data...)
-	}
-	b, err := backup.Parse(data)
-	if err != nil {
-		return toStatus(fmt.Errorf("%w: backup: %w", ErrInvalid, err))
-	}
-	// Everything is decoded and checked before anything is stored.
-	resp := &pb.RestoreSnapshotResponse{}
-	var ps []*policy.Policy
-	if len(b.Policies) > 0 {
-		if ps, err = validate.Policies(b.Policies, a.cfg.MaxLogLength); err != nil {
-			return toStatus(fmt.Errorf("backup: %w", err))
-		}
-	}
-	var split []map[int][]byte
-	for _, states := range b.States {
-		parts, keys, skipped, err := fsm.SplitExport(states, a.node.GroupOfKey)
-		if err != nil {
-			return toStatus(fmt.Errorf("%w: backup states: %w", ErrInvalid, err))
-		}
-		if skipped > 0 {
-			return toStatus(fmt.Errorf("%w: the slot table is not known here yet", cluster.ErrNotReady))
-		}
-		split = append(split, parts)
-		resp.Keys += int64(keys)
-	}
-	if len(ps) > 0 {
-		if err := a.node.SetPolicies(ctx, ps); err != nil {
-			return toStatus(fmt.Errorf("backup policies: %w", err))
-		}
-		resp.Policies = int32(len(ps))
-	}
-	for _, parts := range split {
-		for _, g := range slices.Sorted(maps.Keys(parts)) {
-			if err := a.restoreGroup(ctx, g, parts[g]); err != nil {
-				return toStatus(fmt.Errorf("group %d: %w", g, err))
-			}
-		}
-	}
-	return stream.SendAndClose(resp)
-}
-
-func (a *AdminServer) restoreGroup(ctx context.Context, g int, states []byte) error {
-	return onLeader(ctx, a.node, g, a.cfg.LeaderWait, true, func(ctx context.Context, rt cluster.Route) error {
+// exportGroup returns group g's states from its leader.
+func (a *AdminServer) exportGroup(ctx context.Context, g int) ([]byte, error) {
+	var states []byte
+	err := onLeader(ctx, a.node, g, a.cfg.LeaderWait, true, func(ctx context.Context, rt cluster.Route) error {
 		if rt.Local {
-			_, err := a.node.RestoreGroup(ctx, g, states)
+			var err error
+			states, err = a.node.ExportGroup(ctx, g)
 			return err
 		}
-		_, err := peerv1.NewPeerClient(a.peers.conn(rt.Addr)).RestoreGroup(ctx, &peerv1.RestoreGroupRequest{Group: uint32(g), States: states})
+		resp, err := peerv1.NewPeerClient(a.peers.conn(rt.Addr)).ExportGroup(ctx, &peerv1.ExportGroupRequest{Group: uint32(g)})
+		states = resp.GetStates()
 		return err
 	})
+	return states, err
 }

@@ -1,0 +1,110 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+
+	"github.com/floodgate/floodgate/backup"
+	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/policy"
+	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/rpc/validate"
+)
+
+// restorePlan is a backup checked whole and split by the slot table:
+// what a restore writes.
+type restorePlan struct {
+	policies []*policy.Policy
+	// parts are each group record's states split by group, in the file's
+	// order.
+	parts []map[int][]byte
+	keys  int // distinct keys
+}
+
+// RestoreSnapshot implements pb.AdminServer: the whole backup is read and
+// checked first (policies, every group's states); then
+// its policies are stored, and each key's states go to the leader of the
+// group that owns the key now. Restoring the same backup twice leaves the
+// same counts: each key's states are replaced.
+func (a *AdminServer) RestoreSnapshot(stream pb.Admin_RestoreSnapshotServer) error {
+	ctx := stream.Context()
+	var data []byte
+	for {
+		chunk, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if len(data)+len(chunk.Data) > backup.MaxSize {
+			return toStatus(fmt.Errorf("%w: backup: over %d bytes", ErrInvalid, backup.MaxSize))
+		}
+		data = append(data, chunk.Data...)
+	}
+	b, err := backup.Parse(data)
+	if err != nil {
+		return toStatus(fmt.Errorf("%w: backup: %w", ErrInvalid, err))
+	}
+	plan, err := a.planRestore(ctx, b)
+	if err != nil {
+		return toStatus(err)
+	}
+	if len(plan.policies) > 0 {
+		if err := a.node.SetPolicies(ctx, plan.policies); err != nil {
+			return toStatus(fmt.Errorf("backup policies: %w", err))
+		}
+	}
+	for _, parts := range plan.parts {
+		for _, g := range slices.Sorted(maps.Keys(parts)) {
+			if err := a.restoreGroup(ctx, g, parts[g]); err != nil {
+				return toStatus(fmt.Errorf("group %d: %w", g, err))
+			}
+		}
+	}
+	return stream.SendAndClose(&pb.RestoreSnapshotResponse{Policies: int32(len(plan.policies)), Keys: int64(plan.keys)})
+}
+
+// planRestore checks everything a restore of b would write, and writes
+// nothing: errors name the policy or group record, and where it is.
+func (a *AdminServer) planRestore(ctx context.Context, b *backup.Backup) (*restorePlan, error) {
+	plan := &restorePlan{}
+	if len(b.Policies) > 0 {
+		ps, err := validate.Policies(b.Policies, a.cfg.MaxLogLength)
+		if err != nil {
+			return nil, fmt.Errorf("backup: %w", err)
+		}
+		plan.policies = ps
+	}
+	sp := fsm.Splitter{GroupOf: a.node.GroupOfKey}
+	for i, states := range b.States {
+		where := fmt.Sprintf("backup: group record %d of %d (at byte %d)", i+1, len(b.States), b.StatesAt[i])
+		parts, _, err := sp.Split(states)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, where, err)
+		}
+		if sp.Skipped > 0 {
+			return nil, fmt.Errorf("%w: the slot table is not known here yet", cluster.ErrNotReady)
+		}
+		plan.parts = append(plan.parts, parts)
+	}
+	plan.keys = sp.Keys
+	return plan, nil
+}
+
+// restoreGroup sends states, all of group g's keys, to g's leader.
+func (a *AdminServer) restoreGroup(ctx context.Context, g int, states []byte) error {
+	return onLeader(ctx, a.node, g, a.cfg.LeaderWait, true, func(ctx context.Context, rt cluster.Route) error {
+		if rt.Local {
+			_, err := a.node.RestoreGroup(ctx, g, states)
+			return err
+		}
+		_, err := peerv1.NewPeerClient(a.peers.conn(rt.Addr)).RestoreGroup(ctx, &peerv1.RestoreGroupRequest{Group: uint32(g), States: states})
+		return err
+	})
+}
