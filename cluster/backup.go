@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/wallclock"
 )
 
 // leading returns this node's replica of group when it leads it, else
@@ -47,14 +49,16 @@ func (n *Node) GroupOfKey(key string) int {
 // RestoreGroup writes states (a backup's, split by GroupOfKey) into
 // group, which this node must lead. Every key must belong to group by
 // this node's slot table, and to a slot the group's state machine owns
-// (else ErrMoved: split again and resend). It returns the number of keys.
+// (else ErrMoved: split again and resend), and the states' log time must
+// pass CheckRestoreTime on this node, whoever sent them. It returns the
+// number of keys.
 func (n *Node) RestoreGroup(ctx context.Context, group int, states []byte) (int, error) {
 	r, err := n.leading(group)
 	if err != nil {
 		return 0, err
 	}
 	sp := fsm.Splitter{GroupOf: n.GroupOfKey}
-	parts, _, err := sp.Split(states)
+	parts, logTime, err := sp.Split(states)
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("%w: states: %w", ErrConfig, err)
@@ -65,6 +69,9 @@ func (n *Node) RestoreGroup(ctx context.Context, group int, states []byte) (int,
 	case sp.Keys == 0:
 		return 0, nil
 	}
+	if err := n.CheckRestoreTime(shardName(group)+": states", logTime); err != nil {
+		return 0, err
+	}
 	r.fast.drain()
 	if err := n.applyShard(ctx, r, fsm.EncodeRestore(states)); err != nil {
 		if errors.Is(err, fsm.ErrNotOwned) {
@@ -73,4 +80,28 @@ func (n *Node) RestoreGroup(ctx context.Context, group int, states []byte) (int,
 		return 0, err
 	}
 	return sp.Keys, nil
+}
+
+// CheckRestoreTime refuses states of a backup, named what, whose log time
+// (Unix nanoseconds) is ahead of this node's clock by more than the
+// cluster's clock tolerance (--max-clock-offset; its default when the
+// check is off). A restore moves the group's clock to that time, and a
+// group's clock never goes back: every check would be stamped with it
+// until the wall clocks caught up, so windows would stand still (a key
+// denied stays denied) and new states would be born old. The state
+// machine cannot check this (it never reads a clock), so the nodes that
+// take a restore do, before anything is written.
+func (n *Node) CheckRestoreTime(what string, logTime int64) error {
+	tolerance := n.cfg.MaxClockOffset
+	if tolerance <= 0 {
+		tolerance = DefaultMaxClockOffset
+	}
+	now := wallclock.Now()
+	at := time.Unix(0, logTime)
+	if ahead := at.Sub(now); ahead > tolerance {
+		return fmt.Errorf("%s: %w: %s, this node's clock %s (%s ahead; the cluster's clock tolerance is %s): "+
+			"restored, it would stop the group's clock until then; the backup comes from a cluster whose clocks ran fast, or this node's clock is behind",
+			what, ErrTimeAhead, at.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano), ahead.Round(time.Millisecond), tolerance)
+	}
+	return nil
 }

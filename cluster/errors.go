@@ -32,6 +32,10 @@ var (
 	ErrNotReady = errors.New("node not part of a cluster yet")
 	// ErrClock means this node's clock is too far from the cluster's.
 	ErrClock = errors.New("clock out of step")
+	// ErrTimeAhead refuses a backup's states whose log time is ahead of
+	// this node's clock beyond the cluster's clock tolerance
+	// (CheckRestoreTime). Nothing was restored.
+	ErrTimeAhead = errors.New("log time ahead of this node's clock")
 	// ErrNoClock means a member tells no time (an older release): its
 	// clock cannot be checked.
 	ErrNoClock = errors.New("tells no time")

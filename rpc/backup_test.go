@@ -3,16 +3,20 @@ package rpc_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/backup"
 	"github.com/floodgate/floodgate/fsm"
+	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 	"github.com/floodgate/floodgate/test/inproc"
 )
@@ -73,6 +77,21 @@ func writeBackup(t *testing.T, policies []*pb.Policy, states ...[]byte) []byte {
 	return buf.Bytes()
 }
 
+// shiftLogTime moves the log time of states (the shard snapshot format:
+// "FGSS", version, log time as a varint, ..., CRC-32C) by d and
+// recomputes the checksum: a backup edited, or taken where clocks ran
+// fast.
+func shiftLogTime(t *testing.T, states []byte, d time.Duration) (shifted []byte, logTime int64) {
+	t.Helper()
+	now, k := binary.Varint(states[5:])
+	if k <= 0 {
+		t.Fatal("no log time")
+	}
+	out := binary.AppendVarint(bytes.Clone(states[:5]), now+int64(d))
+	out = append(out, states[5+k:len(states)-4]...)
+	return binary.BigEndian.AppendUint32(out, crc32.Checksum(out, crc32.MakeTable(crc32.Castagnoli))), now + int64(d)
+}
+
 // shortLimit is floodgatectl allow KEY --limit 1 --window 1s.
 var shortLimit = &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 1, WindowMs: 1000}
 
@@ -83,6 +102,87 @@ func allowShort(t *testing.T, n *inproc.Node, key string) bool {
 		t.Fatal(err)
 	}
 	return resp.Allowed
+}
+
+// A backup whose log time is ahead of the node's clock beyond the
+// cluster's clock tolerance is refused whole, naming the group record and
+// both times, and nothing is restored: restored, it would move the
+// group's clock a day ahead, so every key would stay denied for a day.
+// A group's leader refuses such states from a peer alike.
+func TestRestoreRefusesALogTimeAhead(t *testing.T) {
+	n := inproc.Cluster(t, 1)[0]
+	ctx := context.Background()
+	if _, err := n.Admin().SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: []*pb.Policy{
+		{Name: "saved", Limits: []*pb.PolicyLimit{pl("m", pb.Algorithm_SLIDING_LOG, 10, 60_000)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	allowShort(t, n, "x1")
+	b, err := backup.Parse(saveBackup(t, n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := n.Node.GroupOfKey("x1")
+	var shifted [][]byte
+	var mine []byte // the shifted record holding x1
+	var ahead int64
+	first, firstAhead := -1, int64(0) // the first record a day ahead (a group never used has log time 0)
+	for i, s := range b.States {
+		sh, lt := shiftLogTime(t, s, 24*time.Hour)
+		shifted = append(shifted, sh)
+		if first < 0 && lt > time.Now().UnixNano() {
+			first, firstAhead = i, lt
+		}
+		sp := fsm.Splitter{GroupOf: n.Node.GroupOfKey}
+		if parts, _, err := sp.Split(sh); err != nil {
+			t.Fatal(err)
+		} else if parts[group] != nil {
+			mine, ahead = parts[group], lt
+		}
+	}
+	if mine == nil {
+		t.Fatal("no record holds x1")
+	}
+	if _, err := n.Admin().DeletePolicy(ctx, &pb.DeletePolicyRequest{Name: "saved"}); err != nil {
+		t.Fatal(err)
+	}
+	shiftedFile := writeBackup(t, b.Policies, shifted...)
+	parsed, err := backup.Parse(shiftedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = restoreBackup(t, n, shiftedFile)
+	record := fmt.Sprintf("group record %d of %d (at byte %d)", first+1, len(b.States), parsed.StatesAt[first])
+	at := func(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), record) ||
+		!strings.Contains(err.Error(), "log time ahead of this node's clock: "+at(firstAhead)) || !strings.Contains(err.Error(), "this node's clock 20") {
+		t.Fatalf("a backup a day ahead: %v, want InvalidArgument naming %s and both times", err, record)
+	}
+	aheadAt := at(ahead)
+	_, err = peerv1.NewPeerClient(n.Conn()).RestoreGroup(ctx, &peerv1.RestoreGroupRequest{Group: uint32(group), States: mine})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), fmt.Sprintf("shard-%d: states", group)) ||
+		!strings.Contains(err.Error(), aheadAt) || !strings.Contains(err.Error(), "this node's clock 20") {
+		t.Fatalf("a peer's states a day ahead (log time %s): %v", aheadAt, err)
+	}
+	// Nothing was restored: not the policy, and every group's clock goes
+	// on, so a new key's one-second window passes in a second.
+	if _, err := n.Admin().GetPolicy(ctx, &pb.GetPolicyRequest{Name: "saved"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("the refused backup's policy: %v", err)
+	}
+	for _, key := range []string{"x1", "x2"} {
+		time.Sleep(1100 * time.Millisecond) // x1's window from before the backup passes too
+		if !allowShort(t, n, key) || allowShort(t, n, key) {
+			t.Fatalf("%s: the first check should pass and the second be denied", key)
+		}
+		time.Sleep(1100 * time.Millisecond)
+		if !allowShort(t, n, key) {
+			t.Fatalf("%s: still denied a second after its window: the group's clock stands still", key)
+		}
+	}
+	// The same backup as it was saved restores.
+	if _, err := restoreBackup(t, n, writeBackup(t, b.Policies, b.States...)); err != nil {
+		t.Fatalf("the backup as saved: %v", err)
+	}
 }
 
 // A restore counts each key once, however many group records hold it (a

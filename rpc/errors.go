@@ -28,7 +28,7 @@ func codeOf(err error) codes.Code {
 	}
 	switch {
 	case errors.Is(err, ErrInvalid), errors.Is(err, window.ErrInvalid), errors.Is(err, policy.ErrCorrupt),
-		errors.Is(err, cluster.ErrConfig), errors.Is(err, cluster.ErrWrongShard):
+		errors.Is(err, cluster.ErrConfig), errors.Is(err, cluster.ErrWrongShard), errors.Is(err, cluster.ErrTimeAhead):
 		return codes.InvalidArgument
 	case errors.Is(err, cluster.ErrUnknownNode), errors.Is(err, fsm.ErrUnknownNode), errors.Is(err, fsm.ErrUnknownPolicy):
 		return codes.NotFound

@@ -27,7 +27,7 @@ type restorePlan struct {
 }
 
 // RestoreSnapshot implements pb.AdminServer: the whole backup is read and
-// checked first (policies, every group's states); then
+// checked first (policies, every group's states, their log times); then
 // its policies are stored, and each key's states go to the leader of the
 // group that owns the key now. Restoring the same backup twice leaves the
 // same counts: each key's states are replaced.
@@ -84,12 +84,15 @@ func (a *AdminServer) planRestore(ctx context.Context, b *backup.Backup) (*resto
 	sp := fsm.Splitter{GroupOf: a.node.GroupOfKey}
 	for i, states := range b.States {
 		where := fmt.Sprintf("backup: group record %d of %d (at byte %d)", i+1, len(b.States), b.StatesAt[i])
-		parts, _, err := sp.Split(states)
+		parts, logTime, err := sp.Split(states)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, where, err)
 		}
 		if sp.Skipped > 0 {
 			return nil, fmt.Errorf("%w: the slot table is not known here yet", cluster.ErrNotReady)
+		}
+		if err := a.node.CheckRestoreTime(where, logTime); err != nil {
+			return nil, err
 		}
 		plan.parts = append(plan.parts, parts)
 	}
