@@ -62,6 +62,18 @@ type MetaView struct {
 	NextMove uint64
 }
 
+// CheckReplace says why policy p may not replace old, the stored policy
+// of its name (nil: none), or returns nil. The error names the field
+// ("colocate: ..."). Colocation decides where a key is counted: a change
+// would restart every count of the policy.
+func CheckReplace(old, p *policy.Policy) error {
+	if old != nil && old.Colocate != p.Colocate {
+		return fmt.Errorf("colocate: policy %s exists with colocate %v, and changing it would restart its counts: delete the policy and create it again",
+			p.Name, old.Colocate)
+	}
+	return nil
+}
+
 // Policy returns the named policy, or nil.
 func (v *MetaView) Policy(name string) *policy.Policy { return v.Policies[name] }
 
@@ -81,9 +93,8 @@ func (v *MetaView) Node(id string) *metav1.Node {
 // where a key is counted, so would restart every count of the policy. The
 // Admin API's dry run asks it too, to refuse what a write would.
 func (v *MetaView) CheckSetPolicy(i int, p *policy.Policy) error {
-	if old := v.Policies[p.Name]; old != nil && old.Colocate != p.Colocate {
-		return fmt.Errorf("%w: policies[%d].colocate: policy %s exists with colocate %v, and changing it would restart its counts: delete the policy and create it again",
-			ErrRefused, i, p.Name, old.Colocate)
+	if err := CheckReplace(v.Policies[p.Name], p); err != nil {
+		return fmt.Errorf("%w: policies[%d].%w", ErrRefused, i, err)
 	}
 	return nil
 }

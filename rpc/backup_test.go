@@ -185,6 +185,59 @@ func TestRestoreRefusesALogTimeAhead(t *testing.T) {
 	}
 }
 
+// manyPolicies returns n valid policies named p0, p1, ...
+func manyPolicies(n int) []*pb.Policy {
+	ps := make([]*pb.Policy, n)
+	for i := range ps {
+		ps[i] = &pb.Policy{Name: fmt.Sprintf("p%d", i), Limits: []*pb.PolicyLimit{pl("m", pb.Algorithm_FIXED_WINDOW, int64(10+i), 60_000)}}
+	}
+	return ps
+}
+
+func policyCount(t *testing.T, n *inproc.Node) int {
+	t.Helper()
+	list, err := n.Admin().ListPolicies(context.Background(), &pb.ListPoliciesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(list.Policies)
+}
+
+// A backup of a cluster holding more policies than one SetPolicies call
+// takes restores; a bad policy anywhere among them, or one that would
+// change a stored policy's colocate, refuses the backup and stores none.
+func TestRestoreMoreThanAThousandPolicies(t *testing.T) {
+	n := inproc.Cluster(t, 1)[0]
+	ctx := context.Background()
+	if _, err := n.Admin().SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: []*pb.Policy{
+		{Name: "p1003", Colocate: true, Limits: []*pb.PolicyLimit{pl("m", pb.Algorithm_FIXED_WINDOW, 5, 60_000)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	bad := manyPolicies(1006)
+	bad[1005].Limits = nil
+	_, err := restoreBackup(t, n, writeBackup(t, bad))
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "policies[1005].limits") {
+		t.Fatalf("a bad policy at 1005: %v", err)
+	}
+	_, err = restoreBackup(t, n, writeBackup(t, manyPolicies(1006))) // p1003 without colocate
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "policies[1003].colocate") {
+		t.Fatalf("a colocate change at 1003: %v", err)
+	}
+	if got := policyCount(t, n); got != 1 {
+		t.Fatalf("refused backups stored policies: %d held", got)
+	}
+	if _, err := n.Admin().DeletePolicy(ctx, &pb.DeletePolicyRequest{Name: "p1003"}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := restoreBackup(t, n, writeBackup(t, manyPolicies(1006)))
+	if err != nil || resp.Policies != 1006 {
+		t.Fatalf("1006 policies: %v %v", resp, err)
+	}
+	if got := policyCount(t, n); got != 1006 {
+		t.Fatalf("%d policies held after the restore, want 1006", got)
+	}
+}
+
 // A restore counts each key once, however many group records hold it (a
 // backup of an older release, taken while slots moved); an error inside
 // a group record names it and where it is in the file, and nothing is

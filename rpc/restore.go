@@ -55,8 +55,10 @@ func (a *AdminServer) RestoreSnapshot(stream pb.Admin_RestoreSnapshotServer) err
 	if err != nil {
 		return toStatus(err)
 	}
-	if len(plan.policies) > 0 {
-		if err := a.node.SetPolicies(ctx, plan.policies); err != nil {
+	// One meta entry per MaxPolicies, as SetPolicies bounds one call: a
+	// cluster may hold more, set over several calls.
+	for chunk := range slices.Chunk(plan.policies, validate.MaxPolicies) {
+		if err := a.node.SetPolicies(ctx, chunk); err != nil {
 			return toStatus(fmt.Errorf("backup policies: %w", err))
 		}
 	}
@@ -75,9 +77,22 @@ func (a *AdminServer) RestoreSnapshot(stream pb.Admin_RestoreSnapshotServer) err
 func (a *AdminServer) planRestore(ctx context.Context, b *backup.Backup) (*restorePlan, error) {
 	plan := &restorePlan{}
 	if len(b.Policies) > 0 {
-		ps, err := validate.Policies(b.Policies, a.cfg.MaxLogLength)
+		ps, err := validate.PolicyList(b.Policies, a.cfg.MaxLogLength)
 		if err != nil {
 			return nil, fmt.Errorf("backup: %w", err)
+		}
+		// The meta group refuses a policy that changes colocate; with
+		// policies stored in several entries, a refusal in a later one
+		// would leave the earlier ones stored, so the rule is checked
+		// here first against the policies this node knows.
+		cctx, cancel := context.WithTimeout(ctx, catchUpWait)
+		_ = a.node.CatchUpMeta(cctx) // best effort: the meta group checks again
+		cancel()
+		v := a.node.View()
+		for i, p := range ps {
+			if err := fsm.CheckReplace(v.Policies[p.Name], p); err != nil {
+				return nil, fmt.Errorf("%w: backup: policies[%d].%w", fsm.ErrRefused, i, err)
+			}
 		}
 		plan.policies = ps
 	}

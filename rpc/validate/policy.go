@@ -66,7 +66,14 @@ func Policies(pps []*pb.Policy, maxLog int64) ([]*policy.Policy, error) {
 	if len(pps) == 0 || len(pps) > MaxPolicies {
 		return nil, fmt.Errorf("%w: policies: give 1 to %d, got %d", ErrInvalid, MaxPolicies, len(pps))
 	}
-	var ps []*policy.Policy
+	return PolicyList(pps, maxLog)
+}
+
+// PolicyList is Policies without the bound on their number: a backup
+// holds every policy its cluster held, however many calls stored them,
+// and is stored MaxPolicies at a time once all are valid.
+func PolicyList(pps []*pb.Policy, maxLog int64) ([]*policy.Policy, error) {
+	ps := make([]*policy.Policy, 0, len(pps))
 	names := map[string]int{}
 	for i, pp := range pps {
 		field := fmt.Sprintf("policies[%d].", i)

@@ -2,6 +2,7 @@ package validate
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -151,5 +152,26 @@ func TestEntriesKeyNamesEntries(t *testing.T) {
 	}
 	if k, err := EntriesKey(map[string]string{"ip": "1", "path": "/a"}, nil, ""); err != nil || k != "ip=1,path=/a" {
 		t.Errorf("got %q %v", k, err)
+	}
+}
+
+// One SetPolicies call takes MaxPolicies; PolicyList (a backup's) takes
+// any number, and checks each and their names alike.
+func TestPolicyListHasNoBound(t *testing.T) {
+	many := make([]*pb.Policy, MaxPolicies+6)
+	for i := range many {
+		many[i] = &pb.Policy{Name: fmt.Sprintf("p%d", i),
+			Limits: []*pb.PolicyLimit{{Limit: &pb.Limit{Algorithm: pb.Algorithm_FIXED_WINDOW, Limit: 5, WindowMs: 60_000}}}}
+	}
+	if _, err := Policies(many, window.DefaultMaxLogLength); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Policies took %d: %v", len(many), err)
+	}
+	ps, err := PolicyList(many, window.DefaultMaxLogLength)
+	if err != nil || len(ps) != len(many) {
+		t.Fatalf("PolicyList: %d, %v", len(ps), err)
+	}
+	many[MaxPolicies+5] = &pb.Policy{Name: many[3].Name, Limits: many[3].Limits}
+	if _, err := PolicyList(many, window.DefaultMaxLogLength); err == nil || !strings.Contains(err.Error(), "policies[1005].name") {
+		t.Fatalf("a name twice: %v", err)
 	}
 }
