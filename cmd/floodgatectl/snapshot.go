@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -25,13 +26,28 @@ func snapshotCmd(g *globals) *cobra.Command {
 func snapshotSaveCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "save FILE",
-		Short: "Write the cluster's policies and every key's counters to FILE",
+		Short: "Write the cluster's policies and every key's counters to FILE (- for stdout)",
 		Long: "Ask the cluster for a backup: its policies, then each group's counters as\n" +
 			"its leader holds them once everything answered so far is committed. The\n" +
-			"file is written whole (a temporary file renamed) and checksummed.",
-		Example: "  floodgatectl snapshot save backup.fgbk",
+			"file is written whole (a temporary file renamed) and checksummed. With\n" +
+			"FILE -, the backup goes to stdout once it is whole and checked, and the\n" +
+			"summary (or --json) to stderr.",
+		Example: "  floodgatectl snapshot save backup.fgbk\n  floodgatectl snapshot save - | gzip > backup.fgbk.gz",
 		Args:    cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dest := args[0]
+			var sink *saveSink
+			if dest == "-" {
+				sink = &saveSink{buf: &bytes.Buffer{}}
+			} else {
+				var err error
+				// Before asking the cluster: a backup is a lot to build
+				// for a destination it cannot go to.
+				if sink, err = openSaveFile(dest); err != nil {
+					return err
+				}
+				defer sink.discard()
+			}
 			conn, err := g.dial()
 			if err != nil {
 				return err
@@ -43,81 +59,135 @@ func snapshotSaveCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			tmp := args[0] + ".tmp"
-			f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-			if err != nil {
-				return err
-			}
-			defer os.Remove(tmp)
-			n := 0
 			for {
 				chunk, err := stream.Recv()
 				if err == io.EOF {
 					break
 				}
 				if err != nil {
-					f.Close()
 					return err
 				}
-				if _, err := f.Write(chunk.Data); err != nil {
-					f.Close()
+				if err := sink.write(chunk.Data); err != nil {
 					return err
 				}
-				n += len(chunk.Data)
 			}
-			if err := f.Sync(); err != nil {
-				f.Close()
-				return err
-			}
-			if err := f.Close(); err != nil {
-				return err
-			}
-			// Checked as restore will check it, before it replaces anything.
-			rf, err := os.Open(tmp)
+			b, err := sink.commit(g.out)
 			if err != nil {
 				return err
 			}
-			b, err := backup.Read(rf)
-			rf.Close()
-			if err != nil {
-				return fmt.Errorf("the cluster sent a damaged backup: %w", err)
-			}
-			if err := os.Rename(tmp, args[0]); err != nil {
-				return err
+			out, name := g, dest
+			if dest == "-" {
+				// stdout holds the backup.
+				out, name = &globals{json: g.json, out: cmd.ErrOrStderr()}, "stdout"
 			}
 			if g.json {
-				return g.printResult(struct {
+				return out.printResult(struct {
 					File     string `json:"file"`
 					Bytes    int    `json:"bytes"`
 					Policies int    `json:"policies"`
 					Groups   int    `json:"groups"`
-				}{args[0], n, len(b.Policies), len(b.States)})
+				}{dest, sink.n, len(b.Policies), len(b.States)})
 			}
-			_, err = fmt.Fprintf(g.out, "saved %s: %d bytes, %d %s, %d %s\n", args[0], n, len(b.Policies), plural(len(b.Policies), "policy", "policies"), len(b.States),
+			_, err = fmt.Fprintf(out.out, "saved %s: %d bytes, %d %s, %d %s\n", name, sink.n, len(b.Policies), plural(len(b.Policies), "policy", "policies"), len(b.States),
 				plural(len(b.States), "group", "groups"))
 			return err
 		},
 	}
 }
 
+// saveSink is where a save writes the backup as it arrives: a temporary
+// file beside the destination, or memory for stdout, so that neither
+// gets a backup that is not whole and checked.
+type saveSink struct {
+	dest, tmp string
+	f         *os.File
+	buf       *bytes.Buffer
+	n         int
+}
+
+// openSaveFile checks dest (a file, not a directory) and creates the
+// temporary file the backup is written to.
+func openSaveFile(dest string) (*saveSink, error) {
+	if fi, err := os.Stat(dest); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("%s: is a directory: give the backup's file name (or - for stdout)", dest)
+	}
+	tmp := dest + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return &saveSink{dest: dest, tmp: tmp, f: f}, nil
+}
+
+func (s *saveSink) write(p []byte) error {
+	s.n += len(p)
+	if s.n > backup.MaxSize {
+		return fmt.Errorf("the cluster sent a backup over %d bytes, more than a restore takes", backup.MaxSize)
+	}
+	if s.buf != nil {
+		s.buf.Write(p)
+		return nil
+	}
+	_, err := s.f.Write(p)
+	return err
+}
+
+// commit checks the backup as restore will check it, then renames the
+// temporary file to the destination, or writes the backup to stdout.
+func (s *saveSink) commit(stdout io.Writer) (*backup.Backup, error) {
+	if s.buf != nil {
+		b, err := backup.Parse(s.buf.Bytes())
+		if err != nil {
+			return nil, fmt.Errorf("the cluster sent a damaged backup: %w", err)
+		}
+		_, err = stdout.Write(s.buf.Bytes())
+		return b, err
+	}
+	if err := s.f.Sync(); err != nil {
+		return nil, err
+	}
+	if err := s.f.Close(); err != nil {
+		return nil, err
+	}
+	s.f = nil
+	rf, err := os.Open(s.tmp)
+	if err != nil {
+		return nil, err
+	}
+	b, err := backup.Read(rf)
+	rf.Close()
+	if err != nil {
+		return nil, fmt.Errorf("the cluster sent a damaged backup: %w", err)
+	}
+	if err := os.Rename(s.tmp, s.dest); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// discard removes the temporary file unless commit renamed it.
+func (s *saveSink) discard() {
+	if s.f != nil {
+		s.f.Close()
+	}
+	os.Remove(s.tmp)
+}
+
 func snapshotRestoreCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "restore FILE",
-		Short: "Put a backup's policies and counters into the cluster",
+		Short: "Put a backup's policies and counters into the cluster (FILE - reads stdin)",
 		Long: "Store the backup's policies (replacing those of the same name) and give\n" +
 			"every key of the backup its saved counters (replacing what the cluster\n" +
 			"holds for that key; other keys are untouched). The file is checked whole\n" +
 			"first. Restoring the same file again gives the same counts, so a restore\n" +
 			"that failed half-way can simply be run again.",
-		Example: "  floodgatectl snapshot restore backup.fgbk",
+		Example: "  floodgatectl snapshot restore backup.fgbk\n  gunzip -c backup.fgbk.gz | floodgatectl snapshot restore -",
 		Args:    cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			data, err := os.ReadFile(args[0])
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := readBackupArg(cmd.InOrStdin(), args[0])
 			if err != nil {
 				return err
-			}
-			if _, err := backup.Parse(data); err != nil {
-				return fmt.Errorf("%s: %w", args[0], err)
 			}
 			conn, err := g.dial()
 			if err != nil {
@@ -142,10 +212,48 @@ func snapshotRestoreCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if g.json {
-				return g.printJSON(resp)
+				// Not printJSON: protojson prints an int64 (keys) as a string.
+				return g.printResult(struct {
+					Policies int32 `json:"policies"`
+					Keys     int64 `json:"keys"`
+				}{resp.Policies, resp.Keys})
 			}
 			_, err = fmt.Fprintf(g.out, "restored %d %s and the counters of %d keys\n", resp.Policies, plural(int(resp.Policies), "policy", "policies"), resp.Keys)
 			return err
 		},
 	}
+}
+
+// readBackupArg reads and checks the backup named name ("-": stdin). A
+// file over backup.MaxSize is refused by its size, unread; stdin once
+// one byte more has come.
+func readBackupArg(stdin io.Reader, name string) ([]byte, error) {
+	r := stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		switch {
+		case err != nil:
+			return nil, err
+		case fi.IsDir():
+			return nil, fmt.Errorf("%s: is a directory, not a backup", name)
+		case fi.Mode().IsRegular() && fi.Size() > backup.MaxSize:
+			return nil, fmt.Errorf("%s: %w: %d bytes, over %d", name, backup.ErrBadBackup, fi.Size(), backup.MaxSize)
+		}
+		r = f
+	} else {
+		name = "stdin"
+	}
+	data, err := backup.ReadAll(r)
+	if err == nil {
+		_, err = backup.Parse(data)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return data, nil
 }

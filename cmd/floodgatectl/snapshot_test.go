@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/floodgate/floodgate/backup"
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+)
+
+// snapshotAdmin sends backup on a save and keeps what a restore sends.
+type snapshotAdmin struct {
+	pb.UnimplementedAdminServer
+	backup []byte
+	mu     sync.Mutex
+	saves  int
+	got    []byte // the last restore's bytes
+}
+
+func (a *snapshotAdmin) SaveSnapshot(_ *pb.SaveSnapshotRequest, stream pb.Admin_SaveSnapshotServer) error {
+	a.mu.Lock()
+	a.saves++
+	a.mu.Unlock()
+	for data := a.backup; len(data) > 0; {
+		n := min(len(data), 7) // several chunks
+		if err := stream.Send(&pb.SnapshotChunk{Data: data[:n]}); err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
+func (a *snapshotAdmin) RestoreSnapshot(stream pb.Admin_RestoreSnapshotServer) error {
+	var data []byte
+	for {
+		chunk, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		data = append(data, chunk.Data...)
+	}
+	a.mu.Lock()
+	a.got = data
+	a.mu.Unlock()
+	return stream.SendAndClose(&pb.RestoreSnapshotResponse{Policies: 2, Keys: 8})
+}
+
+// sampleBackup is a whole backup of two policies and one group's states
+// (the server side is faked: their bytes are not read here).
+func sampleBackup(t *testing.T) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := backup.NewWriter(&buf)
+	if err := w.Policies([]*pb.Policy{{Name: "a"}, {Name: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.States([]byte("states")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// runCtl runs floodgatectl against a with stdin in; it returns stdout and
+// stderr.
+func runCtl(t *testing.T, a *snapshotAdmin, in io.Reader, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	root := newRoot(&out)
+	root.SetIn(in)
+	root.SetErr(&errOut)
+	root.SetArgs(append([]string{"--addr", serveAdmin(t, a)}, args...))
+	err = root.Execute()
+	return out.String(), errOut.String(), err
+}
+
+// save to an existing directory fails at once, before the cluster is
+// asked for a backup, and says why.
+func TestSnapshotSaveToADirectory(t *testing.T) {
+	a := &snapshotAdmin{backup: sampleBackup(t)}
+	dir := filepath.Join(t.TempDir(), "dir.fgbk")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := runCtl(t, a, nil, "snapshot", "save", dir)
+	if err == nil || !strings.Contains(err.Error(), dir+": is a directory") {
+		t.Fatalf("save to a directory: %v", err)
+	}
+	if a.saves != 0 {
+		t.Fatal("the cluster was asked for a backup that could not be written")
+	}
+	if _, err := os.Stat(dir + ".tmp"); !os.IsNotExist(err) {
+		t.Fatalf("a temporary file was left: %v", err)
+	}
+}
+
+// save - writes the backup to stdout and the summary to stderr; restore -
+// reads stdin. No file named "-" is written.
+func TestSnapshotStdio(t *testing.T) {
+	t.Chdir(t.TempDir())
+	data := sampleBackup(t)
+	a := &snapshotAdmin{backup: data}
+	stdout, stderr, err := runCtl(t, a, nil, "snapshot", "save", "-")
+	if err != nil || stdout != string(data) || !strings.Contains(stderr, "saved stdout: ") {
+		t.Fatalf("save -: %v, stdout %q, stderr %q", err, stdout, stderr)
+	}
+	if _, err := os.Stat("-"); !os.IsNotExist(err) {
+		t.Fatalf("save - wrote a file named -: %v", err)
+	}
+	stdout, stderr, err = runCtl(t, a, nil, "snapshot", "save", "-", "--json")
+	var saved struct{ Bytes, Policies, Groups int }
+	if err != nil || stdout != string(data) || json.Unmarshal([]byte(stderr), &saved) != nil || saved.Bytes != len(data) || saved.Policies != 2 {
+		t.Fatalf("save - --json: %v, stderr %q", err, stderr)
+	}
+	if stdout, _, err = runCtl(t, a, bytes.NewReader(data), "snapshot", "restore", "-"); err != nil || !bytes.Equal(a.got, data) {
+		t.Fatalf("restore -: %v %q; the server got %d bytes of %d", err, stdout, len(a.got), len(data))
+	}
+	// What stdin holds is checked as a file is.
+	a.got = nil
+	if _, _, err = runCtl(t, a, bytes.NewReader(append(bytes.Clone(data), 1)), "snapshot", "restore", "-"); err == nil ||
+		!strings.Contains(err.Error(), "stdin: ") || !strings.Contains(err.Error(), "trailing bytes") || a.got != nil {
+		t.Fatalf("restore - of a damaged backup: %v", err)
+	}
+}
+
+// restore --json prints both counts as JSON numbers.
+func TestSnapshotRestoreJSON(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "b.fgbk")
+	if err := os.WriteFile(file, sampleBackup(t), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, err := runCtl(t, &snapshotAdmin{}, nil, "snapshot", "restore", file, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("%q: %v", stdout, err)
+	}
+	if got["keys"] != float64(8) || got["policies"] != float64(2) {
+		t.Fatalf("restore --json printed %q: want numbers", stdout)
+	}
+}
+
+// A file over the size a restore takes is refused by its size: it is not
+// read (before, 3 GB were read into memory first), and nothing is sent.
+func TestSnapshotRestoreHugeFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "huge.fgbk")
+	f, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(3 << 30); err != nil { // sparse: no disk used
+		t.Skipf("no sparse file here: %v", err)
+	}
+	f.Close()
+	a := &snapshotAdmin{}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, _, err = runCtl(t, a, nil, "snapshot", "restore", file)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "over 1073741824") || !strings.Contains(err.Error(), "3221225472 bytes") {
+		t.Fatalf("a 3 GB file: %v", err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+		t.Fatalf("refusing a 3 GB file allocated %d MB", alloc>>20)
+	}
+	if a.got != nil {
+		t.Fatal("a refused file was sent")
+	}
+}
