@@ -131,7 +131,8 @@ type Config struct {
 	// clock and the cluster's (0: not checked). Group leaders stamp checks
 	// with their clocks, so a node whose clock is beyond it from a
 	// majority of the cluster's stops rather than lead with it
-	// (clockwatch.go).
+	// (clockwatch.go). A restore refuses states whose log time is ahead
+	// of this node's clock by more (CheckRestoreTime).
 	MaxClockOffset time.Duration
 
 	// CheckStore checks a Raft log file after an unclean stop (nil: no
