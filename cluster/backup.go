@@ -88,9 +88,9 @@ func (n *Node) RestoreGroup(ctx context.Context, group int, states []byte) (int,
 // check is off). A restore moves the group's clock to that time, and a
 // group's clock never goes back: every check would be stamped with it
 // until the wall clocks caught up, so windows would stand still (a key
-// denied stays denied) and new states would be born old. The state
-// machine cannot check this (it never reads a clock), so the nodes that
-// take a restore do, before anything is written.
+// denied stays denied) and states of the present would look expired.
+// The state machine cannot check this (it never reads a clock), so the
+// nodes that take a restore do, before anything is written.
 func (n *Node) CheckRestoreTime(what string, logTime int64) error {
 	tolerance := n.cfg.MaxClockOffset
 	if tolerance <= 0 {
