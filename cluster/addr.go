@@ -107,6 +107,9 @@ func checkNode(node *metav1.Node) error {
 			return err
 		}
 	}
+	if !validIncarnation(node.Incarnation) {
+		return fmt.Errorf("%w: node.incarnation: want 32 lowercase hex digits, got %d bytes", ErrConfig, len(node.Incarnation))
+	}
 	if len(node.Version) > maxNodeIDLen {
 		return fmt.Errorf("%w: node.version: %d bytes is longer than %d", ErrConfig, len(node.Version), maxNodeIDLen)
 	}

@@ -83,6 +83,8 @@ func TestApplyLocalMetaRefusesWhatThePeerCannotVouchFor(t *testing.T) {
 	ghostNode.Id, ghostNode.GrpcAddr, ghostNode.GossipAddr = "qa-ghost", "garbage", "a:b:c"
 	badState := proto.Clone(self).(*metav1.Node)
 	badState.State = 9
+	otherDir := proto.Clone(self).(*metav1.Node)
+	otherDir.Incarnation = strings.Repeat("e", 32)
 	for _, tc := range []struct {
 		name string
 		cmd  []byte
@@ -94,6 +96,7 @@ func TestApplyLocalMetaRefusesWhatThePeerCannotVouchFor(t *testing.T) {
 		{"report with a bad replica id", enc(fsm.MetaShardReport, &metav1.ShardReport{Shard: 0, Leader: "n1", Term: term, Replicas: []*metav1.Replica{{NodeId: "a b"}}}), "replicas[0].node_id"},
 		{"node with bad addresses", enc(fsm.MetaUpsertNode, &metav1.UpsertNode{Node: ghostNode}), "node.grpc_addr"},
 		{"node in an unknown state", enc(fsm.MetaUpsertNode, &metav1.UpsertNode{Node: badState}), "node.state"},
+		{"a member's record from another data dir", enc(fsm.MetaUpsertNode, &metav1.UpsertNode{Node: otherDir}), "node.incarnation"},
 		{"group homed at a stranger", enc(fsm.MetaAddGroup, &metav1.AddGroup{Home: "nobody"}), "home: nobody is not a member"},
 		{"group rehomed at a stranger", enc(fsm.MetaRehomeGroup, &metav1.RehomeGroup{Group: 0, Home: "nobody"}), "home: nobody is not a member"},
 	} {

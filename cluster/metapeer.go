@@ -50,6 +50,7 @@ func (n *Node) checkPeerMeta(ctx context.Context, cmd []byte) error {
 		if s := c.Node.State; s < metav1.NodeState_NODE_STATE_UNSPECIFIED || s > metav1.NodeState_NODE_STATE_DEAD {
 			return fmt.Errorf("%w: node.state: unknown node state %d", ErrConfig, s)
 		}
+		return checkIncarnation(v.Node(c.Node.Id), c.Node)
 	case fsm.MetaShardReport:
 		var c metav1.ShardReport
 		if proto.Unmarshal(body, &c) != nil {

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,6 +74,8 @@ const metaGroup = -1
 // it, gossip, and the loops that move replicas toward the placement.
 type Node struct {
 	cfg Config
+	// incarnation is the data dir's (loadIncarnation): this life's.
+	incarnation string
 	// asked holds the creation settings as given (zero: not given), to
 	// say which ones the cluster ignores (ignoredSettings).
 	asked  Config
@@ -131,24 +131,30 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 		lock.release()
 		return nil, err
 	}
+	incarnation, err := loadIncarnation(cfg.DataDir)
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
 	if err := checkStores(cfg.DataDir, cfg.NodeID, cfg.CheckStore); err != nil {
 		lock.release()
 		return nil, err
 	}
 	n := &Node{
-		cfg:     cfg,
-		asked:   asked,
-		lock:    lock,
-		log:     cfg.Logger.With("node", cfg.NodeID),
-		peers:   peers,
-		shards:  map[int]*replica{},
-		rates:   newRates(),
-		grid:    newGrid(gridEvery(cfg.HeartbeatTimeout, cfg.LeaderLeaseTimeout)),
-		recon:   reconcileState{kick: make(chan struct{}, 1)},
-		started: make(chan struct{}),
-		clock:   clockState{failed: make(chan struct{})},
-		left:    make(chan struct{}),
-		stop:    make(chan struct{}),
+		cfg:         cfg,
+		asked:       asked,
+		incarnation: incarnation,
+		lock:        lock,
+		log:         cfg.Logger.With("node", cfg.NodeID),
+		peers:       peers,
+		shards:      map[int]*replica{},
+		rates:       newRates(),
+		grid:        newGrid(gridEvery(cfg.HeartbeatTimeout, cfg.LeaderLeaseTimeout)),
+		recon:       reconcileState{kick: make(chan struct{}, 1)},
+		started:     make(chan struct{}),
+		clock:       clockState{failed: make(chan struct{})},
+		left:        make(chan struct{}),
+		stop:        make(chan struct{}),
 	}
 	ok := false
 	defer func() {
@@ -186,34 +192,6 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 	go n.shareRates()
 	go n.watchClock()
 	return n, nil
-}
-
-// claimDataDir records which node owns dir, and refuses another node id:
-// starting node B on node A's data would make B impersonate A in every
-// Raft group.
-func claimDataDir(dir, id string) error {
-	path := filepath.Join(dir, "node-id")
-	b, err := os.ReadFile(path)
-	switch {
-	case err == nil:
-		if got := strings.TrimSpace(string(b)); got != id {
-			return fmt.Errorf("%w: node-id: data dir %s belongs to node %q, not %q", ErrConfig, dir, got, id)
-		}
-		return nil
-	case os.IsNotExist(err):
-		return os.WriteFile(path, []byte(id+"\n"), 0o644)
-	default:
-		return err
-	}
-}
-
-// ReadNodeID returns the node id recorded in dataDir, or "".
-func ReadNodeID(dataDir string) string {
-	b, err := os.ReadFile(filepath.Join(dataDir, "node-id"))
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
 }
 
 func (n *Node) openMeta() error {
@@ -441,7 +419,7 @@ func (n *Node) self() *metav1.Node {
 	return &metav1.Node{
 		Id: n.cfg.NodeID, GrpcAddr: n.cfg.GRPCAddr, HttpAddr: n.cfg.HTTPAddr,
 		RaftAddr: n.cfg.RaftAddr, GossipAddr: n.cfg.GossipAddr, Region: n.cfg.Region,
-		Version: version.Get().Version,
+		Version: version.Get().Version, Incarnation: n.incarnation,
 	}
 }
 

@@ -140,7 +140,7 @@ const selfUpdate = -2
 
 func addrsDiffer(a, b *metav1.Node) bool {
 	return a.GrpcAddr != b.GrpcAddr || a.HttpAddr != b.HttpAddr || a.RaftAddr != b.RaftAddr ||
-		a.GossipAddr != b.GossipAddr || a.Region != b.Region || a.Version != b.Version
+		a.GossipAddr != b.GossipAddr || a.Region != b.Region || a.Version != b.Version || a.Incarnation != b.Incarnation
 }
 
 // leaderChanged starts a reconcile pass at once: a new shard leader

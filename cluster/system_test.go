@@ -2,6 +2,8 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,5 +146,42 @@ func leave(t *testing.T, by, node *inproc.Node) {
 	case <-node.Node.Left():
 	case <-time.After(30 * time.Second):
 		t.Fatalf("%s was not removed", node.ID)
+	}
+}
+
+// A member whose data dir was lost, started again under its --node-id
+// with an empty one, is not the member it was: its Raft votes and log went
+// with the old dir, so the cluster refuses it, naming what to do, and
+// keeps the old member's record; once the old member is taken out
+// (leave), the node joins as a new one.
+func TestLostDataDirIsNotTheMemberItWas(t *testing.T) {
+	nodes := inproc.SlotCluster(t, 3, 64)
+	old := nodes[0].Node.View().Node("n3")
+	nodes[2].Stop()
+	cfg := nodes[2].Cfg // its addresses, an empty data dir
+	cfg.DataDir = t.TempDir()
+	cfg.Join = []string{nodes[0].Cfg.GRPCAddr}
+	if _, err := inproc.TryStart(t, cfg); err == nil || !strings.Contains(err.Error(), "node.incarnation: n3 is a member whose data dir was another") ||
+		!strings.Contains(err.Error(), "floodgatectl leave n3") {
+		t.Fatalf("a wiped n3 started: %v, want a refusal naming node.incarnation", err)
+	}
+	if now := nodes[0].Node.View().Node("n3"); now.Incarnation != old.Incarnation || now.Incarnation == "" {
+		t.Fatalf("n3's record after the refusal: %v, was %v", now, old)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := nodes[0].Admin().Leave(ctx, &pb.LeaveRequest{NodeId: "n3"}); err != nil {
+		t.Fatal(err)
+	}
+	inproc.Eventually(t, time.Minute, "the old n3 removed", func() error {
+		if nodes[0].Node.View().Node("n3") != nil {
+			return errors.New("n3 still a member")
+		}
+		return nil
+	})
+	back := inproc.Start(t, cfg)
+	inproc.WaitSettled(t, []*inproc.Node{nodes[0], nodes[1], back}, time.Minute)
+	if now := nodes[0].Node.View().Node("n3"); now == nil || now.Incarnation == old.Incarnation {
+		t.Fatalf("n3 rejoined as %v", now)
 	}
 }

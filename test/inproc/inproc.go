@@ -78,15 +78,27 @@ func Config(t testing.TB, id string) cluster.Config {
 // Start opens and starts a node with cfg; it is stopped when t ends.
 func Start(t testing.TB, cfg cluster.Config) *Node {
 	t.Helper()
+	n, err := TryStart(t, cfg)
+	if err != nil {
+		t.Fatalf("start %s: %v", cfg.NodeID, err)
+	}
+	return n
+}
+
+// TryStart is Start for a node the cluster may refuse: Start's error,
+// with the node stopped.
+func TryStart(t testing.TB, cfg cluster.Config) (*Node, error) {
+	t.Helper()
 	n := &Node{t: t, ID: cfg.NodeID, Cfg: cfg}
 	n.open()
 	t.Cleanup(n.Stop)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := n.Node.Start(ctx); err != nil {
-		t.Fatalf("start %s: %v", cfg.NodeID, err)
+		n.Stop()
+		return nil, err
 	}
-	return n
+	return n, nil
 }
 
 func (n *Node) open() {

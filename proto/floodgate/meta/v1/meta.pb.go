@@ -91,7 +91,12 @@ type Node struct {
 	Region     string                 `protobuf:"bytes,6,opt,name=region,proto3" json:"region,omitempty"`
 	State      NodeState              `protobuf:"varint,7,opt,name=state,proto3,enum=floodgate.meta.v1.NodeState" json:"state,omitempty"`
 	// The floodgate release the node last said it runs (its --version).
-	Version       string `protobuf:"bytes,8,opt,name=version,proto3" json:"version,omitempty"`
+	Version string `protobuf:"bytes,8,opt,name=version,proto3" json:"version,omitempty"`
+	// A random id written into the node's data dir when the dir was
+	// created (32 hex digits; empty from releases before it). A node whose
+	// data dir was lost comes back with another: it must not take the place
+	// of the member it was, whose Raft votes and log it no longer has.
+	Incarnation   string `protobuf:"bytes,9,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -178,6 +183,13 @@ func (x *Node) GetState() NodeState {
 func (x *Node) GetVersion() string {
 	if x != nil {
 		return x.Version
+	}
+	return ""
+}
+
+func (x *Node) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
 	}
 	return ""
 }
@@ -1388,7 +1400,7 @@ var File_floodgate_meta_v1_meta_proto protoreflect.FileDescriptor
 
 const file_floodgate_meta_v1_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x1cfloodgate/meta/v1/meta.proto\x12\x11floodgate.meta.v1\"\xf4\x01\n" +
+	"\x1cfloodgate/meta/v1/meta.proto\x12\x11floodgate.meta.v1\"\x96\x02\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -1398,7 +1410,8 @@ const file_floodgate_meta_v1_meta_proto_rawDesc = "" +
 	"gossipAddr\x12\x16\n" +
 	"\x06region\x18\x06 \x01(\tR\x06region\x122\n" +
 	"\x05state\x18\a \x01(\x0e2\x1c.floodgate.meta.v1.NodeStateR\x05state\x12\x18\n" +
-	"\aversion\x18\b \x01(\tR\aversion\"\xb2\x01\n" +
+	"\aversion\x18\b \x01(\tR\aversion\x12 \n" +
+	"\vincarnation\x18\t \x01(\tR\vincarnation\"\xb2\x01\n" +
 	"\vInitCluster\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x16\n" +
