@@ -186,8 +186,14 @@ func (n *Node) announce() {
 			_, _, err := n.peers.AddNode(actx, addr, n.self(), ProveGossipKey(n.cfg.GossipKey, n.cfg.NodeID))
 			acancel()
 			if err == nil {
+				n.refused.Store(nil)
 				n.log.Info("told the cluster this node's addresses", "via", addr)
 				return
+			}
+			if refusedJoin(err) {
+				// Not ready meanwhile: a rolling restart must stop at this
+				// node rather than go on to the next.
+				n.refused.Store(&err)
 			}
 			if refusedJoin(err) || errors.Is(err, ErrMemberAlive) {
 				// Said at once: an operator must act (or, for a member seen
@@ -203,4 +209,14 @@ func (n *Node) announce() {
 		case <-time.After(backoff(attempt, 500*time.Millisecond, 5*time.Second)):
 		}
 	}
+}
+
+// Refused returns the cluster's refusal of this restarted member's
+// announce (a --gossip-key the cluster does not share, say), nil while
+// there is none. An operator must act; until then the node is not ready.
+func (n *Node) Refused() error {
+	if err := n.refused.Load(); err != nil {
+		return *err
+	}
+	return nil
 }

@@ -109,6 +109,9 @@ type Node struct {
 	// keysRefused counts the checks groups led here refused, or answered
 	// would-deny in shadow mode, for want of room for new key states.
 	keysRefused atomic.Int64
+	// refused holds the cluster's refusal of this node's announce
+	// (Refused), nil when there is none.
+	refused atomic.Pointer[error]
 }
 
 // Open opens the node's data and starts its Raft port and gossip. The node

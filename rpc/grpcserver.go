@@ -63,8 +63,8 @@ func MarkServing(hs *health.Server) {
 	}
 }
 
-// MarkNotServing flips the health of the node's services to NOT_SERVING,
-// so load balancers stop sending before the node shuts down.
+// MarkNotServing flips the health of the node's services to NOT_SERVING:
+// a node not started yet.
 func MarkNotServing(hs *health.Server) {
 	for _, s := range checkServices {
 		hs.SetServingStatus(s, healthpb.HealthCheckResponse_NOT_SERVING)

@@ -130,7 +130,7 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 		}
 	}
 	shutdown := func() error {
-		rpc.MarkNotServing(health)
+		rpc.StopServing(health)
 		hctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		node.HandOff(hctx)
 		cancel()
@@ -165,6 +165,7 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 		return err
 	}
 	rpc.MarkServing(health)
+	go rpc.WatchReadiness(ctx, health, node)
 	go seedPolicies(ctx, node, opts.policies, log)
 	c := node.Config()
 	log.Info("floodgate ready", "version", version.Get().Version, "node", node.ID(), "cluster", node.View().ClusterID, "grpc", c.GRPCAddr,
@@ -204,6 +205,10 @@ func serveHTTP(opts *options, sec *security, node *cluster.Node, limiter httpapi
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := node.Refused(); err != nil {
+			http.Error(w, "the cluster refuses this node: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
 		if v := node.View(); v.Initialized() && v.Node(node.ID()) != nil {
 			fmt.Fprintln(w, "ready")
 			return
