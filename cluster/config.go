@@ -71,7 +71,8 @@ type Config struct {
 	// creates it, and the others join it. Every node of a StatefulSet can
 	// then start with the same arguments.
 	BootstrapExpect int
-	// Resolver looks up dns: join names (nil: the system's).
+	// Resolver looks up dns: join names and the host names peers
+	// advertise, for Raft (nil: the system's).
 	Resolver *net.Resolver
 	// Slots, GroupsPerNode and Replicas apply when this node creates a
 	// new cluster. Shards > 0 creates a legacy cluster instead: that many

@@ -31,6 +31,10 @@ type Mux struct {
 	advertise net.Addr
 	tls       *PeerTLS // nil: plaintext
 	log       *slog.Logger
+	// resolver looks up the host names peers advertise, at every dial,
+	// so a peer that came back at a new IP under its name is found
+	// (nil: the system's).
+	resolver *net.Resolver
 
 	mu     sync.Mutex
 	layers map[string]*muxLayer
@@ -163,7 +167,8 @@ type muxLayer struct {
 
 // Dial connects to a peer's Raft port and names this layer's group.
 func (l *muxLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	conn, err := net.DialTimeout("tcp", string(addr), timeout)
+	d := net.Dialer{Timeout: timeout, Resolver: l.mux.resolver}
+	conn, err := d.Dial("tcp", string(addr))
 	if err != nil {
 		return nil, err
 	}

@@ -174,6 +174,7 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 		return nil, fmt.Errorf("%w: raft-addr: %w", ErrConfig, err)
 	}
 	n.mux = NewMux(ln, nil, cfg.PeerTLS, n.log)
+	n.mux.resolver = cfg.Resolver
 	if cfg.RaftBind == cfg.RaftAddr {
 		n.cfg.RaftAddr = ln.Addr().String() // port 0 (tests): the port picked
 	}
@@ -276,6 +277,7 @@ func (n *Node) Start(ctx context.Context) error {
 // only once it has replayed its own log (metaReplayed).
 func (n *Node) waitMember(ctx context.Context, caughtUp bool) error {
 	hint := time.After(memberHintAfter)
+	why := n.memberHint(!caughtUp)
 	var behind error // why the last catch-up failed
 	for {
 		m := n.metaState()
@@ -293,10 +295,10 @@ func (n *Node) waitMember(ctx context.Context, caughtUp bool) error {
 			if behind != nil {
 				n.log.Warn("listed as a member, but not caught up with the meta leader yet", "err", behind)
 			} else {
-				n.log.Warn("not a cluster member yet: " + notMemberHint)
+				n.log.Warn("not a cluster member yet: " + why)
 			}
 		case <-ctx.Done():
-			return fmt.Errorf("waiting to become a cluster member: %w (%s)", ctx.Err(), notMemberHint)
+			return fmt.Errorf("waiting to become a cluster member: %w (%s)", ctx.Err(), why)
 		case <-n.stop:
 			return ErrClosed
 		case <-ch:
@@ -353,12 +355,11 @@ func (n *Node) removedFromMeta() bool {
 }
 
 // memberHintAfter is how long a node waits to become a member before it
-// says what may be wrong; notMemberHint is what.
+// says what may be wrong (memberHint).
 const (
 	memberHintAfter = 15 * time.Second
 	// memberCatchUp bounds one try at catching up (waitMember tries again).
 	memberCatchUp = 2 * time.Second
-	notMemberHint = "a node that left its cluster (floodgatectl leave) cannot resume it from its data dir: start it with an empty --data-dir and --join; a joining node waits for a member to add it"
 )
 
 // Starting reports whether Start has not returned yet: the node is

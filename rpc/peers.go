@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -61,7 +62,11 @@ func (p *Peers) conn(addr string) *grpc.ClientConn {
 	}
 	if c == nil {
 		var err error
-		if c, err = grpc.NewClient(addr, p.opts...); err != nil {
+		// passthrough: the dialer resolves a peer's host name at every
+		// connection attempt. gRPC's dns resolver would keep a restarted
+		// peer's old IP for up to 30 s between lookups, and a pod that
+		// moved is known by its name alone.
+		if c, err = grpc.NewClient("passthrough:///"+addr, p.opts...); err != nil {
 			// NewClient fails only on a malformed target; an address that
 			// came from the meta state is well-formed. Use a connection
 			// that is never ready, so callers see "not sent".
@@ -70,6 +75,15 @@ func (p *Peers) conn(addr string) *grpc.ClientConn {
 		p.conns[addr] = c
 	}
 	return c
+}
+
+// DialResolver makes Peers look peers' host names up with r (--dns-server)
+// instead of the system's resolver.
+func DialResolver(r *net.Resolver) grpc.DialOption {
+	return grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		d := net.Dialer{Resolver: r}
+		return d.DialContext(ctx, "tcp", addr)
+	})
 }
 
 // Close closes every connection and stops the forwarders using them.

@@ -32,6 +32,35 @@ func advertise(flag, bind, host string, ips func() ([]net.IP, error)) (string, e
 	return net.JoinHostPort(h, port), nil
 }
 
+// gossipAdvertise returns the address gossip advertises for a listener
+// bound at bind. memberlist takes an IP only, so it is host
+// (--advertise-gossip-host, which must be an IP) when set, else
+// advHost (--advertise-host) when that is an IP, else what advertise
+// makes of bind alone. A name --advertise-host (a pod's stable DNS name,
+// which Raft and gRPC re-resolve after a restart) thus leaves gossip on
+// the pod IP: gossip learns the new IP from the node itself.
+func gossipAdvertise(bind, host, advHost string, ips func() ([]net.IP, error)) (string, error) {
+	if host != "" {
+		ip := net.ParseIP(host)
+		if ip == nil {
+			return "", fmt.Errorf("advertise-gossip-host: %q is not an IP address (gossip advertises an IP; in Kubernetes, the pod IP)", host)
+		}
+		if ip.IsUnspecified() {
+			return "", fmt.Errorf("advertise-gossip-host: %s means every address, which no peer can dial: give this node's own address", host)
+		}
+	} else if net.ParseIP(advHost) != nil {
+		host = advHost
+	}
+	a, err := advertise("gossip-addr", bind, host, ips)
+	if err != nil {
+		return "", err
+	}
+	if h, _, _ := net.SplitHostPort(a); net.ParseIP(h) == nil {
+		return "", fmt.Errorf("advertise-gossip-host: gossip advertises an IP address, and gossip-addr %s has host name %q: set --advertise-gossip-host (in Kubernetes, the pod IP)", bind, h)
+	}
+	return a, nil
+}
+
 // checkAdvertiseHost refuses a --advertise-host no peer could dial: one
 // with a port or a space, or an address that means every address.
 func checkAdvertiseHost(host string) error {

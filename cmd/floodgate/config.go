@@ -69,9 +69,10 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 		gossipAddr = fs.String("gossip-addr", "127.0.0.1:7703", "memberlist gossip address (TCP and UDP)")
 		join       = fs.String("join", "", "comma-separated gRPC addresses of members to join at first start; dns:NAME:PORT stands for every address NAME resolves to (a headless service)")
 		expect     = fs.Int("bootstrap-expect", 0, "with --join: create the cluster once this many fresh nodes are found there and none belongs to a cluster (the smallest node id creates it), so every node starts with the same arguments")
-		dnsServer  = fs.String("dns-server", "", "DNS server (host:port) for dns: join names (default: the system's resolver)")
+		dnsServer  = fs.String("dns-server", "", "DNS server (host:port) for dns: join names and the host names other nodes advertise (default: the system's resolver)")
 		region     = fs.String("region", "", "region label of this node")
-		advHost    = fs.String("advertise-host", "", "host or IP other nodes and clients reach this node at, with the ports of the *-addr flags (default: the host of each, or this machine's one address when it is 0.0.0.0); in Kubernetes, the pod IP")
+		advHost    = fs.String("advertise-host", "", "host name or IP other nodes and clients reach this node at, with the ports of the *-addr flags (default: the host of each, or this machine's one address when it is 0.0.0.0); in Kubernetes, the pod's stable DNS name")
+		advGossip  = fs.String("advertise-gossip-host", "", "IP address other nodes reach this node's gossip port at (memberlist takes an IP only; default: --advertise-host when it is an IP, else the gossip-addr host, or this machine's one address when that is 0.0.0.0); in Kubernetes, the pod IP")
 		slots      = fs.Int("slots", cluster.DefaultSlots, "slot count of a new cluster: keys hash to slots, which move between Raft groups as nodes join and leave")
 		perNode    = fs.Int("groups-per-node", cluster.DefaultGroupsPerNode, "Raft groups each node leads in a new cluster")
 		shards     = fs.Int("shards", 0, "create a legacy cluster of this many fixed shards, one Raft group each (0: a cluster of slots)")
@@ -194,7 +195,12 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 		if bind == "" {
 			continue // http off
 		}
-		a, err := advertise(flag, bind, *advHost, interfaceIPs)
+		a, err := "", error(nil)
+		if flag == "gossip-addr" {
+			a, err = gossipAdvertise(bind, *advGossip, *advHost, interfaceIPs)
+		} else {
+			a, err = advertise(flag, bind, *advHost, interfaceIPs)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -104,7 +104,11 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 			log.Warn("flush traces", "err", err)
 		}
 	}()
-	peers := rpc.NewPeers(append(dialOpts, sec.peerDialOptions()...)...)
+	dialOpts = append(dialOpts, sec.peerDialOptions()...)
+	if cfg.Resolver != nil {
+		dialOpts = append(dialOpts, rpc.DialResolver(cfg.Resolver))
+	}
+	peers := rpc.NewPeers(dialOpts...)
 	defer peers.Close()
 	node, err := cluster.Open(cfg, peers)
 	if err != nil {

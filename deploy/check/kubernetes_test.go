@@ -172,16 +172,46 @@ func TestManifestsHoldTogether(t *testing.T) {
 	}
 }
 
+// Pods advertise their stable DNS names for gRPC and Raft: pod IPs change,
+// and a cluster whose pods all came back at new IPs at once could not
+// re-form at the addresses its meta state holds. Gossip takes the pod IP
+// (memberlist takes no name).
+func TestPodsAdvertiseStableNames(t *testing.T) {
+	set := load(t).sets[0]
+	c := set.Spec.Template.Spec.Containers[0]
+	env := podEnv(t, c)
+	var host, gossip string
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--advertise-host="); ok {
+			host = v
+		}
+		if v, ok := strings.CutPrefix(a, "--advertise-gossip-host="); ok {
+			gossip = v
+		}
+	}
+	if want := "$(POD_NAME)." + set.Spec.ServiceName + ".$(POD_NAMESPACE).svc.cluster.local"; host != want {
+		t.Errorf("--advertise-host=%q, want the pod's stable name %q", host, want)
+	}
+	if gossip != "$(POD_IP)" || env["POD_IP"] != "10.1.2.3" {
+		t.Errorf("--advertise-gossip-host=%q (POD_IP %q), want $(POD_IP) from status.podIP", gossip, env["POD_IP"])
+	}
+}
+
 // The pods' arguments are ones floodgate accepts: they are checked by the
 // real binary, with the pod's environment filled in (--check-config runs
 // every check of a start and exits before opening anything).
 func TestPodArgumentsParse(t *testing.T) {
 	c := load(t).sets[0].Spec.Template.Spec.Containers[0]
-	env := map[string]string{"POD_NAME": "floodgate-0", "POD_IP": "10.1.2.3"}
+	env := podEnv(t, c)
 	args := []string{"run", "./cmd/floodgate"}
 	for _, a := range c.Args {
 		args = append(args, regexp.MustCompile(`\$\((\w+)\)`).ReplaceAllStringFunc(a, func(m string) string {
-			return env[m[2:len(m)-1]]
+			v, ok := env[m[2:len(m)-1]]
+			if !ok {
+				// Kubernetes would pass "$(NAME)" on as it is.
+				t.Errorf("argument %q uses %s, which the container's env does not define", a, m)
+			}
+			return v
 		}))
 	}
 	args = append(args, "--check-config")
@@ -199,6 +229,30 @@ func TestPodArgumentsParse(t *testing.T) {
 			t.Fatalf("%s passed: the check is vacuous", extra)
 		}
 	}
+}
+
+// podEnv is the container's environment as a pod floodgate-0 at
+// 10.1.2.3 in namespace default sees it: each field reference filled in,
+// other sources (secrets, resources) with a placeholder.
+func podEnv(t *testing.T, c corev1.Container) map[string]string {
+	t.Helper()
+	fields := map[string]string{"metadata.name": "floodgate-0", "metadata.namespace": "default", "status.podIP": "10.1.2.3"}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			env[e.Name] = e.Value
+		case e.ValueFrom.FieldRef != nil:
+			v, ok := fields[e.ValueFrom.FieldRef.FieldPath]
+			if !ok {
+				t.Fatalf("env %s: field %s unknown to this check", e.Name, e.ValueFrom.FieldRef.FieldPath)
+			}
+			env[e.Name] = v
+		default:
+			env[e.Name] = "placeholder"
+		}
+	}
+	return env
 }
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
