@@ -20,11 +20,19 @@ func Percent(live, headroom uint64) int {
 	return int(min(max(p, 100), maxPercent))
 }
 
+// Active reports whether Run tunes the collector: with headroom, and
+// unless the operator set GOGC (theirs wins). GOMEMLIMIT does not turn it
+// off: the runtime collects at the lesser of the GOGC target and the
+// limit, so the limit stays a ceiling (a container's, in Kubernetes) and
+// a small heap still gets its headroom below it.
+func Active(headroom uint64, getenv func(string) string) bool {
+	return headroom != 0 && getenv("GOGC") == ""
+}
+
 // Run keeps the collector's target at Percent of the live heap, checked
-// every interval, until ctx ends. It does nothing when headroom is 0 or
-// when the operator set GOGC or GOMEMLIMIT: theirs wins.
+// every interval, until ctx ends, when Active.
 func Run(ctx context.Context, headroom uint64, interval time.Duration) {
-	if headroom == 0 || os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+	if !Active(headroom, os.Getenv) {
 		return
 	}
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}

@@ -21,3 +21,23 @@ func TestPercent(t *testing.T) {
 		}
 	}
 }
+
+// A memory limit (GOMEMLIMIT, set from a container's limit) leaves the
+// tuning on: without it a small heap is collected at every doubling.
+func TestActive(t *testing.T) {
+	env := func(vars map[string]string) func(string) string { return func(k string) string { return vars[k] } }
+	for _, c := range []struct {
+		headroom uint64
+		vars     map[string]string
+		want     bool
+	}{
+		{256 << 20, nil, true},
+		{256 << 20, map[string]string{"GOMEMLIMIT": "1073741824"}, true},
+		{256 << 20, map[string]string{"GOGC": "200"}, false},
+		{0, nil, false},
+	} {
+		if got := Active(c.headroom, env(c.vars)); got != c.want {
+			t.Errorf("Active(%d, %v) = %v, want %v", c.headroom, c.vars, got, c.want)
+		}
+	}
+}

@@ -95,7 +95,7 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 		otlpPlain  = fs.Bool("otlp-insecure", false, "send traces without TLS (a collector on loopback or a sidecar)")
 		sample     = fs.Float64("trace-sample", 1, "share of traces started here that are kept, 0..1 (a caller's sampled trace is always followed)")
 		profiles   = fs.Bool("pprof", false, "serve Go profiles at /debug/pprof/ on the HTTP address")
-		gcHeadroom = fs.Int("gc-headroom-mib", 256, "MiB the heap may grow by between garbage collections at least (a small heap is otherwise collected every few MiB); 0: Go's default; GOGC or GOMEMLIMIT in the environment win")
+		gcHeadroom = fs.Int("gc-headroom-mib", 256, "MiB the heap may grow by between garbage collections at least (a small heap is otherwise collected every few MiB); 0: Go's default; GOGC in the environment wins, GOMEMLIMIT stays a ceiling")
 		policyFile = fs.String("policies", "", "YAML policy file (floodgatectl's format) stored at start when the cluster has no policies yet; later changes: floodgatectl policy apply")
 	)
 	sec := defineSecurity(fs)

@@ -256,3 +256,39 @@ func podEnv(t *testing.T, c corev1.Container) map[string]string {
 }
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
+
+// Memory: the Go heap's ceiling is the container's limit (GOMEMLIMIT from
+// limits.memory), and the key states --max-key-states allows fit in half
+// of it at the costliest default state (a 60-bucket sliding counter,
+// about 300 B; README's figures) on each of the replicas a pod holds.
+func TestMemoryFitsLimit(t *testing.T) {
+	set := load(t).sets[0]
+	c := set.Spec.Template.Spec.Containers[0]
+	limit, ok := c.Resources.Limits[corev1.ResourceMemory]
+	if !ok {
+		t.Fatal("no memory limit")
+	}
+	var gomem *corev1.EnvVar
+	for i, e := range c.Env {
+		if e.Name == "GOMEMLIMIT" {
+			gomem = &c.Env[i]
+		}
+	}
+	if gomem == nil || gomem.ValueFrom == nil || gomem.ValueFrom.ResourceFieldRef == nil ||
+		gomem.ValueFrom.ResourceFieldRef.Resource != "limits.memory" || gomem.ValueFrom.ResourceFieldRef.Divisor.String() != "1" {
+		t.Fatal("GOMEMLIMIT must come from limits.memory in bytes (divisor 1)")
+	}
+	states := 0
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--max-key-states="); ok {
+			states, _ = strconv.Atoi(v)
+		}
+	}
+	const replicasPerPod, bytesPerState = 3, 300
+	if states == 0 {
+		t.Fatal("--max-key-states must be bounded in a pod with a memory limit")
+	}
+	if live := int64(states) * replicasPerPod * bytesPerState; live > limit.Value()/2 {
+		t.Errorf("--max-key-states=%d: %d replicas x %d B = %d MB live, over half the %s limit", states, replicasPerPod, bytesPerState, live>>20, limit.String())
+	}
+}
