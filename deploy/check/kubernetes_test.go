@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -24,6 +25,7 @@ type objects struct {
 	services []corev1.Service
 	sets     []appsv1.StatefulSet
 	pdbs     []policyv1.PodDisruptionBudget
+	netpols  []networkingv1.NetworkPolicy
 }
 
 // load decodes every document of every manifest strictly: a field the API
@@ -62,6 +64,9 @@ func load(t *testing.T) objects {
 			case "policy/v1 PodDisruptionBudget":
 				o.pdbs = append(o.pdbs, policyv1.PodDisruptionBudget{})
 				target = &o.pdbs[len(o.pdbs)-1]
+			case "networking.k8s.io/v1 NetworkPolicy":
+				o.netpols = append(o.netpols, networkingv1.NetworkPolicy{})
+				target = &o.netpols[len(o.netpols)-1]
 			default:
 				t.Fatalf("%s #%d: unexpected %s %s", f, i, head.APIVersion, head.Kind)
 			}
@@ -85,8 +90,8 @@ func stripComments(doc string) string {
 
 func TestManifestsDecodeStrictly(t *testing.T) {
 	o := load(t)
-	if len(o.services) != 2 || len(o.sets) != 1 || len(o.pdbs) != 1 {
-		t.Fatalf("%d services, %d statefulsets, %d PDBs; want 2, 1, 1", len(o.services), len(o.sets), len(o.pdbs))
+	if len(o.services) != 2 || len(o.sets) != 1 || len(o.pdbs) != 1 || len(o.netpols) != 1 {
+		t.Fatalf("%d services, %d statefulsets, %d PDBs, %d network policies; want 2, 1, 1, 1", len(o.services), len(o.sets), len(o.pdbs), len(o.netpols))
 	}
 	// A field of the wrong name fails: the check is not vacuous.
 	bad := []byte("apiVersion: apps/v1\nkind: StatefulSet\nspec:\n  replica: 3\n")
@@ -290,5 +295,54 @@ func TestMemoryFitsLimit(t *testing.T) {
 	}
 	if live := int64(states) * replicasPerPod * bytesPerState; live > limit.Value()/2 {
 		t.Errorf("--max-key-states=%d: %d replicas x %d B = %d MB live, over half the %s limit", states, replicasPerPod, bytesPerState, live>>20, limit.String())
+	}
+}
+
+// As shipped: no service account token in the pods (floodgate never calls
+// the API), and Raft and gossip reachable from floodgate's own pods only,
+// by a policy that selects them and names container ports they have.
+func TestLockedDown(t *testing.T) {
+	o := load(t)
+	pod := o.sets[0].Spec.Template
+	if a := pod.Spec.AutomountServiceAccountToken; a == nil || *a {
+		t.Error("automountServiceAccountToken must be false")
+	}
+	ports := map[string]corev1.Protocol{}
+	for _, p := range pod.Spec.Containers[0].Ports {
+		ports[p.Name] = p.Protocol
+	}
+	np := o.netpols[0]
+	for k, v := range np.Spec.PodSelector.MatchLabels {
+		if pod.Labels[k] != v {
+			t.Errorf("the network policy selects %s=%s, which the pods lack", k, v)
+		}
+	}
+	reach := map[string]bool{} // port name -> open beyond floodgate's pods
+	for _, r := range np.Spec.Ingress {
+		own := len(r.From) > 0
+		for _, f := range r.From {
+			own = own && f.NamespaceSelector == nil && f.IPBlock == nil && f.PodSelector != nil &&
+				f.PodSelector.MatchLabels["app.kubernetes.io/name"] == pod.Labels["app.kubernetes.io/name"]
+		}
+		for _, p := range r.Ports {
+			if p.Port == nil || ports[p.Port.StrVal] == "" || (p.Protocol != nil && *p.Protocol != ports[p.Port.StrVal]) {
+				t.Errorf("the network policy names port %v, not a container port of that protocol", p.Port)
+				continue
+			}
+			reach[p.Port.StrVal] = reach[p.Port.StrVal] || !own
+		}
+	}
+	for name := range ports {
+		open, listed := reach[name]
+		switch name {
+		case "raft", "gossip-tcp", "gossip-udp":
+			if !listed || open {
+				t.Errorf("port %s must be admitted from floodgate's pods only", name)
+			}
+		default:
+			if !listed {
+				t.Errorf("port %s is admitted from nowhere", name)
+			}
+		}
 	}
 }
