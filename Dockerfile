@@ -18,9 +18,14 @@ RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
     CGO_ENABLED=0 go build -trimpath -buildvcs=false \
         -ldflags "-s -w -X github.com/floodgate/floodgate/version.Override=${VERSION}" \
         -o /out/floodgatectl ./cmd/floodgatectl
+# The data directory, owned by the nonroot user (65532): distroless has
+# none, and a VOLUME over a missing directory is created root-owned, where
+# floodgate cannot write its LOCK file.
+RUN mkdir -p /out/data
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/floodgate /out/floodgatectl /usr/local/bin/
+COPY --from=build --chown=65532:65532 /out/data /var/lib/floodgate
 # 7700 gRPC (clients, peers), 7701 HTTP, 7702 Raft, 7703 gossip (TCP+UDP).
 EXPOSE 7700 7701 7702 7703 7703/udp
 VOLUME ["/var/lib/floodgate"]

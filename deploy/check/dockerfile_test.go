@@ -49,7 +49,7 @@ func dockerfile(t *testing.T) []instruction {
 
 func TestDockerfileShape(t *testing.T) {
 	ins := dockerfile(t)
-	var froms []string
+	var froms, copies []string
 	last := map[string]string{}
 	for _, in := range ins {
 		if in.op == "FROM" {
@@ -57,6 +57,9 @@ func TestDockerfileShape(t *testing.T) {
 		}
 		if in.stage == 1 {
 			last[in.op] = in.args
+			if in.op == "COPY" {
+				copies = append(copies, in.args)
+			}
 		}
 	}
 	if len(froms) != 2 {
@@ -81,8 +84,27 @@ func TestDockerfileShape(t *testing.T) {
 	if u := last["USER"]; u == "" || strings.HasPrefix(u, "root") || strings.HasPrefix(u, "0") {
 		t.Errorf("runs as %q, want a non-root user", u)
 	}
-	if !strings.Contains(last["ENTRYPOINT"], "/usr/local/bin/floodgate") || !strings.Contains(last["COPY"], "floodgatectl") {
-		t.Errorf("the image must hold both binaries and run floodgate: COPY %q ENTRYPOINT %q", last["COPY"], last["ENTRYPOINT"])
+	if !strings.Contains(last["ENTRYPOINT"], "/usr/local/bin/floodgate") || !slices.ContainsFunc(copies, func(c string) bool { return strings.Contains(c, "floodgatectl") }) {
+		t.Errorf("the image must hold both binaries and run floodgate: COPY %q ENTRYPOINT %q", copies, last["ENTRYPOINT"])
+	}
+	// The volume's directory exists in the image, owned by the user that
+	// runs: distroless has none, and Docker would create it root-owned.
+	if vol := last["VOLUME"]; vol != "" {
+		dir := strings.Trim(vol, `[]" `)
+		if !slices.ContainsFunc(copies, func(c string) bool {
+			return strings.HasPrefix(c, "--from=build --chown=65532:65532 ") && strings.HasSuffix(c, " "+dir)
+		}) {
+			t.Errorf("VOLUME %s is not created in the image owned by 65532 (COPY --chown): the nonroot user could not write it", dir)
+		}
+	}
+	ignore, err := os.ReadFile("../../.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{".git", "bin", "dist", "*.test", "/floodgate", "/floodgatectl"} {
+		if !slices.Contains(strings.Fields(string(ignore)), want) {
+			t.Errorf(".dockerignore lacks %s", want)
+		}
 	}
 	exposed := strings.Fields(last["EXPOSE"])
 	for _, p := range []string{"7700", "7701", "7702", "7703", "7703/udp"} {

@@ -346,3 +346,57 @@ func TestLockedDown(t *testing.T) {
 		}
 	}
 }
+
+// Placement and lifecycle: one pod per machine, always, spread over zones
+// where possible; a preStop pause with no shell; a released image tag set
+// in kustomization.yaml; the volume's ownership set once.
+func TestPlacementAndLifecycle(t *testing.T) {
+	set := load(t).sets[0]
+	pod := set.Spec.Template.Spec
+	c := pod.Containers[0]
+	aa := pod.Affinity
+	if aa == nil || aa.PodAntiAffinity == nil || len(aa.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 ||
+		aa.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].TopologyKey != "kubernetes.io/hostname" {
+		t.Error("pod anti-affinity on kubernetes.io/hostname must be required: two pods on a machine lose a quorum with it")
+	}
+	zone := false
+	for _, tsc := range pod.TopologySpreadConstraints {
+		zone = zone || tsc.TopologyKey == "topology.kubernetes.io/zone" && tsc.MaxSkew == 1 && tsc.WhenUnsatisfiable == corev1.ScheduleAnyway
+	}
+	if !zone {
+		t.Error("no zone spread (maxSkew 1, ScheduleAnyway)")
+	}
+	if l := c.Lifecycle; l == nil || l.PreStop == nil || l.PreStop.Sleep == nil || l.PreStop.Sleep.Seconds < 1 ||
+		l.PreStop.Sleep.Seconds*2 > int64(*pod.TerminationGracePeriodSeconds) {
+		t.Error("preStop must be a native sleep (distroless has no shell) of a few seconds, well inside the grace period")
+	}
+	if p := pod.SecurityContext.FSGroupChangePolicy; p == nil || *p != corev1.FSGroupChangeOnRootMismatch {
+		t.Error("fsGroupChangePolicy must be OnRootMismatch")
+	}
+	name, tag, _ := strings.Cut(c.Image, ":")
+	if tag == "" || tag == "latest" {
+		t.Errorf("image %q: a release tag, not latest", c.Image)
+	}
+	b, err := os.ReadFile(filepath.Join(manifests, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string
+		Resources  []string
+		Images     []struct{ Name, NewTag string }
+	}
+	if err := yaml.UnmarshalStrict(b, &k); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(manifests, "*.yaml"))
+	for _, f := range files {
+		if base := filepath.Base(f); base != "kustomization.yaml" && !slices.Contains(k.Resources, base) {
+			t.Errorf("kustomization.yaml does not list %s", base)
+		}
+	}
+	if len(k.Images) != 1 || k.Images[0].Name != name || k.Images[0].NewTag == "" || k.Images[0].NewTag == "latest" {
+		t.Errorf("kustomization.yaml must set the release tag of %s: %+v", name, k.Images)
+	}
+}
