@@ -87,7 +87,7 @@ func openGroup(o groupOptions) (*Group, error) {
 		return nil, fmt.Errorf("start raft group %s: %w", o.name, err)
 	}
 	return &Group{name: o.name, dir: o.dir, openedAt: time.Now(), raft: r, store: store, trans: trans, wal: o.wal,
-		pace: startPacer(r, groupKind(o.name), followerTiming(rc), o.grid, o.onLeader)}, nil
+		pace: startPacer(r, raft.ServerID(o.nodeID), groupKind(o.name), followerTiming(rc), o.grid, o.onLeader)}, nil
 }
 
 // groupKind is the metrics label of a group: meta, or shard.

@@ -39,9 +39,13 @@ const watchJitter = 4
 // checks it heard its leader's heartbeat of the instant before. When it
 // did not, the pacer watches the silence so that a dead leader is replaced
 // within 1.25 heartbeat timeouts (watchJitter). It also counts the group's
-// leader changes for the metrics (kind is "meta" or "shard").
+// leader changes for the metrics (kind is "meta" or "shard"): on the
+// replica that became leader only, so that the cluster's sum counts each
+// change once (every replica observes it, and a rolling restart of three
+// pods summed dozens).
 type pacer struct {
 	r        *raft.Raft
+	self     raft.ServerID
 	kind     string
 	follower raft.ReloadableConfig
 	leader   raft.ReloadableConfig
@@ -67,10 +71,10 @@ func paceOf(rc raft.ReloadableConfig, every time.Duration) raft.ReloadableConfig
 
 // startPacer runs r's side of grid g. rc is the configuration r started
 // with, its follower timing; onLeader, when not nil, is called on every
-// change of leader.
-func startPacer(r *raft.Raft, kind string, rc raft.ReloadableConfig, g *grid, onLeader func()) *pacer {
+// change of leader. self is r's server id.
+func startPacer(r *raft.Raft, self raft.ServerID, kind string, rc raft.ReloadableConfig, g *grid, onLeader func()) *pacer {
 	p := &pacer{
-		r: r, kind: kind, follower: rc, leader: paceOf(rc, g.every), grid: g, onLeader: onLeader,
+		r: r, self: self, kind: kind, follower: rc, leader: paceOf(rc, g.every), grid: g, onLeader: onLeader,
 		ch: make(chan raft.Observation, 8), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	p.obs = raft.NewObserver(p.ch, false, func(o *raft.Observation) bool {
@@ -104,8 +108,10 @@ func (p *pacer) loop() {
 			watch.Stop()
 			return
 		case o := <-p.ch:
-			if _, ok := o.Data.(raft.LeaderObservation); ok {
-				metrics.LeaderChanges.WithLabelValues(p.kind).Inc()
+			if lo, ok := o.Data.(raft.LeaderObservation); ok {
+				if lo.LeaderID == p.self {
+					metrics.LeaderChanges.WithLabelValues(p.kind).Inc()
+				}
 				if p.onLeader != nil {
 					p.onLeader()
 				}

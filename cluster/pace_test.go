@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,9 +18,9 @@ func pacedGroup(t *testing.T) (*memGroup, []*pacer) {
 	g := newMemGroup(t, 3)
 	var ps []*pacer
 	testGrid := newGrid(testEvery) // a grid's channels belong to one bubble
-	for _, r := range g.rafts {
+	for i, r := range g.rafts {
 		rc := r.ReloadableConfig()
-		ps = append(ps, startPacer(r, "shard", rc, testGrid, nil))
+		ps = append(ps, startPacer(r, raft.ServerID(fmt.Sprintf("r%d", i)), "shard", rc, testGrid, nil))
 	}
 	time.Sleep(50 * time.Millisecond)
 	synctest.Wait()

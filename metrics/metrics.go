@@ -83,10 +83,12 @@ var (
 		grpcprom.WithHistogramBuckets([]float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5}),
 	))
 
-	// LeaderChanges counts changes of leader seen by this node's replicas.
+	// LeaderChanges counts the leaderships this node's replicas took: each
+	// change of a group's leader counts once in the cluster, on its new
+	// leader (every replica observes it).
 	LeaderChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "floodgate_leader_changes_total",
-		Help: "Leader changes seen by this node's Raft groups (group is meta or shard).",
+		Help: "Leaderships this node's Raft groups took (group is meta or shard): summed over nodes, each leader change once.",
 	}, []string{"group"})
 )
 

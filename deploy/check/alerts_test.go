@@ -98,6 +98,11 @@ func TestAlertsFire(t *testing.T) {
 		{name: "a member dead", fires: "FloodgateMemberDead", by: 13 * time.Minute, says: "dead for 2m",
 			fault: map[string]func(float64) float64{`floodgate_members{instance="n1",state="dead"}`: after(from, 0, 1),
 				`floodgate_members{instance="n2",state="dead"}`: after(from, 0, 1)}},
+		{name: "a member never back", fires: "FloodgateMemberDead", by: 13 * time.Minute, says: "dead for 2m",
+			fault: map[string]func(float64) float64{`floodgate_members{instance="n1",state="unknown"}`: after(from, 0, 1)}},
+		{name: "every pod down", fires: "FloodgateNoMetaLeader", by: 17 * time.Minute, says: "no meta leader",
+			fault: allDown(from)},
+		{name: "a rolling restart", fault: rollingRestart(from)},
 		{name: "a clock off", fires: "FloodgateClockOffset", by: 13 * time.Minute, says: "300ms from the others",
 			fault: map[string]func(float64) float64{`floodgate_clock_offset_seconds{instance="n3"}`: after(from, 0.004, -0.3)}},
 		{name: "checks failing", fires: "FloodgateCheckErrors", by: 20 * time.Minute, says: "% of floodgate checks fail",
@@ -108,7 +113,7 @@ func TestAlertsFire(t *testing.T) {
 			fault: map[string]func(float64) float64{`floodgate_key_states_refused_total{instance="n2"}`: func(m float64) float64 {
 				return 60 * 200 * max(0, m-from)
 			}}},
-		{name: "leaders churning", fires: "FloodgateLeaderChurn", by: 20 * time.Minute, says: "changed",
+		{name: "leaders churning", fires: "FloodgateLeaderChurn", by: 25 * time.Minute, says: "changed",
 			fault: map[string]func(float64) float64{`floodgate_leader_changes_total{group="shard",instance="n1"}`: func(m float64) float64 {
 				return 2 + 5*max(0, m-from) // five a minute
 			}}},
@@ -157,6 +162,49 @@ func TestAlertsFire(t *testing.T) {
 			}
 		})
 	}
+}
+
+// allDown is every node gone from minute m on: no series has a sample
+// after it, as when every pod is down and nothing is scraped.
+func allDown(m float64) map[string]func(float64) float64 {
+	out := map[string]func(float64) float64{}
+	for name, f := range healthy(0).funcs {
+		out[name] = func(at float64) float64 {
+			if at >= m {
+				return math.NaN()
+			}
+			return f(at)
+		}
+	}
+	return out
+}
+
+// rollingRestart restarts n1, n2, n3 in turn, two minutes apart, from
+// minute m, as a StatefulSet update does: each restarted node's counter
+// starts again from 0, its home leadership goes to the next node on
+// SIGTERM (+1 there) and comes back once it is up (+1 on it), and the
+// meta leadership may move twice more. Each change counts once, on its
+// new leader.
+func rollingRestart(m float64) map[string]func(float64) float64 {
+	nodes := []string{"n1", "n2", "n3"}
+	out := map[string]func(float64) float64{}
+	for i, n := range nodes {
+		restart, prev := m+2*float64(i), m+2*float64((i+2)%3)
+		out[`floodgate_leader_changes_total{group="shard",instance="`+n+`"}`] = func(at float64) float64 {
+			v := 2.0
+			if at >= restart { // a new process counts from 0, then takes its leaderships back
+				v = 0
+				if at >= restart+0.5 {
+					v = 2
+				}
+			}
+			if at >= prev && (prev >= restart || at < restart) { // took the node before it's as it stopped
+				v += 2
+			}
+			return v
+		}
+	}
+	return out
 }
 
 // after is healthy until minute m, then v.
@@ -249,6 +297,7 @@ func healthy(minutes int) *memStorage {
 		q.add(`floodgate_meta_leader{`+inst+`}`, func(float64) float64 { return meta })
 		q.add(`floodgate_members{`+inst+`,state="alive"}`, func(float64) float64 { return 3 })
 		q.add(`floodgate_members{`+inst+`,state="dead"}`, func(float64) float64 { return 0 })
+		q.add(`floodgate_members{`+inst+`,state="unknown"}`, func(float64) float64 { return 0 })
 		q.add(`floodgate_clock_offset_seconds{`+inst+`}`, func(float64) float64 { return 0.004 })
 		q.add(`floodgate_decisions_total{`+inst+`,outcome="allowed"}`, func(m float64) float64 { return 60 * 1000 * m })
 		q.add(`floodgate_check_errors_total{`+inst+`,code="InvalidArgument"}`, func(m float64) float64 { return 60 * 50 * m })
@@ -284,6 +333,7 @@ func slowFsyncs(node string, m float64) map[string]func(float64) float64 {
 type memStorage struct {
 	minutes int
 	series  map[string]storage.Series
+	funcs   map[string]func(float64) float64 // each series' function, by the name it was added under
 }
 
 func (q *memStorage) add(name string, f func(min float64) float64) {
@@ -299,9 +349,10 @@ func (q *memStorage) add(name string, f func(min float64) float64) {
 		}
 	}
 	if q.series == nil {
-		q.series = map[string]storage.Series{}
+		q.series, q.funcs = map[string]storage.Series{}, map[string]func(float64) float64{}
 	}
 	q.series[ls.String()] = storage.NewListSeries(ls, samples)
+	q.funcs[name] = f
 }
 
 // set replaces a healthy series (it must be one) by f.
