@@ -44,26 +44,27 @@ func ReadNodeID(dataDir string) string {
 // release gets one then): a node whose data dir was lost and started
 // afresh under its old --node-id has another, and the cluster then tells
 // it from the member it was (checkIncarnation).
-func loadIncarnation(dir string) (string, error) {
+// created says the id was made now: no member record can hold it yet.
+func loadIncarnation(dir string) (id string, created bool, err error) {
 	path := filepath.Join(dir, "incarnation")
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:
 		id := strings.TrimSpace(string(b))
 		if !validIncarnation(id) || id == "" {
-			return "", fmt.Errorf("%w: data-dir: %s holds %q, not 32 hex digits: restore it from the file it replaced, or see the README's Guarantees on a lost data dir", ErrConfig, path, id)
+			return "", false, fmt.Errorf("%w: data-dir: %s holds %q, not 32 hex digits: restore it from the file it replaced, or see the README's Guarantees on a lost data dir", ErrConfig, path, id)
 		}
-		return id, nil
+		return id, false, nil
 	case os.IsNotExist(err):
 		var r [16]byte
 		_, _ = rand.Read(r[:])
 		id := hex.EncodeToString(r[:])
 		if err := writeDurable(path, []byte(id+"\n")); err != nil {
-			return "", fmt.Errorf("data-dir: %w", err)
+			return "", false, fmt.Errorf("data-dir: %w", err)
 		}
-		return id, nil
+		return id, true, nil
 	default:
-		return "", fmt.Errorf("data-dir: %w", err)
+		return "", false, fmt.Errorf("data-dir: %w", err)
 	}
 }
 

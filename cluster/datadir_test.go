@@ -14,21 +14,21 @@ import (
 // another dir gets another; a damaged file is refused, naming it.
 func TestLoadIncarnation(t *testing.T) {
 	dir := t.TempDir()
-	a, err := loadIncarnation(dir)
-	if err != nil || len(a) != 32 || !validIncarnation(a) {
-		t.Fatalf("first open: %q %v", a, err)
+	a, created, err := loadIncarnation(dir)
+	if err != nil || len(a) != 32 || !validIncarnation(a) || !created {
+		t.Fatalf("first open: %q %v %v", a, created, err)
 	}
-	if again, err := loadIncarnation(dir); err != nil || again != a {
-		t.Fatalf("reopened: %q %v, want %q", again, err, a)
+	if again, created, err := loadIncarnation(dir); err != nil || again != a || created {
+		t.Fatalf("reopened: %q %v %v, want %q, not created", again, created, err, a)
 	}
-	if b, err := loadIncarnation(t.TempDir()); err != nil || b == a {
+	if b, _, err := loadIncarnation(t.TempDir()); err != nil || b == a {
 		t.Fatalf("another dir: %q %v", b, err)
 	}
 	for _, bad := range []string{"", "xyz\n", strings.Repeat("A", 32)} {
 		if err := os.WriteFile(filepath.Join(dir, "incarnation"), []byte(bad), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := loadIncarnation(dir); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "incarnation") {
+		if _, _, err := loadIncarnation(dir); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "incarnation") {
 			t.Errorf("file holding %q: %v, want a refusal naming the file", bad, err)
 		}
 	}

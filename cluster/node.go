@@ -74,8 +74,10 @@ const metaGroup = -1
 // it, gossip, and the loops that move replicas toward the placement.
 type Node struct {
 	cfg Config
-	// incarnation is the data dir's (loadIncarnation): this life's.
-	incarnation string
+	// incarnation is the data dir's (loadIncarnation): this life's;
+	// newIncarnation says it was made at this start.
+	incarnation    string
+	newIncarnation bool
 	// asked holds the creation settings as given (zero: not given), to
 	// say which ones the cluster ignores (ignoredSettings).
 	asked  Config
@@ -98,8 +100,13 @@ type Node struct {
 	started chan struct{} // closed once Start has chosen a path
 	left    chan struct{} // closed when the node was removed from the cluster
 	leftOne sync.Once
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	// replaced is closed when the cluster's record of this node's id is of
+	// another data dir (Replaced); replacedErr says so.
+	replaced    chan struct{}
+	replacedOne sync.Once
+	replacedErr error
+	stop        chan struct{}
+	wg          sync.WaitGroup
 
 	recon   reconcileState
 	clock   clockState
@@ -134,7 +141,7 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 		lock.release()
 		return nil, err
 	}
-	incarnation, err := loadIncarnation(cfg.DataDir)
+	incarnation, newIncarnation, err := loadIncarnation(cfg.DataDir)
 	if err != nil {
 		lock.release()
 		return nil, err
@@ -144,20 +151,22 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg:         cfg,
-		asked:       asked,
-		incarnation: incarnation,
-		lock:        lock,
-		log:         cfg.Logger.With("node", cfg.NodeID),
-		peers:       peers,
-		shards:      map[int]*replica{},
-		rates:       newRates(),
-		grid:        newGrid(gridEvery(cfg.HeartbeatTimeout, cfg.LeaderLeaseTimeout)),
-		recon:       reconcileState{kick: make(chan struct{}, 1)},
-		started:     make(chan struct{}),
-		clock:       clockState{failed: make(chan struct{})},
-		left:        make(chan struct{}),
-		stop:        make(chan struct{}),
+		cfg:            cfg,
+		asked:          asked,
+		incarnation:    incarnation,
+		newIncarnation: newIncarnation,
+		lock:           lock,
+		log:            cfg.Logger.With("node", cfg.NodeID),
+		peers:          peers,
+		shards:         map[int]*replica{},
+		rates:          newRates(),
+		grid:           newGrid(gridEvery(cfg.HeartbeatTimeout, cfg.LeaderLeaseTimeout)),
+		recon:          reconcileState{kick: make(chan struct{}, 1)},
+		started:        make(chan struct{}),
+		clock:          clockState{failed: make(chan struct{})},
+		left:           make(chan struct{}),
+		replaced:       make(chan struct{}),
+		stop:           make(chan struct{}),
 	}
 	ok := false
 	defer func() {
@@ -305,6 +314,16 @@ func (n *Node) waitMember(ctx context.Context, caughtUp bool) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	if rec := n.View().Node(n.cfg.NodeID); n.newIncarnation && rec != nil {
+		// A data dir made at this start, yet the cluster lists this id
+		// already, from another dir: the member it lists lost its data,
+		// and the Raft state this node holds reached it from its peers
+		// since it opened (a resume), or the join was taken by a member
+		// of a release before the check.
+		if err := checkIncarnation(rec, n.self()); err != nil {
+			return err
+		}
+	}
 	n.mu.Lock()
 	n.member = true
 	n.mu.Unlock()
@@ -392,6 +411,23 @@ func (n *Node) StorageErr() error {
 // Left is closed when the node has been removed from its cluster (after
 // floodgatectl leave): the process should exit.
 func (n *Node) Left() <-chan struct{} { return n.left }
+
+// Replaced is closed when this node finds, its meta log replayed, that
+// the cluster's member of its id has another data dir: this one was
+// emptied and started again, and took Raft state from its peers before
+// the cluster could refuse it (checkIncarnation). It must stop at once,
+// without handing anything off; ReplacedErr says what to do.
+func (n *Node) Replaced() <-chan struct{} { return n.replaced }
+
+// ReplacedErr is why Replaced closed (nil before).
+func (n *Node) ReplacedErr() error {
+	select {
+	case <-n.replaced:
+		return n.replacedErr
+	default:
+		return nil
+	}
+}
 
 // ID is the node's id.
 func (n *Node) ID() string { return n.cfg.NodeID }

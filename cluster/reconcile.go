@@ -103,6 +103,18 @@ func (n *Node) reconcileOnce() bool {
 		// Still joining (waitMember): the view may be replayed history.
 		return false
 	}
+	// Another data dir's record of this id: judged once the node's own
+	// log is replayed (part-way, the record may be of an earlier life of
+	// its own, before a leave).
+	other := checkIncarnation(v.Node(n.cfg.NodeID), n.self())
+	if other != nil && n.metaReplayed() {
+		n.replacedOne.Do(func() {
+			n.replacedErr = other
+			n.log.Error("this node's id is another data dir's member", "err", other)
+			close(n.replaced)
+		})
+		return false
+	}
 	n.rejoinGossip(v)
 	if n.recon.placedOf != v {
 		n.recon.placedOf, n.recon.placed = v, placementOf(v)
@@ -126,7 +138,7 @@ func (n *Node) reconcileOnce() bool {
 	if meta := n.metaGroup(); meta != nil && meta.isLeader() {
 		n.spawn(metaGroup, func(ctx context.Context) { n.reconcileMeta(ctx, v) })
 	}
-	if self := v.Node(n.cfg.NodeID); addrsDiffer(self, n.self()) {
+	if self := v.Node(n.cfg.NodeID); other == nil && addrsDiffer(self, n.self()) {
 		n.spawn(selfUpdate, func(ctx context.Context) {
 			_ = n.applyMeta(ctx, fsm.MetaUpsertNode, &metav1.UpsertNode{Node: n.self()})
 		})

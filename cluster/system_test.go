@@ -120,6 +120,8 @@ func TestRejoinUnderTheSameID(t *testing.T) {
 	select {
 	case <-back.Node.Left():
 		t.Fatal("the restarted n2 took its replayed leave for a removal")
+	case <-back.Node.Replaced():
+		t.Fatalf("the restarted n2 took its first life's record for another dir's: %v", back.Node.ReplacedErr())
 	default:
 	}
 	st, err := nodes[0].Admin().Status(context.Background(), &pb.StatusRequest{})
@@ -165,6 +167,38 @@ func TestLostDataDirIsNotTheMemberItWas(t *testing.T) {
 		!strings.Contains(err.Error(), "floodgatectl leave n3") {
 		t.Fatalf("a wiped n3 started: %v, want a refusal naming node.incarnation", err)
 	}
+	// The same when the meta leader's log reached the wiped dir before the
+	// node started (its Raft port opens first, at n3's address): the node
+	// then resumes from that state instead of joining. Started on a new
+	// dir, it is refused at its start; started again on the dir of a
+	// refused start (a crash loop), once it has replayed that log.
+	for _, again := range []bool{false, true} {
+		if !again {
+			cfg.DataDir = t.TempDir()
+		}
+		wiped := inproc.Open(t, cfg)
+		inproc.Eventually(t, 30*time.Second, "the meta log replicated to the wiped n3", func() error {
+			if wiped.Node.Progress(-1).Last == 0 {
+				return errors.New("no meta log yet")
+			}
+			return nil
+		})
+		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := wiped.Node.Start(sctx)
+		scancel()
+		if err == nil {
+			select {
+			case <-wiped.Node.Replaced():
+				err = wiped.Node.ReplacedErr()
+			case <-time.After(30 * time.Second):
+			}
+		}
+		if err == nil || !strings.Contains(err.Error(), "node.incarnation") || (!again && wiped.Node.ReplacedErr() != nil) {
+			t.Fatalf("a wiped n3 resumed from its peers' log (again %v): %v, want a refusal naming node.incarnation", again, err)
+		}
+		wiped.Stop()
+	}
+	cfg.DataDir = t.TempDir()
 	if now := nodes[0].Node.View().Node("n3"); now.Incarnation != old.Incarnation || now.Incarnation == "" {
 		t.Fatalf("n3's record after the refusal: %v, was %v", now, old)
 	}

@@ -188,6 +188,10 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 			log.Warn("shutdown", "err", serr)
 		}
 		return err
+	case <-node.Replaced():
+		// No clean shutdown either: this node is not the member the
+		// cluster lists, and has nothing of it to hand off.
+		return node.ReplacedErr()
 	case <-node.StorageFailed():
 		// No clean shutdown: it would write to the log (a leadership
 		// hand-off, raft's term), and the disk is what failed. What was

@@ -85,6 +85,16 @@ func Start(t testing.TB, cfg cluster.Config) *Node {
 	return n
 }
 
+// Open opens a node with cfg without starting it (Node.Node.Start starts
+// it); it is stopped when t ends.
+func Open(t testing.TB, cfg cluster.Config) *Node {
+	t.Helper()
+	n := &Node{t: t, ID: cfg.NodeID, Cfg: cfg}
+	n.open()
+	t.Cleanup(n.Stop)
+	return n
+}
+
 // TryStart is Start for a node the cluster may refuse: Start's error,
 // with the node stopped.
 func TryStart(t testing.TB, cfg cluster.Config) (*Node, error) {
