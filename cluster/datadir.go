@@ -99,6 +99,26 @@ func writeDurable(path string, b []byte) error {
 	return d.Sync()
 }
 
+// acceptedFile marks a data dir whose incarnation the cluster took: its
+// Raft state is then its own life's. Without it, a dir that holds an
+// incarnation and Raft state holds what peers sent a node the cluster
+// refused (they still knew it at its address), worth nothing.
+const acceptedFile = "incarnation.accepted"
+
+// markAccepted records that the cluster took this data dir's incarnation.
+func markAccepted(dir string) error {
+	if accepted(dir) {
+		return nil
+	}
+	return writeDurable(filepath.Join(dir, acceptedFile), []byte("accepted\n"))
+}
+
+// accepted reports whether markAccepted ran on dir.
+func accepted(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, acceptedFile))
+	return err == nil
+}
+
 // validIncarnation reports whether id is an incarnation as a member record
 // holds it: 32 lowercase hex digits, or empty (a release before them).
 func validIncarnation(id string) bool {

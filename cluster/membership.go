@@ -23,6 +23,11 @@ import (
 // meta group and every shard group start with this node as sole voter.
 // Each step is idempotent, so a crash half-way is finished on restart.
 func (n *Node) bootstrap(ctx context.Context) error {
+	// The cluster this creates is this dir's own life, from its first
+	// entry: said before there is any, so a crash part-way is resumed.
+	if err := markAccepted(n.cfg.DataDir); err != nil {
+		return fmt.Errorf("data-dir: %w", err)
+	}
 	me := raft.Server{ID: raft.ServerID(n.cfg.NodeID), Address: raft.ServerAddress(n.cfg.RaftAddr)}
 	meta := n.metaGroup()
 	if err := meta.bootstrap([]raft.Server{me}); err != nil {
@@ -250,7 +255,7 @@ func (n *Node) JoinCluster(ctx context.Context, addrs []string) (string, error) 
 		// have moved the node already.
 		return "", fmt.Errorf("%w: %s already joined a cluster", ErrNotFresh, n.cfg.NodeID)
 	}
-	if err := n.reset(); err != nil {
+	if err := n.reset("discarding this node's own single-node cluster to join another"); err != nil {
 		return "", err
 	}
 	if err := n.joinVia(ctx, addrs, "addrs"); err != nil {
@@ -264,8 +269,8 @@ func (n *Node) JoinCluster(ctx context.Context, addrs []string) (string, error) 
 
 // reset discards the node's own cluster: every group is stopped and its
 // data removed, and an empty meta group waits to be added by a leader.
-func (n *Node) reset() error {
-	n.log.Warn("discarding this node's own single-node cluster to join another")
+func (n *Node) reset(why string) error {
+	n.log.Warn(why)
 	n.mu.Lock()
 	shards, meta := n.shards, n.meta
 	n.shards = map[int]*replica{}

@@ -231,6 +231,17 @@ func (n *Node) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if has && !n.newIncarnation && !accepted(n.cfg.DataDir) {
+		// Raft state a refused start took from its peers (a lost data dir
+		// started again under its member's id): not a life of this dir's.
+		if len(n.cfg.Join) == 0 {
+			return fmt.Errorf("%w: data-dir: %s holds Raft state its peers sent a start the cluster refused, not its own: empty it, or start with --join", ErrConfig, n.cfg.DataDir)
+		}
+		if err := n.reset("discarding the Raft state peers sent a start the cluster refused; joining again"); err != nil {
+			return err
+		}
+		has = false
+	}
 	switch {
 	case has:
 		n.log.Info("resuming cluster membership from data dir", "dir", n.cfg.DataDir)
@@ -318,11 +329,14 @@ func (n *Node) waitMember(ctx context.Context, caughtUp bool) error {
 		// A data dir made at this start, yet the cluster lists this id
 		// already, from another dir: the member it lists lost its data,
 		// and the Raft state this node holds reached it from its peers
-		// since it opened (a resume), or the join was taken by a member
-		// of a release before the check.
+		// since it opened (a resume). (A join an older meta leader took
+		// carries this dir's incarnation: it cannot be told apart.)
 		if err := checkIncarnation(rec, n.self()); err != nil {
 			return err
 		}
+	}
+	if err := markAccepted(n.cfg.DataDir); err != nil {
+		return fmt.Errorf("data-dir: %w", err)
 	}
 	n.mu.Lock()
 	n.member = true

@@ -108,6 +108,11 @@ func (n *Node) reconcileOnce() bool {
 	// its own, before a leave).
 	other := checkIncarnation(v.Node(n.cfg.NodeID), n.self())
 	if other != nil && n.metaReplayed() {
+		// Judged again on the replayed view: v may be older than the
+		// replay's end.
+		other = checkIncarnation(n.View().Node(n.cfg.NodeID), n.self())
+	}
+	if other != nil && n.metaReplayed() {
 		n.replacedOne.Do(func() {
 			n.replacedErr = other
 			n.log.Error("this node's id is another data dir's member", "err", other)

@@ -198,7 +198,6 @@ func TestLostDataDirIsNotTheMemberItWas(t *testing.T) {
 		}
 		wiped.Stop()
 	}
-	cfg.DataDir = t.TempDir()
 	if now := nodes[0].Node.View().Node("n3"); now.Incarnation != old.Incarnation || now.Incarnation == "" {
 		t.Fatalf("n3's record after the refusal: %v, was %v", now, old)
 	}
@@ -213,9 +212,22 @@ func TestLostDataDirIsNotTheMemberItWas(t *testing.T) {
 		}
 		return nil
 	})
+	// Started again on the dir of its refused starts, which holds what
+	// its peers sent it then (the README's way back keeps the volume):
+	// that state is discarded, and the node joins as a new member.
 	back := inproc.Start(t, cfg)
 	inproc.WaitSettled(t, []*inproc.Node{nodes[0], nodes[1], back}, time.Minute)
 	if now := nodes[0].Node.View().Node("n3"); now == nil || now.Incarnation == old.Incarnation {
 		t.Fatalf("n3 rejoined as %v", now)
 	}
+	select {
+	case <-back.Node.Replaced():
+		t.Fatalf("the rejoined n3 stopped: %v", back.Node.ReplacedErr())
+	case <-back.Node.Left():
+		t.Fatal("the rejoined n3 took itself for removed")
+	case <-time.After(3 * time.Second):
+	}
+	// And it resumes its new life on a restart.
+	back.Restart()
+	inproc.WaitSettled(t, []*inproc.Node{nodes[0], nodes[1], back}, time.Minute)
 }
