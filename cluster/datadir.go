@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
+	"github.com/floodgate/floodgate/raftlog"
 )
 
 // claimDataDir records which node owns dir, and refuses another node id:
@@ -91,12 +92,7 @@ func writeDurable(path string, b []byte) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return raftlog.SyncDir(filepath.Dir(path))
 }
 
 // acceptedFile marks a data dir whose incarnation the cluster took: its

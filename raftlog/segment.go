@@ -146,6 +146,9 @@ func createSegment(dir string, seq uint32, first []byte, ops fileOps) (*segment,
 	return &segment{seq: seq, path: path, f: f, size: int64(len(buf))}, nil
 }
 
+// SyncDir flushes dir's entries (new, renamed and removed files).
+func SyncDir(dir string) error { return syncDir(dir) }
+
 // syncDir flushes dir's entries (new and removed files).
 func syncDir(dir string) error {
 	d, err := os.Open(dir)

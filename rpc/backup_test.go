@@ -92,8 +92,12 @@ func shiftLogTime(t *testing.T, states []byte, d time.Duration) (shifted []byte,
 	return binary.BigEndian.AppendUint32(out, crc32.Checksum(out, crc32.MakeTable(crc32.Castagnoli))), now + int64(d)
 }
 
-// shortLimit is floodgatectl allow KEY --limit 1 --window 1s.
-var shortLimit = &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 1, WindowMs: 1000}
+// shortLimit is floodgatectl allow KEY --limit 1 --window 500ms: short,
+// so that a test waits little for a window to pass on a real node's clock.
+var shortLimit = &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 1, WindowMs: 500}
+
+// shortPasses outlasts shortLimit's window.
+const shortPasses = 600 * time.Millisecond
 
 func allowShort(t *testing.T, n *inproc.Node, key string) bool {
 	t.Helper()
@@ -165,18 +169,18 @@ func TestRestoreRefusesALogTimeAhead(t *testing.T) {
 		t.Fatalf("a peer's states a day ahead (log time %s): %v", aheadAt, err)
 	}
 	// Nothing was restored: not the policy, and every group's clock goes
-	// on, so a new key's one-second window passes in a second.
+	// on, so a new key's short window passes as the wall clock's does.
 	if _, err := n.Admin().GetPolicy(ctx, &pb.GetPolicyRequest{Name: "saved"}); status.Code(err) != codes.NotFound {
 		t.Fatalf("the refused backup's policy: %v", err)
 	}
 	for _, key := range []string{"x1", "x2"} {
-		time.Sleep(1100 * time.Millisecond) // x1's window from before the backup passes too
+		time.Sleep(shortPasses) // x1's window from before the backup passes too
 		if !allowShort(t, n, key) || allowShort(t, n, key) {
 			t.Fatalf("%s: the first check should pass and the second be denied", key)
 		}
-		time.Sleep(1100 * time.Millisecond)
+		time.Sleep(shortPasses)
 		if !allowShort(t, n, key) {
-			t.Fatalf("%s: still denied a second after its window: the group's clock stands still", key)
+			t.Fatalf("%s: still denied after its window: the group's clock stands still", key)
 		}
 	}
 	// The same backup as it was saved restores.

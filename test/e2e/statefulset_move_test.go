@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
@@ -13,7 +12,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
-	"github.com/floodgate/floodgate/test/dnstest"
 )
 
 // TestStatefulSetMoveAll plays the shipped StatefulSet's addressing:
@@ -24,21 +22,7 @@ import (
 // IPs advertised, no Raft server could reach another at the addresses
 // the meta state lists, and no group, meta included, could elect.
 func TestStatefulSetMoveAll(t *testing.T) {
-	dns, err := dnstest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dns.Close()
-	var ports [4]string
-	for i := range ports {
-		addr, err := FreeAddr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, ports[i], _ = net.SplitHostPort(addr)
-	}
-	subnet := fmt.Sprintf("127.%d.%d.", 10+rand.IntN(200), rand.IntN(250))
-	ip := func(i int) string { return fmt.Sprintf("%s%d", subnet, i+1) }
+	dns, ports, ip := podNetwork(t)
 	name := func(i int) string { return fmt.Sprintf("floodgate-%d.floodgate-headless.e2e.test", i) }
 	c := &Cluster{Bin: bin, Dir: t.TempDir(), Args: []string{
 		"--join", "dns:floodgate-headless.e2e.test:" + ports[0], "--bootstrap-expect", "3", "--dns-server", dns.Addr,

@@ -45,14 +45,17 @@ func movePod(t *testing.T, n *Node, ip string, ports [4]string) {
 // service's DNS name and form one cluster, which exactly one of them
 // created. Then a pod is rescheduled with a new IP and the same volume: it
 // keeps its identity and data, the others reach it at its new address,
-// and the cluster keeps its quorum when another pod goes.
-func TestStatefulSetStart(t *testing.T) {
+
+// podNetwork plays a StatefulSet's network on loopback: a DNS server for
+// the headless service's names, the four ports every pod listens on, and
+// pod IPs in a random 127.x.y.0/24 (concurrent tests do not meet).
+func podNetwork(t *testing.T) (dns *dnstest.Server, ports [4]string, ip func(int) string) {
+	t.Helper()
 	dns, err := dnstest.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer dns.Close()
-	var ports [4]string
+	t.Cleanup(dns.Close)
 	for i := range ports {
 		addr, err := FreeAddr()
 		if err != nil {
@@ -61,7 +64,12 @@ func TestStatefulSetStart(t *testing.T) {
 		_, ports[i], _ = net.SplitHostPort(addr)
 	}
 	subnet := fmt.Sprintf("127.%d.%d.", 10+rand.IntN(200), rand.IntN(250))
-	ip := func(i int) string { return fmt.Sprintf("%s%d", subnet, i+1) }
+	return dns, ports, func(i int) string { return fmt.Sprintf("%s%d", subnet, i+1) }
+}
+
+// and the cluster keeps its quorum when another pod goes.
+func TestStatefulSetStart(t *testing.T) {
+	dns, ports, ip := podNetwork(t)
 	c := &Cluster{Bin: bin, Dir: t.TempDir(), Args: []string{
 		"--join", "dns:floodgate-headless:" + ports[0], "--bootstrap-expect", "3", "--dns-server", dns.Addr,
 	}}
