@@ -109,6 +109,18 @@ func markAccepted(dir string) error {
 	return writeDurable(filepath.Join(dir, acceptedFile), []byte("accepted\n"))
 }
 
+// accept records that the cluster took this node's data dir, then opens
+// its Raft port to peers (Mux.held). Not the other way round: a restart
+// that found Raft state without the mark would discard it (Start), the
+// votes and log of a member the cluster counts on.
+func (n *Node) accept() error {
+	if err := markAccepted(n.cfg.DataDir); err != nil {
+		return err
+	}
+	n.mux.Admit()
+	return nil
+}
+
 // accepted reports whether markAccepted ran on dir.
 func accepted(dir string) bool {
 	_, err := os.Stat(filepath.Join(dir, acceptedFile))

@@ -165,8 +165,8 @@ func (n *Node) joinOnce(ctx context.Context, addr string) (refused bool, err err
 	if err := n.gossip.join(gossipAddrs); err != nil {
 		n.log.Warn("join gossip", "err", err)
 	}
-	if err := markAccepted(n.cfg.DataDir); err != nil {
-		n.log.Warn("record the join in the data dir", "err", err)
+	if err := n.accept(); err != nil {
+		return true, fmt.Errorf("data-dir: recording the join: %w", err)
 	}
 	n.log.Info("joined cluster", "cluster", cid, "via", addr)
 	return false, nil

@@ -25,7 +25,7 @@ import (
 func (n *Node) bootstrap(ctx context.Context) error {
 	// The cluster this creates is this dir's own life, from its first
 	// entry: said before there is any, so a crash part-way is resumed.
-	if err := markAccepted(n.cfg.DataDir); err != nil {
+	if err := n.accept(); err != nil {
 		return fmt.Errorf("data-dir: %w", err)
 	}
 	me := raft.Server{ID: raft.ServerID(n.cfg.NodeID), Address: raft.ServerAddress(n.cfg.RaftAddr)}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -35,6 +36,12 @@ type Mux struct {
 	// so a peer that came back at a new IP under its name is found
 	// (nil: the system's).
 	resolver *net.Resolver
+	// held: every inbound connection is closed until Admit. A node whose
+	// data dir the cluster has not taken yet must not hear its peers: a
+	// member's lost dir started again under its id would take their log
+	// and grant votes with none of its old ones (see Node.accept).
+	held    atomic.Bool
+	refused atomic.Uint64 // connections closed while held
 
 	mu     sync.Mutex
 	layers map[string]*muxLayer
@@ -44,12 +51,14 @@ type Mux struct {
 
 // NewMux starts accepting on ln. advertise is the address peers dial (ln's
 // address when nil). With sec, every connection, both ways, is mutual TLS
-// and the group header travels inside it.
-func NewMux(ln net.Listener, advertise net.Addr, sec *PeerTLS, log *slog.Logger) *Mux {
+// and the group header travels inside it. A held mux closes every inbound
+// connection until Admit; dialing out works either way.
+func NewMux(ln net.Listener, advertise net.Addr, sec *PeerTLS, log *slog.Logger, held bool) *Mux {
 	if advertise == nil {
 		advertise = ln.Addr()
 	}
 	m := &Mux{ln: ln, advertise: advertise, tls: sec, log: log, layers: map[string]*muxLayer{}}
+	m.held.Store(held)
 	m.wg.Add(1)
 	go m.serve()
 	return m
@@ -57,6 +66,16 @@ func NewMux(ln net.Listener, advertise net.Addr, sec *PeerTLS, log *slog.Logger)
 
 // Addr is the advertised Raft address.
 func (m *Mux) Addr() net.Addr { return m.advertise }
+
+// Admit lets inbound connections through a held mux; peers that were
+// refused dial again on their own (raft retries with backoff).
+func (m *Mux) Admit() { m.held.Store(false) }
+
+// Held reports whether inbound connections are still refused.
+func (m *Mux) Held() bool { return m.held.Load() }
+
+// Refused is how many inbound connections a held mux closed.
+func (m *Mux) Refused() uint64 { return m.refused.Load() }
 
 func (m *Mux) serve() {
 	defer m.wg.Done()
@@ -80,6 +99,11 @@ func (m *Mux) serve() {
 }
 
 func (m *Mux) route(conn net.Conn) {
+	if m.held.Load() {
+		m.refused.Add(1)
+		conn.Close()
+		return
+	}
 	_ = conn.SetDeadline(time.Now().Add(muxHeaderTimeout))
 	if m.tls != nil {
 		tc := tls.Server(conn, m.tls.Server)

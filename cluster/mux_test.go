@@ -80,7 +80,7 @@ func closedByMux(t *testing.T, c net.Conn) bool {
 
 func newTestMux(t *testing.T) (*Mux, *pipeListener) {
 	ln := newPipeListener()
-	return NewMux(ln, nil, nil, slog.New(slog.DiscardHandler)), ln
+	return NewMux(ln, nil, nil, slog.New(slog.DiscardHandler), false), ln
 }
 
 // acceptOne accepts on layer in the background.
@@ -152,6 +152,34 @@ func TestMuxClosesUnknownGroupsAndGarbage(t *testing.T) {
 		}
 		if len(in) != 0 {
 			t.Fatal("a bad header reached the layer")
+		}
+	})
+}
+
+// A held mux closes every inbound connection, whatever its header, and
+// counts it; once admitted it routes them as before.
+func TestMuxHeldUntilAdmitted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ln := newPipeListener()
+		m := NewMux(ln, nil, nil, slog.New(slog.DiscardHandler), true)
+		defer m.Close()
+		l, err := m.Layer("meta")
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := acceptOne(l)
+		for range 3 {
+			if c := ln.dial(t, muxHeader("meta")); !closedByMux(t, c) {
+				t.Fatal("a held mux left a connection open")
+			}
+		}
+		if len(in) != 0 || !m.Held() || m.Refused() != 3 {
+			t.Fatalf("held: %d routed, Held %v, Refused %d; want 0, true, 3", len(in), m.Held(), m.Refused())
+		}
+		m.Admit()
+		ln.dial(t, muxHeader("meta"))
+		if got := <-in; got == nil || m.Held() || m.Refused() != 3 {
+			t.Fatalf("admitted: routed %v, Held %v, Refused %d", got != nil, m.Held(), m.Refused())
 		}
 	})
 }

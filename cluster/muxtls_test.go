@@ -39,7 +39,7 @@ func tlsMux(t *testing.T, sec *PeerTLS) *Mux {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := NewMux(ln, nil, sec, slog.New(slog.DiscardHandler))
+	m := NewMux(ln, nil, sec, slog.New(slog.DiscardHandler), false)
 	t.Cleanup(func() { m.Close() })
 	return m
 }

@@ -122,7 +122,8 @@ type Node struct {
 }
 
 // Open opens the node's data and starts its Raft port and gossip. The node
-// serves Raft traffic at once; call Start (with the gRPC server running, so
+// serves Raft traffic at once if the cluster took its data dir before (a
+// member's restart), else once it has (accept); call Start (with the gRPC server running, so
 // peers can reach it) to create, join or resume a cluster.
 func Open(cfg Config, peers Peers) (*Node, error) {
 	asked := Config{Slots: cfg.Slots, GroupsPerNode: cfg.GroupsPerNode, Shards: cfg.Shards, Replicas: cfg.Replicas}
@@ -182,7 +183,9 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: raft-addr: %w", ErrConfig, err)
 	}
-	n.mux = NewMux(ln, nil, cfg.PeerTLS, n.log)
+	// A dir the cluster has not taken yet hears no peer until it has
+	// (accept): see Mux.held.
+	n.mux = NewMux(ln, nil, cfg.PeerTLS, n.log, !accepted(cfg.DataDir))
 	n.mux.resolver = cfg.Resolver
 	if cfg.RaftBind == cfg.RaftAddr {
 		n.cfg.RaftAddr = ln.Addr().String() // port 0 (tests): the port picked
@@ -195,6 +198,16 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 	}
 	if err := n.openExistingReplicas(); err != nil {
 		return nil, err
+	}
+	if n.mux.Held() && n.newIncarnation {
+		// Raft state in a dir that had no incarnation: a member's dir
+		// of a release before them (a held mux let no peer write it).
+		// It may need its peers' votes to replay its own log.
+		if has, err := n.metaGroup().hasState(); err != nil {
+			return nil, err
+		} else if has {
+			n.mux.Admit()
+		}
 	}
 	if n.gossip, err = startGossip(n.cfg, n.learnRates); err != nil {
 		return nil, fmt.Errorf("%w: gossip-addr: %w", ErrConfig, err)
@@ -335,7 +348,7 @@ func (n *Node) waitMember(ctx context.Context, caughtUp bool) error {
 			return err
 		}
 	}
-	if err := markAccepted(n.cfg.DataDir); err != nil {
+	if err := n.accept(); err != nil {
 		return fmt.Errorf("data-dir: %w", err)
 	}
 	n.mu.Lock()

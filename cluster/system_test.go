@@ -3,6 +3,8 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -167,36 +169,29 @@ func TestLostDataDirIsNotTheMemberItWas(t *testing.T) {
 		!strings.Contains(err.Error(), "floodgatectl leave n3") {
 		t.Fatalf("a wiped n3 started: %v, want a refusal naming node.incarnation", err)
 	}
-	// The same when the meta leader's log reached the wiped dir before the
-	// node started (its Raft port opens first, at n3's address): the node
-	// then resumes from that state instead of joining. Started on a new
-	// dir, it is refused at its start; started again on the dir of a
-	// refused start (a crash loop), once it has replayed that log.
-	for _, again := range []bool{false, true} {
-		if !again {
-			cfg.DataDir = t.TempDir()
-		}
-		wiped := inproc.Open(t, cfg)
-		inproc.Eventually(t, 30*time.Second, "the meta log replicated to the wiped n3", func() error {
-			if wiped.Node.Progress(-1).Last == 0 {
-				return errors.New("no meta log yet")
-			}
-			return nil
-		})
-		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := wiped.Node.Start(sctx)
-		scancel()
-		if err == nil {
-			select {
-			case <-wiped.Node.Replaced():
-				err = wiped.Node.ReplacedErr()
-			case <-time.After(30 * time.Second):
-			}
-		}
-		if err == nil || !strings.Contains(err.Error(), "node.incarnation") || (!again && wiped.Node.ReplacedErr() != nil) {
-			t.Fatalf("a wiped n3 resumed from its peers' log (again %v): %v, want a refusal naming node.incarnation", again, err)
-		}
-		wiped.Stop()
+	// Started again on the dir of its refused start (a crash loop): its
+	// Raft port stayed closed to its peers until the cluster would take
+	// it, so the dir holds nothing of theirs, and it is refused again.
+	if _, err := inproc.TryStart(t, cfg); err == nil || !strings.Contains(err.Error(), "node.incarnation") {
+		t.Fatalf("a wiped n3 started again: %v, want a refusal naming node.incarnation", err)
+	}
+	// A dir holding Raft state without the cluster's acceptance (what a
+	// release without that gate let peers write into a refused start's
+	// dir; here n3's own, under a new incarnation): it is discarded, and
+	// the node joins afresh, refused once more.
+	leftover := t.TempDir()
+	if err := os.CopyFS(leftover, os.DirFS(nodes[2].Cfg.DataDir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(leftover, "incarnation.accepted")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(leftover, "incarnation"), []byte(strings.Repeat("ab", 16)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir = leftover
+	if _, err := inproc.TryStart(t, cfg); err == nil || !strings.Contains(err.Error(), "node.incarnation") {
+		t.Fatalf("n3 on a dir of foreign Raft state started: %v, want a refusal naming node.incarnation", err)
 	}
 	if now := nodes[0].Node.View().Node("n3"); now.Incarnation != old.Incarnation || now.Incarnation == "" {
 		t.Fatalf("n3's record after the refusal: %v, was %v", now, old)
@@ -212,9 +207,8 @@ func TestLostDataDirIsNotTheMemberItWas(t *testing.T) {
 		}
 		return nil
 	})
-	// Started again on the dir of its refused starts, which holds what
-	// its peers sent it then (the README's way back keeps the volume):
-	// that state is discarded, and the node joins as a new member.
+	// Started again on that dir (the README's way back keeps the
+	// volume), the node joins as a new member.
 	back := inproc.Start(t, cfg)
 	inproc.WaitSettled(t, []*inproc.Node{nodes[0], nodes[1], back}, time.Minute)
 	if now := nodes[0].Node.View().Node("n3"); now == nil || now.Incarnation == old.Incarnation {
@@ -227,7 +221,30 @@ func TestLostDataDirIsNotTheMemberItWas(t *testing.T) {
 		t.Fatal("the rejoined n3 took itself for removed")
 	case <-time.After(3 * time.Second):
 	}
-	// And it resumes its new life on a restart.
+	// A copy of the old n3's dir (a disk restored from an image), started
+	// in the new n3's place, resumes a life the cluster ended: it stops
+	// once its peers' log tells it so, and changes nothing.
+	back.Stop()
+	stale := cfg
+	stale.DataDir = t.TempDir()
+	if err := os.CopyFS(stale.DataDir, os.DirFS(nodes[2].Cfg.DataDir)); err != nil {
+		t.Fatal(err)
+	}
+	copied := inproc.Start(t, stale)
+	select {
+	case <-copied.Node.Replaced():
+		if err := copied.Node.ReplacedErr(); !strings.Contains(err.Error(), "node.incarnation") {
+			t.Fatalf("the stale copy stopped with %v, want it to name node.incarnation", err)
+		}
+	case <-copied.Node.Left():
+	case <-time.After(time.Minute):
+		t.Fatal("a stale copy of the old n3's dir went on as n3")
+	}
+	copied.Stop()
+	if now := nodes[0].Node.View().Node("n3"); now == nil || now.Incarnation == old.Incarnation {
+		t.Fatalf("n3's record after the stale copy: %v", now)
+	}
+	// And the new n3 resumes its life on a restart.
 	back.Restart()
 	inproc.WaitSettled(t, []*inproc.Node{nodes[0], nodes[1], back}, time.Minute)
 }
