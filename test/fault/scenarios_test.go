@@ -32,6 +32,7 @@ func scenarios() []scenario {
 		{name: "disk-full", disks: true, load: 25 * time.Second, exact: true, nemesis: diskFull},
 		{name: "readonly-start", disks: true, load: 20 * time.Second, exact: true, nemesis: readOnlyStart},
 		{name: "clock-skew", load: 25 * time.Second, exact: true, nemesis: clockSkew},
+		{name: "lost-volume", load: 30 * time.Second, exact: true, nemesis: lostVolume},
 	}
 }
 
