@@ -245,15 +245,14 @@ func (n *Node) Start(ctx context.Context) error {
 		return err
 	}
 	if has && !n.newIncarnation && !accepted(n.cfg.DataDir) {
-		// Raft state a refused start took from its peers (a lost data dir
-		// started again under its member's id): not a life of this dir's.
-		if len(n.cfg.Join) == 0 {
-			return fmt.Errorf("%w: data-dir: %s holds Raft state its peers sent a start the cluster refused, not its own: empty it, or start with --join", ErrConfig, n.cfg.DataDir)
-		}
-		if err := n.reset("discarding the Raft state peers sent a start the cluster refused; joining again"); err != nil {
-			return err
-		}
-		has = false
+		// Raft state the cluster never took this dir for: what peers
+		// sent a refused start of a release whose Raft port opened
+		// before the check (a member's lost dir started again under its
+		// id), or a member's own whose mark was deleted. Nothing here
+		// tells them apart, and discarding a member's votes and log is
+		// what the incarnation guards against: the operator decides.
+		return fmt.Errorf("%w: data-dir: %s holds Raft state but not %s: not known to be this dir's own; if the cluster refused this node (node.incarnation), empty the dir and start it again once the old member has left (floodgatectl leave %s)",
+			ErrConfig, n.cfg.DataDir, acceptedFile, n.cfg.NodeID)
 	}
 	switch {
 	case has:

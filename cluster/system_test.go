@@ -175,10 +175,10 @@ func TestLostDataDirIsNotTheMemberItWas(t *testing.T) {
 	if _, err := inproc.TryStart(t, cfg); err == nil || !strings.Contains(err.Error(), "node.incarnation") {
 		t.Fatalf("a wiped n3 started again: %v, want a refusal naming node.incarnation", err)
 	}
-	// A dir holding Raft state without the cluster's acceptance (what a
+	// A dir holding Raft state the cluster never took it for (what a
 	// release without that gate let peers write into a refused start's
-	// dir; here n3's own, under a new incarnation): it is discarded, and
-	// the node joins afresh, refused once more.
+	// dir; here n3's own, under a new incarnation and without its mark)
+	// is not discarded on a guess: the node refuses to start, naming it.
 	leftover := t.TempDir()
 	if err := os.CopyFS(leftover, os.DirFS(nodes[2].Cfg.DataDir)); err != nil {
 		t.Fatal(err)
@@ -189,9 +189,13 @@ func TestLostDataDirIsNotTheMemberItWas(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(leftover, "incarnation"), []byte(strings.Repeat("ab", 16)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg.DataDir = leftover
-	if _, err := inproc.TryStart(t, cfg); err == nil || !strings.Contains(err.Error(), "node.incarnation") {
-		t.Fatalf("n3 on a dir of foreign Raft state started: %v, want a refusal naming node.incarnation", err)
+	odd := cfg
+	odd.DataDir = leftover
+	if _, err := inproc.TryStart(t, odd); err == nil || !strings.Contains(err.Error(), "data-dir: "+leftover+" holds Raft state but not incarnation.accepted") {
+		t.Fatalf("n3 on a dir of foreign Raft state started: %v, want a refusal naming the dir", err)
+	}
+	if _, err := os.Stat(filepath.Join(leftover, "incarnation.accepted")); !os.IsNotExist(err) {
+		t.Fatalf("the refused start marked the dir accepted: %v", err)
 	}
 	if now := nodes[0].Node.View().Node("n3"); now.Incarnation != old.Incarnation || now.Incarnation == "" {
 		t.Fatalf("n3's record after the refusal: %v, was %v", now, old)
