@@ -96,9 +96,9 @@ func writeDurable(path string, b []byte) error {
 }
 
 // acceptedFile marks a data dir whose incarnation the cluster took: its
-// Raft state is then its own life's. Without it, a dir that holds an
-// incarnation and Raft state holds what peers sent a node the cluster
-// refused (they still knew it at its address), worth nothing.
+// Raft state is then its own life's, and its Raft port serves peers from
+// the start (Mux.held). Without it, Raft state in a dir that holds an
+// incarnation is not known to be its own (Start refuses it).
 const acceptedFile = "incarnation.accepted"
 
 // markAccepted records that the cluster took this data dir's incarnation.
@@ -111,8 +111,7 @@ func markAccepted(dir string) error {
 
 // accept records that the cluster took this node's data dir, then opens
 // its Raft port to peers (Mux.held). Not the other way round: a restart
-// that found Raft state without the mark would discard it (Start), the
-// votes and log of a member the cluster counts on.
+// that found Raft state without the mark would refuse to start (Start).
 func (n *Node) accept() error {
 	if err := markAccepted(n.cfg.DataDir); err != nil {
 		return err
