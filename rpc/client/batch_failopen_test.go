@@ -38,7 +38,7 @@ func (n *batchNode) AllowBatch(_ context.Context, req *pb.AllowBatchRequest) (*p
 	return out, nil
 }
 
-func serveBatchNode(t *testing.T, n *batchNode) string {
+func serveBatchNode(t *testing.T, n pb.RateLimiterServer) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -180,14 +180,20 @@ func (c *Client) allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 	return resp, false, nil
 }
 
-// allowOn sends one check to the node at addr.
+// allowOn sends one check to the node at addr (another if addr is down).
 func (c *Client) allowOn(ctx context.Context, addr string, req *pb.AllowRequest) (*pb.AllowResponse, error) {
-	return pb.NewRateLimiterClient(c.conn(addr)).Allow(ctx, req)
+	return onNodes(ctx, c, addr, func(rl pb.RateLimiterClient, opts ...grpc.CallOption) (*pb.AllowResponse, error) {
+		return rl.Allow(ctx, req, opts...)
+	})
 }
 
-// batchOn sends checks to the node at addr in one call.
+// batchOn sends checks to the node at addr in one call (to another if
+// addr is down).
 func (c *Client) batchOn(ctx context.Context, addr string, reqs []*pb.AllowRequest) (*pb.AllowBatchResponse, error) {
-	return pb.NewRateLimiterClient(c.conn(addr)).AllowBatch(ctx, &pb.AllowBatchRequest{Requests: reqs})
+	batch := &pb.AllowBatchRequest{Requests: reqs}
+	return onNodes(ctx, c, addr, func(rl pb.RateLimiterClient, opts ...grpc.CallOption) (*pb.AllowBatchResponse, error) {
+		return rl.AllowBatch(ctx, batch, opts...)
+	})
 }
 
 // AllowBatch checks many requests: they are split by shard leader and sent
