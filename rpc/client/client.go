@@ -210,6 +210,9 @@ func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.A
 	if err := validate.Batch(len(reqs)); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	if len(reqs) == 0 { // as a node answers it: no results, not a nil response
+		return &pb.AllowBatchResponse{}, nil
+	}
 	groups := map[string][]int{}
 	for i, r := range reqs {
 		key, _, doubt, err := c.check(r, validate.Elem("requests", i))
@@ -321,7 +324,7 @@ func (c *Client) Close() error {
 func (c *Client) check(req *pb.AllowRequest, field string) (key string, known bool, doubt, err error) {
 	var resolve validate.Resolver
 	known = true
-	if req.Policy != "" {
+	if req.GetPolicy() != "" { // a nil req is refused below, naming its field
 		c.mu.RLock()
 		p := c.policies[req.Policy]
 		c.mu.RUnlock()
@@ -330,7 +333,7 @@ func (c *Client) check(req *pb.AllowRequest, field string) (key string, known bo
 		}
 	}
 	chk, err := validate.Request(req, field, math.MaxInt64, resolve, nil)
-	if err != nil && known && req.Policy != "" {
+	if err != nil && known && req.GetPolicy() != "" {
 		if unknown, uerr := validate.Request(req, field, math.MaxInt64, nil, nil); uerr == nil {
 			c.kick()
 			return unknown.Key, false, status.Error(codes.InvalidArgument, err.Error()), nil

@@ -56,7 +56,11 @@ type Resolver func(name string) (*policy.Policy, error)
 // batch that give equal inline limits.
 func Request(req *pb.AllowRequest, field string, maxLog int64, resolve Resolver, inline *Inline) (Check, error) {
 	if req == nil {
-		return Check{}, fmt.Errorf("%w: %s: missing", ErrInvalid, trimDot(field))
+		name := trimDot(field)
+		if name == "" { // a lone request (the Go SDK's Allow of nil)
+			name = "request"
+		}
+		return Check{}, fmt.Errorf("%w: %s: missing", ErrInvalid, name)
 	}
 	p, err := requestPolicy(req.Policy, req.Limit, field, maxLog, resolve, inline)
 	if err != nil {
