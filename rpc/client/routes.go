@@ -1,0 +1,120 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/floodgate/floodgate/policy"
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/rpc/validate"
+)
+
+// loadRoutes asks the nodes, in turn, for the cluster status and installs
+// the shard count, the shard leaders and the node list.
+func (c *Client) loadRoutes(ctx context.Context) error {
+	c.mu.RLock()
+	nodes := append([]string(nil), c.nodes...)
+	c.mu.RUnlock()
+	var last error
+	for _, addr := range nodes {
+		st, err := pb.NewAdminClient(c.conn(addr)).Status(ctx, &pb.StatusRequest{})
+		if err != nil {
+			last = err
+			continue
+		}
+		if st.Shards == 0 {
+			last = fmt.Errorf("%s is not a cluster member yet", addr)
+			continue
+		}
+		addrOf := map[string]string{}
+		var all []string
+		for _, n := range st.Nodes {
+			addrOf[n.Id] = n.GrpcAddr
+			all = append(all, n.GrpcAddr)
+		}
+		leaders := make(map[int]string, len(st.ShardStatus))
+		for _, s := range st.ShardStatus {
+			leaders[int(s.Id)] = addrOf[s.Leader]
+		}
+		table := slotTable(st)
+		var policies map[string]*policy.Policy // nil: keep the copies held
+		if list, err := pb.NewAdminClient(c.conn(addr)).ListPolicies(ctx, &pb.ListPoliciesRequest{}); err == nil {
+			policies = map[string]*policy.Policy{}
+			for _, pp := range list.Policies {
+				if p, err := validate.Policy(pp, "", math.MaxInt64); err == nil {
+					policies[p.Name] = p
+				}
+			}
+		}
+		c.mu.Lock()
+		c.shards, c.leaders, c.table, c.nodes = int(st.Shards), leaders, table, all
+		if policies != nil || c.policies == nil {
+			// A list that failed does not forget what the client knew:
+			// with no copy, requests go unchecked to the nodes, and a
+			// FailOpen client would admit bad ones when none answers.
+			c.policies = policies
+		}
+		c.mu.Unlock()
+		return nil
+	}
+	return fmt.Errorf("%w: %v", ErrNoNodes, last)
+}
+
+func (c *Client) kick() {
+	select {
+	case c.refresh <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Client) refresher() {
+	defer close(c.done)
+	t := time.NewTicker(c.opts.RefreshInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		case <-c.refresh:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = c.loadRoutes(ctx)
+		cancel()
+	}
+}
+
+func (c *Client) closeConns() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for addr, cc := range c.conns {
+		cc.Close()
+		delete(c.conns, addr)
+	}
+}
+
+// slotTable expands a cluster of slots' table (runs) to slot → group; nil
+// for a legacy cluster or a table that does not cover every slot (then
+// every check goes to any node, which routes it).
+func slotTable(st *pb.StatusResponse) []uint32 {
+	if st.Slots <= 0 || st.Slots != st.Shards {
+		return nil
+	}
+	table := make([]uint32, st.Slots)
+	covered := 0
+	for _, r := range st.SlotTable {
+		if int(r.First) != covered || r.Count <= 0 || r.First+r.Count > st.Slots || r.Group < 0 {
+			return nil
+		}
+		for s := r.First; s < r.First+r.Count; s++ {
+			table[s] = uint32(r.Group)
+		}
+		covered += int(r.Count)
+	}
+	if covered != int(st.Slots) {
+		return nil
+	}
+	return table
+}
