@@ -88,7 +88,8 @@ type Client struct {
 	rr        atomic.Uint64
 	refresh   chan struct{}
 	stop      chan struct{}
-	closeOnce sync.Once // Close may be called more than once
+	endLife   context.CancelFunc // ends the refresher's calls at Close
+	closeOnce sync.Once          // Close may be called more than once
 	done      chan struct{}
 	closed    bool             // under mu: Close has run
 	dead      *grpc.ClientConn // under mu: a closed connection, for calls after Close
@@ -105,8 +106,10 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = 3 * time.Second
 	}
+	life, endLife := context.WithCancel(context.Background())
 	c := &Client{
 		opts:    opts,
+		endLife: endLife,
 		conns:   map[string]*grpc.ClientConn{},
 		nodes:   append([]string(nil), opts.Addrs...),
 		refresh: make(chan struct{}, 1),
@@ -117,10 +120,11 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 		c.co = newCoalescer(c.allowOn, c.batchOn)
 	}
 	if err := c.loadRoutes(ctx); err != nil {
+		endLife()
 		c.closeConns()
 		return nil, err
 	}
-	go c.refresher()
+	go c.refresher(life)
 	return c, nil
 }
 
@@ -303,6 +307,7 @@ func (c *Client) Admin() pb.AdminClient { return pb.NewAdminClient(c.anyConn()) 
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.stop)
+		c.endLife() // a refresh stuck on a node that does not answer ends now
 		<-c.done
 		c.mu.Lock()
 		c.closed = true // calls still in flight (a coalesced batch) dial nothing new

@@ -69,7 +69,9 @@ func (c *Client) kick() {
 	}
 }
 
-func (c *Client) refresher() {
+// refresher reloads the routes every RefreshInterval and when kicked,
+// until Close; its calls end with life.
+func (c *Client) refresher(life context.Context) {
 	defer close(c.done)
 	t := time.NewTicker(c.opts.RefreshInterval)
 	defer t.Stop()
@@ -80,7 +82,7 @@ func (c *Client) refresher() {
 		case <-t.C:
 		case <-c.refresh:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(life, 5*time.Second)
 		_ = c.loadRoutes(ctx)
 		cancel()
 	}

@@ -1,0 +1,73 @@
+package client
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+)
+
+// statusNode is a node's Admin that answers Status with a cluster of one
+// shard led by node lead at addr, listing nodes; after its first answer,
+// with hang set, it answers no more (a node cut off: the call lasts until
+// the caller gives up).
+type statusNode struct {
+	pb.UnimplementedAdminServer
+	lead  string
+	nodes []string
+	hang  bool
+	calls atomic.Int64
+	hung  chan struct{} // closed when a call hangs
+}
+
+func (n *statusNode) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
+	if n.calls.Add(1) > 1 && n.hang {
+		close(n.hung)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	st := &pb.StatusResponse{Shards: 1, ShardStatus: []*pb.ShardStatus{{Id: 0, Leader: "n0"}}}
+	for i, a := range n.nodes {
+		st.Nodes = append(st.Nodes, &pb.NodeStatus{Id: "n" + string(rune('0'+i)), GrpcAddr: a})
+	}
+	return st, nil
+}
+
+// serveAdmin serves n on a new loopback port.
+func serveAdmin(t *testing.T, n *statusNode) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	pb.RegisterAdminServer(s, n)
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+	return lis.Addr().String()
+}
+
+// Close does not wait for a refresh of the routes stuck on a node that no
+// longer answers: it ends it. Before, Close blocked until the refresh's
+// own 5 s timeout.
+func TestCloseEndsAStuckRefresh(t *testing.T) {
+	n := &statusNode{hang: true, hung: make(chan struct{})}
+	addr := serveAdmin(t, n)
+	n.nodes = []string{addr}
+	c, err := New(context.Background(), Options{Addrs: []string{addr}, RefreshInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.kick()
+	<-n.hung
+	start := time.Now()
+	c.Close()
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("Close took %v with a refresh in flight", took)
+	}
+}
