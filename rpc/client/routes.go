@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/floodgate/floodgate/policy"
@@ -12,11 +13,19 @@ import (
 )
 
 // loadRoutes asks the nodes, in turn, for the cluster status and installs
-// the shard count, the shard leaders and the node list.
+// the shard count, the shard leaders and the node list. The addresses the
+// client was given are asked last: when every node it learned has gone
+// (the whole cluster restarted at new addresses), a seed that follows the
+// cluster (a DNS name, a load balancer) still finds it.
 func (c *Client) loadRoutes(ctx context.Context) error {
 	c.mu.RLock()
 	nodes := append([]string(nil), c.nodes...)
 	c.mu.RUnlock()
+	for _, addr := range c.opts.Addrs {
+		if !slices.Contains(nodes, addr) {
+			nodes = append(nodes, addr)
+		}
+	}
 	var last error
 	for _, addr := range nodes {
 		st, err := pb.NewAdminClient(c.conn(addr)).Status(ctx, &pb.StatusRequest{})

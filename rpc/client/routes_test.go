@@ -71,3 +71,26 @@ func TestCloseEndsAStuckRefresh(t *testing.T) {
 		t.Errorf("Close took %v with a refresh in flight", took)
 	}
 }
+
+// When every node the client learned is gone (the cluster restarted at
+// new addresses), a refresh asks the addresses it was given again. Before,
+// the learned list replaced them for good, and the client could never
+// reach the cluster again.
+func TestRefreshFallsBackToTheSeeds(t *testing.T) {
+	seed := &statusNode{}
+	addr := serveAdmin(t, seed)
+	gone := deadAddr(t)
+	seed.nodes = []string{gone} // the only member, at an address about to die
+	c, err := New(context.Background(), Options{Addrs: []string{addr}, RefreshInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	seed.nodes = []string{addr} // the member is back, at the seed's address
+	if err := c.loadRoutes(context.Background()); err != nil {
+		t.Fatalf("refresh: %v", err)
+	}
+	if got := c.anyAddr(); got != addr {
+		t.Errorf("routes to %s, want the member at %s", got, addr)
+	}
+}
