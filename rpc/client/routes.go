@@ -28,47 +28,60 @@ func (c *Client) loadRoutes(ctx context.Context) error {
 	}
 	var last error
 	for _, addr := range nodes {
-		st, err := pb.NewAdminClient(c.conn(addr)).Status(ctx, &pb.StatusRequest{})
-		if err != nil {
-			last = err
-			continue
+		if last = c.loadFrom(ctx, addr); last == nil {
+			return nil
 		}
-		if st.Shards == 0 {
-			last = fmt.Errorf("%s is not a cluster member yet", addr)
-			continue
-		}
-		addrOf := map[string]string{}
-		var all []string
-		for _, n := range st.Nodes {
-			addrOf[n.Id] = n.GrpcAddr
-			all = append(all, n.GrpcAddr)
-		}
-		leaders := make(map[int]string, len(st.ShardStatus))
-		for _, s := range st.ShardStatus {
-			leaders[int(s.Id)] = addrOf[s.Leader]
-		}
-		table := slotTable(st)
-		var policies map[string]*policy.Policy // nil: keep the copies held
-		if list, err := pb.NewAdminClient(c.conn(addr)).ListPolicies(ctx, &pb.ListPoliciesRequest{}); err == nil {
-			policies = map[string]*policy.Policy{}
-			for _, pp := range list.Policies {
-				if p, err := validate.Policy(pp, "", math.MaxInt64); err == nil {
-					policies[p.Name] = p
-				}
-			}
-		}
-		c.mu.Lock()
-		c.shards, c.leaders, c.table, c.nodes = int(st.Shards), leaders, table, all
-		if policies != nil || c.policies == nil {
-			// A list that failed does not forget what the client knew:
-			// with no copy, requests go unchecked to the nodes, and a
-			// FailOpen client would admit bad ones when none answers.
-			c.policies = policies
-		}
-		c.mu.Unlock()
-		return nil
 	}
 	return fmt.Errorf("%w: %v", ErrNoNodes, last)
+}
+
+// statusWait bounds each node's part of a refresh. A node that takes the
+// call but does not answer (paused, cut off: its connection stays up)
+// would otherwise spend the whole refresh, every time, and the routes
+// would go on naming it as a leader long after its groups failed over.
+const statusWait = time.Second
+
+// loadFrom installs the routes and policies the node at addr knows.
+func (c *Client) loadFrom(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, statusWait)
+	defer cancel()
+	st, err := pb.NewAdminClient(c.conn(addr)).Status(ctx, &pb.StatusRequest{})
+	if err != nil {
+		return err
+	}
+	if st.Shards == 0 {
+		return fmt.Errorf("%s is not a cluster member yet", addr)
+	}
+	addrOf := map[string]string{}
+	var all []string
+	for _, n := range st.Nodes {
+		addrOf[n.Id] = n.GrpcAddr
+		all = append(all, n.GrpcAddr)
+	}
+	leaders := make(map[int]string, len(st.ShardStatus))
+	for _, s := range st.ShardStatus {
+		leaders[int(s.Id)] = addrOf[s.Leader]
+	}
+	table := slotTable(st)
+	var policies map[string]*policy.Policy // nil: keep the copies held
+	if list, err := pb.NewAdminClient(c.conn(addr)).ListPolicies(ctx, &pb.ListPoliciesRequest{}); err == nil {
+		policies = map[string]*policy.Policy{}
+		for _, pp := range list.Policies {
+			if p, err := validate.Policy(pp, "", math.MaxInt64); err == nil {
+				policies[p.Name] = p
+			}
+		}
+	}
+	c.mu.Lock()
+	c.shards, c.leaders, c.table, c.nodes = int(st.Shards), leaders, table, all
+	if policies != nil || c.policies == nil {
+		// A list that failed does not forget what the client knew:
+		// with no copy, requests go unchecked to the nodes, and a
+		// FailOpen client would admit bad ones when none answers.
+		c.policies = policies
+	}
+	c.mu.Unlock()
+	return nil
 }
 
 func (c *Client) kick() {

@@ -13,21 +13,23 @@ import (
 )
 
 // statusNode is a node's Admin that answers Status with a cluster of one
-// shard led by node lead at addr, listing nodes; after its first answer,
-// with hang set, it answers no more (a node cut off: the call lasts until
-// the caller gives up).
+// shard led by the first of nodes; with hang set, after answers answers
+// it answers no more (a node paused or cut off: the call lasts until the
+// caller gives up).
 type statusNode struct {
 	pb.UnimplementedAdminServer
-	lead  string
-	nodes []string
-	hang  bool
-	calls atomic.Int64
-	hung  chan struct{} // closed when a call hangs
+	nodes   []string
+	hang    bool
+	answers int64
+	calls   atomic.Int64
+	hung    chan struct{} // closed when the first call hangs
 }
 
 func (n *statusNode) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
-	if n.calls.Add(1) > 1 && n.hang {
-		close(n.hung)
+	if c := n.calls.Add(1); c > n.answers && n.hang {
+		if c == n.answers+1 {
+			close(n.hung)
+		}
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
@@ -56,7 +58,7 @@ func serveAdmin(t *testing.T, n *statusNode) string {
 // longer answers: it ends it. Before, Close blocked until the refresh's
 // own 5 s timeout.
 func TestCloseEndsAStuckRefresh(t *testing.T) {
-	n := &statusNode{hang: true, hung: make(chan struct{})}
+	n := &statusNode{hang: true, answers: 1, hung: make(chan struct{})}
 	addr := serveAdmin(t, n)
 	n.nodes = []string{addr}
 	c, err := New(context.Background(), Options{Addrs: []string{addr}, RefreshInterval: time.Hour})
@@ -92,5 +94,28 @@ func TestRefreshFallsBackToTheSeeds(t *testing.T) {
 	}
 	if got := c.anyAddr(); got != addr {
 		t.Errorf("routes to %s, want the member at %s", got, addr)
+	}
+}
+
+// A node that takes the status call but does not answer (paused) costs a
+// refresh one second, not the whole refresh: the next node is asked.
+// Before, the first node listed spent the refresh's whole time (New's
+// context, or the refresher's 5 s) every time, so while it was paused
+// the routes were never refreshed, and every check of the groups it had
+// led went on timing out after their failover.
+func TestRefreshSkipsANodeThatDoesNotAnswer(t *testing.T) {
+	paused := &statusNode{hang: true, hung: make(chan struct{})}
+	up := &statusNode{}
+	pausedAddr, upAddr := serveAdmin(t, paused), serveAdmin(t, up)
+	paused.nodes, up.nodes = []string{pausedAddr, upAddr}, []string{upAddr, pausedAddr}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	c, err := New(ctx, Options{Addrs: []string{pausedAddr, upAddr}, RefreshInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := c.route(keyOfShard(0, 1)); got != upAddr {
+		t.Errorf("routes to %s, want the leader %s", got, upAddr)
 	}
 }
