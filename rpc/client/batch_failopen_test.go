@@ -128,7 +128,8 @@ func TestAllowBatchKeepsTheOtherNodesAnswers(t *testing.T) {
 	if _, err := c.AllowBatch(context.Background(), reqs[1:]); status.Code(err) != codes.Unavailable {
 		t.Errorf("a batch of the failing node alone: %v", err)
 	}
-	// So does a batch whose every node failed: nothing was counted.
+	// So does a batch whose every node failed, with the first request's
+	// node's error.
 	refusing := serveBatchNode(t, &batchNode{err: status.Error(codes.PermissionDenied, "no")})
 	all, heard := batchClient(false, refusing, down)
 	defer all.closeConns()

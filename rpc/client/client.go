@@ -207,9 +207,11 @@ func (c *Client) batchOn(ctx context.Context, addr string, reqs []*pb.AllowReque
 // (Unavailable, DeadlineExceeded, for the node's whole call or for the
 // item) is admitted with Remaining -1, as Allow admits it; otherwise it is
 // the item's error, and the answers of the other nodes, which counted,
-// are kept. When every node's call failed and none was admitted, nothing
-// was counted and the call fails (with the error of the first request's
-// node). OnError hears of every failure.
+// are kept. When every node's call failed and none was admitted, the call
+// fails (with the error of the first request's node). As for Allow, a
+// check whose node failed after the call reached it (Unavailable,
+// DeadlineExceeded) may or may not have counted: sending it again may
+// count it twice. OnError hears of every failure.
 func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.AllowBatchResponse, error) {
 	if err := validate.Batch(len(reqs)); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -282,9 +284,9 @@ func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.A
 	}
 	if len(failed) == len(groups) && admitted == 0 {
 		// Every node failed (one node, the caller's context ended, the
-		// cluster down without FailOpen): nothing was counted, and the
-		// call fails as a call to one node would, with the error of the
-		// first request's node.
+		// cluster down without FailOpen): the call fails as a call to
+		// one node would, with the error of the first request's node.
+		// What the nodes counted is unknown, as it is for that call.
 		return nil, refused
 	}
 	return out, nil
