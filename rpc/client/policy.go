@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
@@ -18,7 +19,8 @@ type Limiter interface {
 	AllowN(ctx context.Context, d D, n int64) (Decision, error)
 	// Wait blocks until one request of d is admitted, or ctx ends.
 	Wait(ctx context.Context, d D) error
-	// WaitN blocks until a request of cost n is admitted, or ctx ends.
+	// WaitN blocks until a request of cost n is admitted, or ctx ends;
+	// a denial whose RetryAfter is past ctx's deadline fails it at once.
 	WaitN(ctx context.Context, d D, n int64) error
 }
 
@@ -64,7 +66,9 @@ func (p *Policy) keyedBy() bool {
 func (p *Policy) Wait(ctx context.Context, d D) error { return p.WaitN(ctx, d, 1) }
 
 // WaitN implements Limiter: it sleeps each denial's RetryAfter and asks
-// again, until admitted or ctx ends.
+// again, until admitted or ctx ends. A denial whose RetryAfter is past
+// ctx's deadline ends the wait at once, as golang.org/x/time/rate's does,
+// with an error wrapping context.DeadlineExceeded.
 func (p *Policy) WaitN(ctx context.Context, d D, n int64) error {
 	return waitN(ctx, func() (Decision, error) { return p.AllowN(ctx, d, n) })
 }
@@ -79,7 +83,13 @@ func waitN(ctx context.Context, allow func() (Decision, error)) error {
 		if dec.Allowed {
 			return nil
 		}
-		t := time.NewTimer(max(dec.RetryAfter, time.Millisecond))
+		wait := max(dec.RetryAfter, time.Millisecond)
+		if end, ok := ctx.Deadline(); ok && time.Until(end) < wait {
+			// Sleeping until the deadline would only hold the caller for
+			// a denial known now.
+			return fmt.Errorf("floodgate: denied, and admitted no sooner than %v from now, past the context's deadline: %w", wait, context.DeadlineExceeded)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -183,6 +183,31 @@ func TestLocalWaitSleepsRetryAfter(t *testing.T) {
 	})
 }
 
+// A Wait whose next chance is past the context's deadline gives up at
+// once, as x/time/rate's does. Before, it slept until the deadline for a
+// denial it knew of at the start.
+func TestWaitPastTheDeadlineEndsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, err := client.NewLocal(perMinute(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Wait(context.Background(), client.D{"user": "42"}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		start := time.Now()
+		err = l.Wait(ctx, client.D{"user": "42"})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Wait: %v, want DeadlineExceeded", err)
+		}
+		if took := time.Since(start); took != 0 {
+			t.Errorf("Wait took %v, want no time", took)
+		}
+	})
+}
+
 func TestNewLocalRefusesABadPolicy(t *testing.T) {
 	if _, err := client.NewLocal(&pb.Policy{Name: "x"}); status.Code(err) != codes.InvalidArgument {
 		t.Fatal("a policy without limits was accepted")
