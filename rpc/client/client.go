@@ -78,6 +78,7 @@ type Client struct {
 
 	mu       sync.RWMutex
 	conns    map[string]*grpc.ClientConn
+	gone     map[string]time.Time // address of conns no node lists → since when
 	shards   int
 	leaders  map[int]string // group (legacy: shard) → leader's gRPC address
 	table    []uint32       // slot → group; nil in a legacy cluster
@@ -111,6 +112,7 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 		opts:    opts,
 		endLife: endLife,
 		conns:   map[string]*grpc.ClientConn{},
+		gone:    map[string]time.Time{},
 		nodes:   append([]string(nil), opts.Addrs...),
 		refresh: make(chan struct{}, 1),
 		stop:    make(chan struct{}),

@@ -48,8 +48,9 @@ type coalescer struct {
 
 	mu sync.Mutex
 	// lanes, by node address, are kept like the Client's connections:
-	// one per address the client ever sent to, so a lone check costs no
-	// lane made and dropped.
+	// one per address the client sends to, so a lone check costs no lane
+	// made and dropped; the lane of an address the cluster no longer
+	// lists goes with its connection (keepOnly).
 	lanes map[string]*lane
 }
 
@@ -139,6 +140,19 @@ func (co *coalescer) allow(ctx context.Context, addr string, req *pb.AllowReques
 		// Whether the check was counted is unknown, as when a caller gives
 		// up on a call of its own.
 		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// keepOnly drops the lanes of addresses not in conns (the Client's
+// connections: those of nodes the cluster no longer lists are gone) that
+// have nothing in flight or queued; a busy one goes at a later refresh.
+func (co *coalescer) keepOnly(conns map[string]bool) {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	for addr, l := range co.lanes {
+		if !conns[addr] && l.busy == 0 && len(l.queue) == 0 {
+			delete(co.lanes, addr)
+		}
 	}
 }
 

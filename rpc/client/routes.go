@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/floodgate/floodgate/policy"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 	"github.com/floodgate/floodgate/rpc/validate"
@@ -80,8 +82,51 @@ func (c *Client) loadFrom(ctx context.Context, addr string) error {
 		// FailOpen client would admit bad ones when none answers.
 		c.policies = policies
 	}
+	drop := c.unlisted(time.Now())
+	kept := make(map[string]bool, len(c.conns))
+	for addr := range c.conns {
+		kept[addr] = true
+	}
 	c.mu.Unlock()
+	for _, cc := range drop {
+		cc.Close()
+	}
+	if c.co != nil {
+		c.co.keepOnly(kept)
+	}
 	return nil
+}
+
+// unlisted takes out of c.conns, and returns, the connections to
+// addresses that neither the cluster's node list nor Options.Addrs has
+// named for a CallTimeout: a node that left, or restarted at another
+// address. Kept, each would go on dialling an address nobody serves, one
+// more for every such address in the client's life. The wait lets the calls
+// routed to it before the list changed end as they would have (closing
+// their connection would fail them as Canceled, which FailOpen does not
+// admit). The caller holds c.mu.
+func (c *Client) unlisted(now time.Time) []*grpc.ClientConn {
+	var drop []*grpc.ClientConn
+	if c.gone == nil {
+		c.gone = map[string]time.Time{}
+	}
+	for addr, cc := range c.conns {
+		if slices.Contains(c.nodes, addr) || slices.Contains(c.opts.Addrs, addr) {
+			delete(c.gone, addr)
+			continue
+		}
+		since, ok := c.gone[addr]
+		if !ok {
+			c.gone[addr] = now
+			continue
+		}
+		if now.Sub(since) >= c.opts.CallTimeout {
+			drop = append(drop, cc)
+			delete(c.conns, addr)
+			delete(c.gone, addr)
+		}
+	}
+	return drop
 }
 
 func (c *Client) kick() {

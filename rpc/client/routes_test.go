@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 )
@@ -117,5 +118,42 @@ func TestRefreshSkipsANodeThatDoesNotAnswer(t *testing.T) {
 	defer c.Close()
 	if got := c.route(keyOfShard(0, 1)); got != upAddr {
 		t.Errorf("routes to %s, want the leader %s", got, upAddr)
+	}
+}
+
+// The connection (and coalescing lane) of an address the cluster no
+// longer lists (a node that left, or restarted at another address) is
+// closed once no call routed to it before can still be in flight (a
+// CallTimeout on), while the given addresses' are kept. Before, every
+// such address kept its connection, dialling it, for the client's life.
+func TestConnectionsOfDepartedNodesAreClosed(t *testing.T) {
+	seed := &statusNode{}
+	addr := serveAdmin(t, seed)
+	seed.nodes = []string{addr}
+	c, err := New(context.Background(), Options{Addrs: []string{addr}, RefreshInterval: time.Hour, CallTimeout: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	old := deadAddr(t) // where a node served before it moved
+	cc := c.conn(old)
+	c.co.lanes[old] = &lane{addr: old}
+	for range 2 { // the first refresh finds it unlisted, the next one a CallTimeout on
+		if err := c.loadRoutes(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.mu.RLock()
+	_, kept := c.conns[old]
+	_, seedKept := c.conns[addr]
+	c.mu.RUnlock()
+	if kept || cc.GetState() != connectivity.Shutdown {
+		t.Errorf("the departed node's connection is kept (%v) or open (%v)", kept, cc.GetState())
+	}
+	if !seedKept {
+		t.Error("the seed's connection was dropped")
+	}
+	if _, ok := c.co.lanes[old]; ok {
+		t.Error("the departed node's lane is kept")
 	}
 }
