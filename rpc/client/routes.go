@@ -14,11 +14,17 @@ import (
 	"github.com/floodgate/floodgate/rpc/validate"
 )
 
-// loadRoutes asks the nodes, in turn, for the cluster status and installs
-// the shard count, the shard leaders and the node list. The addresses the
-// client was given are asked last: when every node it learned has gone
-// (the whole cluster restarted at new addresses), a seed that follows the
-// cluster (a DNS name, a load balancer) still finds it.
+// loadRoutes asks the nodes for the cluster status and installs the shard
+// count, the shard leaders and the node list of the first that answers.
+// It asks one node at a time, the next when one fails or has not answered
+// within statusHedge (the ones asked before may still answer): a node
+// that takes the call but does not answer (paused, cut off: its
+// connection stays up) would otherwise spend the whole refresh, every
+// time, and the routes would go on naming it as a leader long after its
+// groups failed over, while a node that is merely slow is still heard.
+// The addresses the client was given are asked last: when every node it
+// learned has gone (the whole cluster restarted at new addresses), a seed
+// that follows the cluster (a DNS name, a load balancer) still finds it.
 func (c *Client) loadRoutes(ctx context.Context) error {
 	c.mu.RLock()
 	nodes := append([]string(nil), c.nodes...)
@@ -28,59 +34,98 @@ func (c *Client) loadRoutes(ctx context.Context) error {
 			nodes = append(nodes, addr)
 		}
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the calls still out
+	type answer struct {
+		v   *view
+		err error
+	}
+	answers := make(chan answer, len(nodes)) // never blocks a late answer
+	asked := 0
+	ask := func() {
+		addr := nodes[asked]
+		asked++
+		go func() {
+			v, err := c.fetch(ctx, addr)
+			answers <- answer{v, err}
+		}()
+	}
+	ask()
+	hedge := time.NewTimer(statusHedge)
+	defer hedge.Stop()
 	var last error
-	for _, addr := range nodes {
-		if last = c.loadFrom(ctx, addr); last == nil {
-			return nil
+	for out := 1; out > 0; {
+		select {
+		case a := <-answers:
+			out--
+			if a.err == nil {
+				c.install(a.v)
+				return nil
+			}
+			last = a.err
+		case <-hedge.C:
+		}
+		if asked < len(nodes) {
+			ask()
+			out++
+			hedge.Reset(statusHedge)
 		}
 	}
 	return fmt.Errorf("%w: %v", ErrNoNodes, last)
 }
 
-// statusWait bounds each node's part of a refresh. A node that takes the
-// call but does not answer (paused, cut off: its connection stays up)
-// would otherwise spend the whole refresh, every time, and the routes
-// would go on naming it as a leader long after its groups failed over.
-const statusWait = time.Second
+// statusHedge is how long a refresh waits for a node's answer before it
+// asks the next node too: a node answers its status in milliseconds.
+const statusHedge = 500 * time.Millisecond
 
-// loadFrom installs the routes and policies the node at addr knows.
-func (c *Client) loadFrom(ctx context.Context, addr string) error {
-	ctx, cancel := context.WithTimeout(ctx, statusWait)
-	defer cancel()
+// view is what one node told of the cluster.
+type view struct {
+	shards   int
+	leaders  map[int]string
+	table    []uint32
+	nodes    []string
+	policies map[string]*policy.Policy // nil: the list failed
+}
+
+// fetch asks the node at addr for its view of the cluster.
+func (c *Client) fetch(ctx context.Context, addr string) (*view, error) {
 	st, err := pb.NewAdminClient(c.conn(addr)).Status(ctx, &pb.StatusRequest{})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if st.Shards == 0 {
-		return fmt.Errorf("%s is not a cluster member yet", addr)
+		return nil, fmt.Errorf("%s is not a cluster member yet", addr)
 	}
+	v := &view{shards: int(st.Shards), leaders: make(map[int]string, len(st.ShardStatus)), table: slotTable(st)}
 	addrOf := map[string]string{}
-	var all []string
 	for _, n := range st.Nodes {
 		addrOf[n.Id] = n.GrpcAddr
-		all = append(all, n.GrpcAddr)
+		v.nodes = append(v.nodes, n.GrpcAddr)
 	}
-	leaders := make(map[int]string, len(st.ShardStatus))
 	for _, s := range st.ShardStatus {
-		leaders[int(s.Id)] = addrOf[s.Leader]
+		v.leaders[int(s.Id)] = addrOf[s.Leader]
 	}
-	table := slotTable(st)
-	var policies map[string]*policy.Policy // nil: keep the copies held
 	if list, err := pb.NewAdminClient(c.conn(addr)).ListPolicies(ctx, &pb.ListPoliciesRequest{}); err == nil {
-		policies = map[string]*policy.Policy{}
+		v.policies = map[string]*policy.Policy{}
 		for _, pp := range list.Policies {
 			if p, err := validate.Policy(pp, "", math.MaxInt64); err == nil {
-				policies[p.Name] = p
+				v.policies[p.Name] = p
 			}
 		}
 	}
+	return v, nil
+}
+
+// install makes v the client's routes and policies, and lets go of the
+// connections of nodes no longer listed.
+func (c *Client) install(v *view) {
 	c.mu.Lock()
-	c.shards, c.leaders, c.table, c.nodes = int(st.Shards), leaders, table, all
-	if policies != nil || c.policies == nil {
+	c.shards, c.leaders, c.table, c.nodes = v.shards, v.leaders, v.table, v.nodes
+	if v.policies != nil || c.policies == nil {
 		// A list that failed does not forget what the client knew:
 		// with no copy, requests go unchecked to the nodes, and a
 		// FailOpen client would admit bad ones when none answers.
-		c.policies = policies
+		c.policies = v.policies
 	}
 	drop := c.unlisted(time.Now())
 	kept := make(map[string]bool, len(c.conns))
@@ -94,7 +139,6 @@ func (c *Client) loadFrom(ctx context.Context, addr string) error {
 	if c.co != nil {
 		c.co.keepOnly(kept)
 	}
-	return nil
 }
 
 // unlisted takes out of c.conns, and returns, the connections to

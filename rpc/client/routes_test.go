@@ -24,6 +24,7 @@ type statusNode struct {
 	answers int64
 	calls   atomic.Int64
 	hung    chan struct{} // closed when the first call hangs
+	delay   time.Duration // before each answer
 }
 
 func (n *statusNode) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
@@ -32,6 +33,11 @@ func (n *statusNode) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.Statu
 			close(n.hung)
 		}
 		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	select {
+	case <-time.After(n.delay):
+	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 	st := &pb.StatusResponse{Shards: 1, ShardStatus: []*pb.ShardStatus{{Id: 0, Leader: "n0"}}}
@@ -98,12 +104,12 @@ func TestRefreshFallsBackToTheSeeds(t *testing.T) {
 	}
 }
 
-// A node that takes the status call but does not answer (paused) costs a
-// refresh one second, not the whole refresh: the next node is asked.
-// Before, the first node listed spent the refresh's whole time (New's
-// context, or the refresher's 5 s) every time, so while it was paused
-// the routes were never refreshed, and every check of the groups it had
-// led went on timing out after their failover.
+// A node that takes the status call but does not answer (paused) does
+// not hold up a refresh: the next node is asked half a second on. Before,
+// the first node listed spent the refresh's whole time (New's context, or
+// the refresher's 5 s) every time, so while it was paused the routes were
+// never refreshed, and every check of the groups it had led went on
+// timing out after their failover.
 func TestRefreshSkipsANodeThatDoesNotAnswer(t *testing.T) {
 	paused := &statusNode{hang: true, hung: make(chan struct{})}
 	up := &statusNode{}
@@ -156,4 +162,19 @@ func TestConnectionsOfDepartedNodesAreClosed(t *testing.T) {
 	if _, ok := c.co.lanes[old]; ok {
 		t.Error("the departed node's lane is kept")
 	}
+}
+
+// A node that is slow to answer, but answers, is still heard: the nodes
+// asked after it do not cut it off.
+func TestRefreshWaitsForASlowNode(t *testing.T) {
+	slow := &statusNode{delay: 1500 * time.Millisecond}
+	addr := serveAdmin(t, slow)
+	slow.nodes = []string{addr}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := New(ctx, Options{Addrs: []string{addr, deadAddr(t)}, RefreshInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
 }
