@@ -98,14 +98,15 @@ type Reloader struct {
 	mu    sync.RWMutex
 	cur   *material
 	seen  stamp // the files' state when last loaded, for Watch
-	check func(pool *x509.CertPool) error
+	check func(leaf *x509.Certificate, pool *x509.CertPool) error
 }
 
 // SetCheck makes every later reload put new files in use only once check
-// accepts their CA pool (nil without a CA): a rule between settings that
-// held at start (say, two CAs that must stay apart) then holds after a
-// rotation too. Call it before Watch.
-func (r *Reloader) SetCheck(check func(pool *x509.CertPool) error) {
+// accepts their certificate and CA pool (each nil without its file): a
+// rule between settings that held at start (say, two CAs that must stay
+// apart, or a certificate the other nodes must be able to verify) then
+// holds after a rotation too. Call it before Watch.
+func (r *Reloader) SetCheck(check func(leaf *x509.Certificate, pool *x509.CertPool) error) {
 	r.mu.Lock()
 	r.check = check
 	r.mu.Unlock()
@@ -131,7 +132,7 @@ func (r *Reloader) Reload() error {
 	check := r.check
 	r.mu.RUnlock()
 	if check != nil {
-		if err := check(m.pool); err != nil {
+		if err := check(m.leaf, m.pool); err != nil {
 			return err
 		}
 	}

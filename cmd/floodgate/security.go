@@ -50,22 +50,21 @@ func newSecurity(f securityFlags) (*security, error) {
 			return nil, err
 		}
 		s.rules.PeerCAs = s.peer.Pool
-		// Other nodes dial this node's client port for Peer calls and
-		// verify it with the peer CA: refuse to start with a certificate
-		// they would refuse.
-		if _, err := s.client.Leaf().Verify(x509.VerifyOptions{Roots: s.peer.Pool()}); err != nil {
-			return nil, fmt.Errorf("tls-cert: other nodes could not verify it with --peer-tls-ca: %w", err)
+	}
+	if s.client != nil {
+		// Refuse to start with a certificate other nodes would refuse.
+		var peerLeaf *x509.Certificate
+		var peerPool *x509.CertPool
+		if s.peer != nil {
+			peerLeaf, peerPool = s.peer.Leaf(), s.peer.Pool()
 		}
-		if err := distinctCAs(f.client.CA, s.peer.Pool()); err != nil {
+		if err := nodeCerts(s.client.Leaf(), peerLeaf, peerPool); err != nil {
 			return nil, err
 		}
-	}
-	if s.client != nil && s.peer == nil {
-		// Without a peer CA, nodes verify each other's client port with
-		// the system's roots (a public certificate): refuse a certificate
-		// they would refuse, rather than fail every Peer call later.
-		if _, err := s.client.Leaf().Verify(x509.VerifyOptions{}); err != nil {
-			return nil, fmt.Errorf("tls-cert: other nodes verify it with the system's roots when there is no --peer-tls-ca, and cannot (%v): set --peer-tls-cert, --peer-tls-key and --peer-tls-ca", err)
+		if s.peer != nil {
+			if err := distinctCAs(f.client.CA, peerPool); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if f.adminToken != "" {
@@ -86,14 +85,12 @@ func newSecurity(f securityFlags) (*security, error) {
 }
 
 // keepApart makes a reload refuse files that break a rule checked at
-// start: the peer CA must not trust the client CA, and the admin and peer
-// tokens must differ. Such a file is logged and the previous one stays in
-// use, as for any file that fails to load.
+// start: the node certificates must verify as at start, the peer CA must
+// not trust the client CA, and the admin and peer tokens must differ.
+// Such a file is logged and the previous one stays in use, as for any
+// file that fails to load.
 func (s *security) keepApart(f securityFlags) {
-	if s.peer != nil && f.client.CA != "" {
-		s.client.SetCheck(func(*x509.CertPool) error { return distinctCAs(f.client.CA, s.peer.Pool()) })
-		s.peer.SetCheck(func(peerPool *x509.CertPool) error { return distinctCAs(f.client.CA, peerPool) })
-	}
+	s.keepNodeCerts(f)
 	if s.adminToken != nil && s.peerTok != nil {
 		s.adminToken.SetCheck(func(v []byte) error {
 			return distinctTokens("admin-token-file", "peer-token-file", v, s.peerTok.Value())
