@@ -206,6 +206,8 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 		}
 		adv[flag] = a
 	}
+	sec.grpcHost, _, _ = net.SplitHostPort(adv["grpc-addr"])
+	sec.raftHost, _, _ = net.SplitHostPort(adv["raft-addr"])
 	id := *nodeID
 	if id == "" {
 		if id = cluster.ReadNodeID(*dataDir); id == "" {

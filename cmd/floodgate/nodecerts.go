@@ -13,9 +13,14 @@ import (
 // check --peer-tls-cert with the peer CA both as a client (Raft, Peer
 // calls) and as a server (this node's Raft port). Such a certificate
 // starts no error here but fails every node-to-node connection later,
-// with nothing in the logs naming the file. peerLeaf and peerPool are
-// nil without peer TLS.
-func nodeCerts(clientLeaf, peerLeaf *x509.Certificate, peerPool *x509.CertPool) error {
+// with nothing in the logs naming the file. Each certificate a node
+// serves must also hold the host it is dialed at (f's advertised hosts),
+// which other nodes check. peerLeaf and peerPool are nil without peer
+// TLS.
+func nodeCerts(f securityFlags, clientLeaf, peerLeaf *x509.Certificate, peerPool *x509.CertPool) error {
+	if err := holdsHost("tls-cert", clientLeaf, f.grpcHost, "grpc-addr"); err != nil {
+		return err
+	}
 	if peerPool == nil {
 		if _, err := clientLeaf.Verify(x509.VerifyOptions{}); err != nil {
 			return fmt.Errorf("tls-cert: other nodes verify it with the system's roots when there is no --peer-tls-ca, and cannot (%v): set --peer-tls-cert, --peer-tls-key and --peer-tls-ca", err)
@@ -29,6 +34,18 @@ func nodeCerts(clientLeaf, peerLeaf *x509.Certificate, peerPool *x509.CertPool) 
 		if _, err := peerLeaf.Verify(x509.VerifyOptions{Roots: peerPool, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
 			return fmt.Errorf("peer-tls-cert: other nodes could not verify it with --peer-tls-ca (they check it as a client and as a server): %w", err)
 		}
+	}
+	return holdsHost("peer-tls-cert", peerLeaf, f.raftHost, "raft-addr")
+}
+
+// holdsHost refuses a certificate (of flag) without host, the host other
+// nodes dial the port of addrFlag at (none: not checked).
+func holdsHost(flag string, leaf *x509.Certificate, host, addrFlag string) error {
+	if host == "" {
+		return nil
+	}
+	if err := leaf.VerifyHostname(host); err != nil {
+		return fmt.Errorf("%s: other nodes dial this node at %s (--%s, --advertise-host) and check that the certificate names it: %w", flag, host, addrFlag, err)
 	}
 	return nil
 }
@@ -82,7 +99,7 @@ func (s *security) keepNodeCerts(f securityFlags) {
 	}
 	s.client.SetCheck(func(leaf *x509.Certificate, _ *x509.CertPool) error {
 		return anyView(views(s.peer, f.peer), func(p tlsView) error {
-			if err := nodeCerts(leaf, p.leaf, p.pool); err != nil {
+			if err := nodeCerts(f, leaf, p.leaf, p.pool); err != nil {
 				return err
 			}
 			if s.peer == nil {
@@ -98,6 +115,6 @@ func (s *security) keepNodeCerts(f securityFlags) {
 		if err := distinctCAs(f.client.CA, pool); err != nil {
 			return err
 		}
-		return anyView(views(s.client, f.client), func(c tlsView) error { return nodeCerts(c.leaf, leaf, pool) })
+		return anyView(views(s.client, f.client), func(c tlsView) error { return nodeCerts(f, c.leaf, leaf, pool) })
 	})
 }

@@ -164,3 +164,62 @@ func poolOf(ca *tlsconf.CA) *x509.CertPool {
 	p.AddCert(ca.Cert)
 	return p
 }
+
+// A certificate without the host other nodes dial it at stops the node at
+// start, naming the flag, and is refused by a reload: it used to start a
+// node that joined and then waited forever, every node's call to it
+// failing the host name check.
+func TestCertsMustNameTheAdvertisedHost(t *testing.T) {
+	f := newNodeCertFixture(t)
+	for _, files := range [][2]string{{f.cert, f.key}, {f.peerCert, f.peerKey}} {
+		c, k, err := f.cluster.Issue(t.TempDir(), "elsewhere", "other.example")
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := f.args()
+		for i, a := range args {
+			switch a {
+			case files[0]:
+				args[i] = c
+			case files[1]:
+				args[i] = k
+			}
+		}
+		o, err := parseOptions(append(args, "--advertise-host", "127.0.0.1"), noEnv, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "tls-cert: other nodes dial this node at 127.0.0.1 (--grpc-addr"
+		if files[0] == f.peerCert {
+			want = "peer-tls-cert: other nodes dial this node at 127.0.0.1 (--raft-addr"
+		}
+		if _, err := newSecurity(o.security); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("a certificate for other.example: %v, want %q", err, want)
+		}
+	}
+
+	o, err := parseOptions(f.args(), noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSecurity(o.security)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, k, err := f.cluster.Issue(t.TempDir(), "elsewhere", "other.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for src, dst := range map[string]string{c: f.cert, k: f.key} {
+		b, _ := os.ReadFile(src)
+		if err := os.WriteFile(dst, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.reload(); err == nil || !strings.Contains(err.Error(), "tls-cert: other nodes dial this node at 127.0.0.1") {
+		t.Fatalf("reload of a certificate for another host: %v", err)
+	}
+	if got := s.client.Leaf().Subject.CommonName; got != "node" {
+		t.Fatalf("the client port serves %q after a refused reload", got)
+	}
+}

@@ -20,6 +20,9 @@ type securityFlags struct {
 	adminToken string        // file
 	peerToken  string        // file
 	adminNames string        // comma-separated certificate names
+	// grpcHost and raftHost are the advertised hosts of --grpc-addr and
+	// --raft-addr: other nodes check that the certificates hold them.
+	grpcHost, raftHost string
 }
 
 func defineSecurity(fs *flag.FlagSet) *securityFlags {

@@ -58,7 +58,7 @@ func newSecurity(f securityFlags) (*security, error) {
 		if s.peer != nil {
 			peerLeaf, peerPool = s.peer.Leaf(), s.peer.Pool()
 		}
-		if err := nodeCerts(s.client.Leaf(), peerLeaf, peerPool); err != nil {
+		if err := nodeCerts(f, s.client.Leaf(), peerLeaf, peerPool); err != nil {
 			return nil, err
 		}
 		if s.peer != nil {
