@@ -67,6 +67,11 @@ func (s *securityFlags) check() error {
 			return err
 		}
 	}
+	if s.client.CA != "" && !s.peer.Enabled() {
+		// Other nodes call the Peer service on the client port, whose
+		// mutual TLS would refuse them for want of a certificate.
+		return errors.New("tls-client-ca: the client port then requires a certificate of every caller, other nodes included, and nodes present --peer-tls-cert: set --peer-tls-cert, --peer-tls-key and --peer-tls-ca")
+	}
 	if _, err := s.key(); err != nil {
 		return err
 	}

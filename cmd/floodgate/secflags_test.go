@@ -63,6 +63,8 @@ func TestSecurityFlagsNameTheSetting(t *testing.T) {
 		{[]string{"--admin-token-file", short, "--peer-token-file", token}, "admin-token-file: "},
 		{[]string{"--peer-token-file", filepath.Join(dir, "missing")}, "peer-token-file: "},
 		{[]string{"--admin-cert-names", "ops"}, "admin-cert-names: needs --tls-client-ca"},
+		// Other nodes would have no certificate for the client port.
+		{[]string{"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", caFile, "--peer-token-file", token}, "tls-client-ca: the client port then requires a certificate of every caller"},
 		{[]string{"--admin-token-file", token, "--peer-token-file", token}, "peer-token-file: holds the same token as --admin-token-file"},
 		{[]string{"--admin-token-file", token, "--peer-token-file", sameToken}, "peer-token-file: holds the same token as --admin-token-file"},
 	} {
