@@ -74,10 +74,11 @@ func RoleOf(fullMethod string) Role {
 // the current value, so a reload (SIGHUP) applies to the next call; each
 // may be nil.
 type Rules struct {
-	// AdminToken is the bearer token of operators.
-	AdminToken func() []byte
-	// PeerToken is the bearer token all nodes share.
-	PeerToken func() []byte
+	// AdminToken returns the bearer tokens of operators (any one is
+	// accepted: more than one while a token is rotated).
+	AdminToken func() [][]byte
+	// PeerToken returns the bearer tokens all nodes share.
+	PeerToken func() [][]byte
 	// PeerCAs verifies the client certificates of nodes.
 	PeerCAs func() *x509.CertPool
 	// ClientCAs verifies client certificates of callers on the client
@@ -139,8 +140,16 @@ var (
 	ErrDenied          = errors.New("permission denied")
 )
 
-func equal(token string, want []byte) bool {
-	return len(want) > 0 && subtle.ConstantTimeCompare([]byte(token), want) == 1
+// equal reports whether token is one of want, comparing each in constant
+// time.
+func equal(token string, want [][]byte) bool {
+	found := false
+	for _, w := range want {
+		if len(w) > 0 && subtle.ConstantTimeCompare([]byte(token), w) == 1 {
+			found = true
+		}
+	}
+	return found
 }
 
 func intersects(a, b []string) bool {

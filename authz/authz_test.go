@@ -96,7 +96,7 @@ func mustCA(t *testing.T, name string) *tlsconf.CA {
 	return ca
 }
 
-func static(b string) func() []byte { return func() []byte { return []byte(b) } }
+func static(b string) func() [][]byte { return func() [][]byte { return [][]byte{[]byte(b)} } }
 
 const adminTok, peerTok = "admin-token-0123456789", "peer-token-0123456789"
 
@@ -191,7 +191,7 @@ func TestTokenReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules := &Rules{AdminToken: tok.Value}
+	rules := &Rules{AdminToken: tok.Values}
 	if err := rules.Check(Admin, adminTok, nil); err != nil {
 		t.Fatalf("trailing newline not trimmed: %v", err)
 	}
@@ -290,11 +290,11 @@ func TestHTTP(t *testing.T) {
 }
 
 func TestBearer(t *testing.T) {
-	md, err := Bearer(static(peerTok), true).GetRequestMetadata(context.Background())
+	md, err := Bearer(func() []byte { return []byte(peerTok) }, true).GetRequestMetadata(context.Background())
 	if err != nil || md["authorization"] != "Bearer "+peerTok {
 		t.Fatalf("got %v, %v", md, err)
 	}
-	if !Bearer(static(peerTok), true).RequireTransportSecurity() || Bearer(static(peerTok), false).RequireTransportSecurity() {
+	if !Bearer(func() []byte { return []byte(peerTok) }, true).RequireTransportSecurity() || Bearer(func() []byte { return []byte(peerTok) }, false).RequireTransportSecurity() {
 		t.Fatal("RequireTransportSecurity does not follow requireTLS")
 	}
 }
@@ -310,8 +310,8 @@ func TestTokenReloadCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	const taken = "the-other-roles-token-0123"
-	tok.SetCheck(func(v []byte) error {
-		if string(v) == taken {
+	tok.SetCheck(func(v [][]byte) error {
+		if string(v[0]) == taken {
 			return errors.New("admin-token-file: taken")
 		}
 		return nil
@@ -324,5 +324,65 @@ func TestTokenReloadCheck(t *testing.T) {
 	}
 	if string(tok.Value()) != adminTok {
 		t.Fatalf("a refused reload changed the token to %q", tok.Value())
+	}
+}
+
+// A token shared by nodes is rotated one node at a time with no refused
+// call: the file holds several tokens, the first sent and every one
+// accepted. With one token a file, the nodes reloaded first and those not
+// yet reloaded refused each other's Peer calls (checks forwarded to a
+// leader failed) until the last one was reloaded.
+func TestSharedTokenRollingRotation(t *testing.T) {
+	dir := t.TempDir()
+	const old, next = "peer-token-old-0123456789", "peer-token-new-0123456789"
+	files := []string{filepath.Join(dir, "n1"), filepath.Join(dir, "n2")}
+	var toks []*Token
+	for _, f := range files {
+		if err := os.WriteFile(f, []byte(old+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		tok, err := LoadToken("peer-token-file", f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks = append(toks, tok)
+	}
+	// Every node's call is accepted by every other node.
+	allAccepted := func(step string) {
+		t.Helper()
+		for i, from := range toks {
+			for j, to := range toks {
+				rules := &Rules{PeerToken: to.Values}
+				if err := rules.Check(Peer, string(from.Value()), nil); err != nil {
+					t.Fatalf("%s: n%d's call to n%d: %v", step, i+1, j+1, err)
+				}
+			}
+		}
+	}
+	for _, step := range []struct{ name, body string }{
+		{"the new token added", old + "\n" + next + "\n"},
+		{"the new token sent", next + "\r\n" + old + "\r\n"},
+		{"the old token dropped", next + "\n"},
+	} {
+		// One node after the other, checking between the two.
+		for _, i := range []int{0, 1} {
+			if err := os.WriteFile(files[i], []byte(step.body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := toks[i].Reload(); err != nil {
+				t.Fatalf("%s on n%d: %v", step.name, i+1, err)
+			}
+			allAccepted(step.name)
+		}
+	}
+	if (&Rules{PeerToken: toks[0].Values}).Check(Peer, old, nil) == nil {
+		t.Fatal("the dropped token is still accepted")
+	}
+	// Each line is a token, checked as one.
+	if err := os.WriteFile(files[0], []byte(next+"\nshort\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := toks[0].Reload(); err == nil || !strings.Contains(err.Error(), "peer-token-file: the token on line 2") {
+		t.Fatalf("a short second token: %v", err)
 	}
 }

@@ -13,19 +13,24 @@ import (
 // minTokenLength refuses tokens short enough to guess.
 const minTokenLength = 16
 
-// Token is a bearer token read from a file and read again on Reload, so a
-// token is rotated without a restart.
+// Token is the bearer token of a role, read from a file and read again on
+// Reload, so a token is rotated without a restart. The file may hold
+// several tokens, one a line: the first is the one sent (by a node, or
+// floodgatectl), and every one is accepted, so that nodes sharing a token
+// keep accepting each other while it is rotated on one node after another
+// (add the new token on a second line everywhere, then move it first,
+// then drop the old one).
 type Token struct {
 	flag, file string
-	v          atomic.Pointer[[]byte]
-	check      atomic.Pointer[func([]byte) error]
+	v          atomic.Pointer[[][]byte]
+	check      atomic.Pointer[func([][]byte) error]
 }
 
-// SetCheck makes every later Reload take a new token only once check
-// accepts it (say, it must differ from another role's token).
-func (t *Token) SetCheck(check func(token []byte) error) { t.check.Store(&check) }
+// SetCheck makes every later Reload take new tokens only once check
+// accepts them (say, none may be another role's token).
+func (t *Token) SetCheck(check func(tokens [][]byte) error) { t.check.Store(&check) }
 
-// LoadToken reads the token in file; errors name flag, the setting that
+// LoadToken reads the tokens in file; errors name flag, the setting that
 // named the file.
 func LoadToken(flag, file string) (*Token, error) {
 	t := &Token{flag: flag, file: file}
@@ -35,31 +40,42 @@ func LoadToken(flag, file string) (*Token, error) {
 	return t, nil
 }
 
-// Reload reads the file again. On error the previous token stays.
+// Reload reads the file again. On error the previous tokens stay.
 func (t *Token) Reload() error {
 	b, err := os.ReadFile(t.file)
 	if err != nil {
 		return fmt.Errorf("%s: %w", t.flag, err)
 	}
-	tok := strings.TrimSpace(string(b))
-	switch {
-	case len(tok) < minTokenLength:
-		return fmt.Errorf("%s: the token in %s has %d characters, want at least %d", t.flag, t.file, len(tok), minTokenLength)
-	case strings.ContainsAny(tok, " \t\r\n"):
-		return fmt.Errorf("%s: the token in %s has white space inside it", t.flag, t.file)
+	var toks [][]byte
+	for n, line := range strings.Split(string(b), "\n") {
+		tok := strings.TrimSpace(line)
+		switch {
+		case tok == "":
+			continue
+		case len(tok) < minTokenLength:
+			return fmt.Errorf("%s: the token on line %d of %s has %d characters, want at least %d", t.flag, n+1, t.file, len(tok), minTokenLength)
+		case strings.ContainsAny(tok, " \t\r"):
+			return fmt.Errorf("%s: the token on line %d of %s has white space inside it", t.flag, n+1, t.file)
+		}
+		toks = append(toks, []byte(tok))
 	}
-	v := []byte(tok)
+	if len(toks) == 0 {
+		return fmt.Errorf("%s: %s holds no token", t.flag, t.file)
+	}
 	if check := t.check.Load(); check != nil {
-		if err := (*check)(v); err != nil {
+		if err := (*check)(toks); err != nil {
 			return err
 		}
 	}
-	t.v.Store(&v)
+	t.v.Store(&toks)
 	return nil
 }
 
-// Value returns the current token.
-func (t *Token) Value() []byte { return *t.v.Load() }
+// Value returns the token to send: the file's first.
+func (t *Token) Value() []byte { return (*t.v.Load())[0] }
+
+// Values returns every token to accept.
+func (t *Token) Values() [][]byte { return *t.v.Load() }
 
 // Bearer sends token with every call as "authorization: Bearer <token>".
 // requireTLS refuses to send it over a plaintext connection; a node on

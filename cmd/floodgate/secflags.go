@@ -34,8 +34,8 @@ func defineSecurity(fs *flag.FlagSet) *securityFlags {
 	fs.StringVar(&s.peer.Key, "peer-tls-key", "", "PEM private key of --peer-tls-cert")
 	fs.StringVar(&s.peer.CA, "peer-tls-ca", "", "PEM CA bundle of the cluster's nodes: their certificates must chain to it")
 	fs.StringVar(&s.gossipKey, "gossip-key", "", "base64 AES key (16, 24 or 32 bytes) encrypting gossip; the same on every node (floodgatectl keygen)")
-	fs.StringVar(&s.adminToken, "admin-token-file", "", "file holding the bearer token of operators: Admin calls that change the cluster need it (or a client certificate named in --admin-cert-names)")
-	fs.StringVar(&s.peerToken, "peer-token-file", "", "file holding the bearer token all nodes share: Peer calls need it (or a --peer-tls-ca certificate)")
+	fs.StringVar(&s.adminToken, "admin-token-file", "", "file holding the bearer token of operators (one a line while rotating: the first is sent, all are accepted): Admin calls that change the cluster need it (or a client certificate named in --admin-cert-names)")
+	fs.StringVar(&s.peerToken, "peer-token-file", "", "file holding the bearer token all nodes share (one a line while rotating: the first is sent, all are accepted): Peer calls need it (or a --peer-tls-ca certificate)")
 	fs.StringVar(&s.adminNames, "admin-cert-names", "", "comma-separated client certificate names (common name, DNS or URI SAN) granted the Admin calls")
 	return s
 }
@@ -92,17 +92,22 @@ func (s *securityFlags) check() error {
 		}
 	}
 	if a, p := tokens["admin-token-file"], tokens["peer-token-file"]; a != nil && p != nil {
-		return distinctTokens("peer-token-file", "admin-token-file", p.Value(), a.Value())
+		return distinctTokens("peer-token-file", "admin-token-file", p.Values(), a.Values())
 	}
 	return nil
 }
 
-// distinctTokens refuses a token (of flag) equal to the other role's (of
-// other): one token for both would make every operator a node and every
-// node an operator, and neither credential may stand in for the other.
-func distinctTokens(flag, other string, token, others []byte) error {
-	if bytes.Equal(token, others) {
-		return fmt.Errorf("%s: holds the same token as --%s; give the nodes a token of their own", flag, other)
+// distinctTokens refuses tokens (of flag) one of which is one of the
+// other role's (of other): one token for both would make every operator a
+// node and every node an operator, and neither credential may stand in
+// for the other.
+func distinctTokens(flag, other string, tokens, others [][]byte) error {
+	for _, t := range tokens {
+		for _, o := range others {
+			if bytes.Equal(t, o) {
+				return fmt.Errorf("%s: holds the same token as --%s; give the nodes a token of their own", flag, other)
+			}
+		}
 	}
 	return nil
 }

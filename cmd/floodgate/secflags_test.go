@@ -39,6 +39,11 @@ func TestSecurityFlagsNameTheSetting(t *testing.T) {
 	if err := os.WriteFile(sameToken, []byte("a-token-of-enough-length\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Another file whose second token (one being rotated) is the same.
+	rotating := filepath.Join(dir, "rotating-token")
+	if err := os.WriteFile(rotating, []byte("another-token-of-enough-length\na-token-of-enough-length\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	short := filepath.Join(dir, "short")
 	if err := os.WriteFile(short, []byte("abc"), 0o600); err != nil {
 		t.Fatal(err)
@@ -67,6 +72,7 @@ func TestSecurityFlagsNameTheSetting(t *testing.T) {
 		{[]string{"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", caFile, "--peer-token-file", token}, "tls-client-ca: the client port then requires a certificate of every caller"},
 		{[]string{"--admin-token-file", token, "--peer-token-file", token}, "peer-token-file: holds the same token as --admin-token-file"},
 		{[]string{"--admin-token-file", token, "--peer-token-file", sameToken}, "peer-token-file: holds the same token as --admin-token-file"},
+		{[]string{"--admin-token-file", rotating, "--peer-token-file", sameToken}, "peer-token-file: holds the same token as --admin-token-file"},
 	} {
 		_, err := parseOptions(tc.args, noEnv, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

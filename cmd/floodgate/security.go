@@ -71,13 +71,13 @@ func newSecurity(f securityFlags) (*security, error) {
 		if s.adminToken, err = authz.LoadToken("admin-token-file", f.adminToken); err != nil {
 			return nil, err
 		}
-		s.rules.AdminToken = s.adminToken.Value
+		s.rules.AdminToken = s.adminToken.Values
 	}
 	if f.peerToken != "" {
 		if s.peerTok, err = authz.LoadToken("peer-token-file", f.peerToken); err != nil {
 			return nil, err
 		}
-		s.rules.PeerToken = s.peerTok.Value
+		s.rules.PeerToken = s.peerTok.Values
 	}
 	s.keepApart(f)
 	s.gossipKey, err = f.key()
@@ -92,11 +92,11 @@ func newSecurity(f securityFlags) (*security, error) {
 func (s *security) keepApart(f securityFlags) {
 	s.keepNodeCerts(f)
 	if s.adminToken != nil && s.peerTok != nil {
-		s.adminToken.SetCheck(func(v []byte) error {
-			return distinctTokens("admin-token-file", "peer-token-file", v, s.peerTok.Value())
+		s.adminToken.SetCheck(func(v [][]byte) error {
+			return distinctTokens("admin-token-file", "peer-token-file", v, s.peerTok.Values())
 		})
-		s.peerTok.SetCheck(func(v []byte) error {
-			return distinctTokens("peer-token-file", "admin-token-file", v, s.adminToken.Value())
+		s.peerTok.SetCheck(func(v [][]byte) error {
+			return distinctTokens("peer-token-file", "admin-token-file", v, s.adminToken.Values())
 		})
 	}
 }
