@@ -48,6 +48,9 @@ type options struct {
 	// checkOnly asks for the configuration to be checked, not a node
 	// (--check-config).
 	checkOnly bool
+
+	// healthAddr is where the plaintext gRPC health listens ("": off).
+	healthAddr string
 }
 
 // parseOptions reads args, then the environment (FLOODGATE_GRPC_ADDR for
@@ -64,6 +67,7 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 		dataDir    = fs.String("data-dir", "./floodgate-data", "directory for Raft logs and snapshots")
 		grpcAddr   = fs.String("grpc-addr", "127.0.0.1:7700", "gRPC address for clients and peers")
 		httpAddr   = fs.String("http-addr", "127.0.0.1:7701", "HTTP address for the HTTP/JSON API, health and metrics (empty: off)")
+		healthAddr = fs.String("health-addr", "", "plaintext gRPC address serving only the health service, for probes that cannot speak TLS such as the kubelet's (empty: off)")
 		rlHeaders  = fs.String("http-ratelimit-headers", "draft", "rate-limit headers of HTTP answers: draft (RateLimit-Policy, RateLimit), legacy (X-RateLimit-*) or both")
 		raftAddr   = fs.String("raft-addr", "127.0.0.1:7702", "Raft address shared by all of the node's groups")
 		gossipAddr = fs.String("gossip-addr", "127.0.0.1:7703", "memberlist gossip address (TCP and UDP)")
@@ -144,7 +148,12 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 			return nil, err
 		}
 	}
-	if err := distinctBinds(map[string]string{"grpc-addr": *grpcAddr, "http-addr": *httpAddr, "raft-addr": *raftAddr, "gossip-addr": *gossipAddr}); err != nil {
+	if *healthAddr != "" {
+		if _, _, err := net.SplitHostPort(*healthAddr); err != nil {
+			return nil, fmt.Errorf("health-addr: %q is not host:port", *healthAddr)
+		}
+	}
+	if err := distinctBinds(map[string]string{"grpc-addr": *grpcAddr, "http-addr": *httpAddr, "raft-addr": *raftAddr, "gossip-addr": *gossipAddr, "health-addr": *healthAddr}); err != nil {
 		return nil, err
 	}
 	if *maxLog < 1 || *maxLog > window.MaxLogLength {
@@ -236,6 +245,7 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 		},
 		rpc:        rpc.Config{MaxLogLength: *maxLog, LeaderWait: *leaderWait},
 		httpAddr:   *httpAddr,
+		healthAddr: *healthAddr,
 		grpcBind:   *grpcAddr,
 		headers:    headers,
 		logLevel:   lvl,

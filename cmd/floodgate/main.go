@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
 
 	"github.com/floodgate/floodgate/authz"
 	"github.com/floodgate/floodgate/cluster"
@@ -132,6 +133,18 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 			node.Close()
 			return err
 		}
+	}
+	var healthSrv *grpc.Server
+	if opts.healthAddr != "" {
+		if healthSrv, _, err = serveHealth(opts.healthAddr, health); err != nil {
+			if hs != nil {
+				hs.Close()
+			}
+			gs.Stop()
+			node.Close()
+			return err
+		}
+		defer healthSrv.Stop()
 	}
 	shutdown := func() error {
 		rpc.StopServing(health)

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/rpc"
+)
+
+// With TLS on the client port, the kubelet's gRPC probes (plaintext, no
+// client certificate) could not reach the node's health, and no setting
+// let them: --health-addr serves that health, and only it, in plaintext.
+func TestHealthAddrServesOnlyHealthInPlaintext(t *testing.T) {
+	hs := health.NewServer()
+	rpc.MarkNotServing(hs)
+	gs, addr, err := serveHealth("127.0.0.1:0", hs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gs.Stop()
+	conn, err := grpc.NewClient(addr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	check := func(service string) healthpb.HealthCheckResponse_ServingStatus {
+		t.Helper()
+		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Status
+	}
+	if got := check(pb.RateLimiter_ServiceDesc.ServiceName); got != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("a node not started yet: %v", got)
+	}
+	// The node's own health server: its changes show at once.
+	rpc.MarkServing(hs)
+	if got := check(pb.RateLimiter_ServiceDesc.ServiceName); got != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("a serving node: %v", got)
+	}
+	if _, err := pb.NewRateLimiterClient(conn).Allow(ctx, &pb.AllowRequest{Key: "k"}); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("a check on the health port: %v, want Unimplemented", err)
+	}
+	if _, err := pb.NewAdminClient(conn).Status(ctx, &pb.StatusRequest{}); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("Admin on the health port: %v, want Unimplemented", err)
+	}
+}
+
+// --health-addr is checked as the other listeners are.
+func TestHealthAddrFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--health-addr", "7704"}, `health-addr: "7704" is not host:port`},
+		{[]string{"--health-addr", "127.0.0.1:7700"}, "health-addr: 127.0.0.1:7700 is also --grpc-addr's"},
+	} {
+		if _, err := parseOptions(tc.args, noEnv, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	o, err := parseOptions([]string{"--health-addr", "127.0.0.1:7704"}, noEnv, io.Discard)
+	if err != nil || o.healthAddr != "127.0.0.1:7704" {
+		t.Fatalf("a good --health-addr: %v, %+v", err, o)
+	}
+}
