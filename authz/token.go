@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/credentials"
 )
@@ -24,6 +25,7 @@ type Token struct {
 	flag, file string
 	v          atomic.Pointer[[][]byte]
 	check      atomic.Pointer[func([][]byte) error]
+	seen       atomic.Pointer[fileStamp] // the file's state when last loaded, for Watch
 }
 
 // SetCheck makes every later Reload take new tokens only once check
@@ -42,6 +44,7 @@ func LoadToken(flag, file string) (*Token, error) {
 
 // Reload reads the file again. On error the previous tokens stay.
 func (t *Token) Reload() error {
+	st := stampOf(t.file)
 	b, err := os.ReadFile(t.file)
 	if err != nil {
 		return fmt.Errorf("%s: %w", t.flag, err)
@@ -68,7 +71,51 @@ func (t *Token) Reload() error {
 		}
 	}
 	t.v.Store(&toks)
+	t.seen.Store(&st)
 	return nil
+}
+
+// fileStamp is what Watch compares: the file's modification time and
+// size.
+type fileStamp struct {
+	mod  time.Time
+	size int64
+}
+
+func stampOf(file string) fileStamp {
+	fi, err := os.Stat(file)
+	if err != nil {
+		return fileStamp{}
+	}
+	return fileStamp{fi.ModTime(), fi.Size()}
+}
+
+// Watch reloads the file whenever its modification time or size changes,
+// looking every interval, until ctx ends: a Kubernetes Secret updated in
+// place reaches the node without a SIGHUP, which a distroless container
+// has no kill command to send. A failed load goes to onError once and is
+// tried again at the next change; the previous tokens stay in use.
+func (t *Token) Watch(ctx context.Context, every time.Duration, onError func(error)) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	var failed fileStamp
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		st := stampOf(t.file)
+		if st == *t.seen.Load() || st == failed {
+			continue
+		}
+		if err := t.Reload(); err != nil {
+			failed = st
+			if onError != nil {
+				onError(err)
+			}
+		}
+	}
 }
 
 // Value returns the token to send: the file's first.

@@ -221,13 +221,21 @@ func (s *security) reload() error {
 	return errors.Join(errs...)
 }
 
-// watch reloads on SIGHUP and when a certificate file changes, until ctx
-// ends. Token files are read again on SIGHUP.
+// watch reloads on SIGHUP and when a certificate or token file changes,
+// until ctx ends.
 func (s *security) watch(ctx context.Context, log *slog.Logger) {
 	onErr := func(err error) { log.Error("reload of TLS files failed; the previous ones stay in use", "err", err) }
 	for _, r := range []*tlsconf.Reloader{s.client, s.peer} {
 		if r != nil {
 			go r.Watch(ctx, reloadEvery, onErr)
+		}
+	}
+	onTokErr := func(err error) {
+		log.Error("reload of a token file failed; the previous tokens stay in use", "err", err)
+	}
+	for _, t := range []*authz.Token{s.adminToken, s.peerTok} {
+		if t != nil {
+			go t.Watch(ctx, reloadEvery, onTokErr)
 		}
 	}
 	hup := make(chan os.Signal, 1)

@@ -1,0 +1,70 @@
+package authz
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// writeToken installs body at file by rename, as a Kubernetes Secret
+// update does, with modification time mod.
+func writeToken(t *testing.T, file, body string, mod time.Time) {
+	t.Helper()
+	if err := os.WriteFile(file+".tmp", []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(file+".tmp", mod, mod); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(file+".tmp", file); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A token file rewritten on disk is taken at Watch's next look, without a
+// SIGHUP (token files used to be read again on SIGHUP only, which a
+// distroless pod cannot send itself); a broken one is reported once and
+// the previous tokens stay.
+func TestTokenWatch(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	base := time.Now().Add(-time.Hour) // real times: file stamps are real
+	writeToken(t, file, adminTok+"\n", base)
+	synctest.Test(t, func(t *testing.T) {
+		tok, err := LoadToken("admin-token-file", file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var errs []error
+		stopped := make(chan struct{})
+		go func() {
+			tok.Watch(ctx, 10*time.Second, func(err error) { errs = append(errs, err) })
+			close(stopped)
+		}()
+		const next = "rotated-token-9876543210"
+		writeToken(t, file, next+"\n", base.Add(time.Minute))
+		time.Sleep(11 * time.Second)
+		synctest.Wait()
+		if got := string(tok.Value()); got != next {
+			t.Fatalf("after the interval the token is %q", got)
+		}
+
+		writeToken(t, file, "short\n", base.Add(2*time.Minute))
+		time.Sleep(35 * time.Second)
+		synctest.Wait()
+		if len(errs) != 1 || string(tok.Value()) != next {
+			t.Fatalf("a short token: errors %v, token %q", errs, tok.Value())
+		}
+
+		cancel()
+		synctest.Wait()
+		select {
+		case <-stopped:
+		default:
+			t.Fatal("Watch did not stop with its context")
+		}
+	})
+}
