@@ -76,7 +76,7 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 	cfg := nodeConfig(opts, sec)
 	cfg.Logger = log
 	cfg.CheckStore = checkInChild
-	sec.warnIfOpen(opts.grpcBind, cfg.RaftBind, log)
+	sec.warnIfOpen(opts.grpcBind, cfg.RaftBind, cfg.GossipBind, log)
 	if skew := wallclock.Skew(); skew != 0 {
 		log.Warn("test build: this node's clock is skewed on purpose; never run it in production", "skew", skew)
 	}

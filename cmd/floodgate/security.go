@@ -258,9 +258,10 @@ func (s *security) watch(ctx context.Context, log *slog.Logger) {
 }
 
 // warnIfOpen logs when a node listens beyond loopback with calls that
-// anyone who reaches the port may make.
-func (s *security) warnIfOpen(grpcBind, raftBind string, log *slog.Logger) {
-	for flag, addr := range map[string]string{"grpc-addr": grpcBind, "raft-addr": raftBind} {
+// anyone who reaches the port may make, or with gossip anyone may read
+// and forge (members, addresses, rate hints).
+func (s *security) warnIfOpen(grpcBind, raftBind, gossipBind string, log *slog.Logger) {
+	for flag, addr := range map[string]string{"grpc-addr": grpcBind, "raft-addr": raftBind, "gossip-addr": gossipBind} {
 		if cluster.IsLoopback(addr) {
 			continue
 		}
@@ -271,6 +272,8 @@ func (s *security) warnIfOpen(grpcBind, raftBind string, log *slog.Logger) {
 			log.Warn("Peer calls are open beyond loopback: set --peer-tls-* or --peer-token-file (see the README's Security section)", "addr", addr)
 		case flag == "raft-addr" && s.peer == nil:
 			log.Warn("the Raft port is plaintext beyond loopback: set --peer-tls-*", "addr", addr)
+		case flag == "gossip-addr" && s.gossipKey == nil:
+			log.Warn("gossip is plaintext beyond loopback: anyone who reaches the gossip port may read and forge members and rate hints; set --gossip-key (floodgatectl keygen)", "addr", addr)
 		}
 	}
 }
