@@ -114,6 +114,7 @@ func (n *Node) joinVia(ctx context.Context, addrs []string, source string) error
 			if err == nil {
 				return nil
 			}
+			err = withJoinHint(err)
 			if refused {
 				return fmt.Errorf("%s %s refused this node: %w", source, addr, err)
 			}
