@@ -91,7 +91,7 @@ func (a *AdminServer) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinRe
 	member := func(id string) bool { return a.node.View().Node(id) != nil }
 	hello, err := helloStarted(ctx, client, req.NodeAddr, a.node.View().ClusterID, member)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, toStatus(peerRefusal(req.NodeAddr, err))
 	}
 	v := a.node.View()
 	if (hello.ClusterId == v.ClusterID || hello.Starting) && v.Node(hello.Node.GetId()) != nil {

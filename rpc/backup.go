@@ -84,7 +84,7 @@ func (a *AdminServer) exportGroup(ctx context.Context, g int) ([]byte, error) {
 		}
 		resp, err := peerv1.NewPeerClient(a.peers.conn(rt.Addr)).ExportGroup(ctx, &peerv1.ExportGroupRequest{Group: uint32(g)})
 		states = resp.GetStates()
-		return err
+		return peerRefusal(rt.Addr, err)
 	})
 	return states, err
 }

@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -57,4 +58,20 @@ func toStatus(err error) error {
 		return err
 	}
 	return status.Error(codeOf(err), err.Error())
+}
+
+// peerRefusal turns a peer's refusal of this node's credentials
+// (PermissionDenied, Unauthenticated: its peer token or certificate) into
+// Unavailable naming the peer and the settings at fault. The node makes
+// such calls on its caller's behalf (a forwarded check, a snapshot, a
+// reset), and the caller's own credentials were accepted: told
+// PermissionDenied, it would look for the fault in them, and would not
+// retry on another node. Other errors are returned as they are.
+func peerRefusal(addr string, err error) error {
+	switch status.Code(err) {
+	case codes.PermissionDenied, codes.Unauthenticated:
+		return status.Error(codes.Unavailable, fmt.Sprintf("node %s refused this node's peer credentials (--peer-token-file, --peer-tls-*): %s",
+			addr, status.Convert(err).Message()))
+	}
+	return err
 }

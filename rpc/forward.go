@@ -315,7 +315,7 @@ func (q *peerQueue) send(batch []*fwdReq) {
 	}
 	if err != nil {
 		// The call may have reached the peer: its outcome is unknown.
-		fail(fmt.Errorf("forward to %s: %w: %w", q.addr, cluster.ErrUnavailable, err))
+		fail(fmt.Errorf("forward to %s: %w: %w", q.addr, cluster.ErrUnavailable, peerRefusal(q.addr, err)))
 		return
 	}
 	results := resp.Results

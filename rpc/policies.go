@@ -129,7 +129,7 @@ func (a *AdminServer) ResetKey(ctx context.Context, req *pb.ResetKeyRequest) (*p
 		if err == nil {
 			n = int(resp.States)
 		}
-		return err
+		return peerRefusal(rt.Addr, err)
 	})
 	if err != nil {
 		return nil, toStatus(fmt.Errorf("reset %s: %w", c.Key, err))

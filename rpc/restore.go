@@ -123,6 +123,6 @@ func (a *AdminServer) restoreGroup(ctx context.Context, g int, states []byte) er
 			return err
 		}
 		_, err := peerv1.NewPeerClient(a.peers.conn(rt.Addr)).RestoreGroup(ctx, &peerv1.RestoreGroupRequest{Group: uint32(g), States: states})
-		return err
+		return peerRefusal(rt.Addr, err)
 	})
 }
