@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync"
 )
 
@@ -31,13 +32,16 @@ func (f Files) Check(names [3]string) error {
 		return fmt.Errorf("%s: required with %s", names[0], names[1])
 	}
 	if f.Cert != "" {
+		var pair [2][]byte
 		for i, p := range []string{f.Cert, f.Key} {
-			if _, err := os.Stat(p); err != nil {
+			b, err := os.ReadFile(p)
+			if err != nil {
 				return fmt.Errorf("%s: %w", names[i], err)
 			}
+			pair[i] = b
 		}
-		if _, err := tls.LoadX509KeyPair(f.Cert, f.Key); err != nil {
-			return fmt.Errorf("%s: %w", names[0], err)
+		if _, err := tls.X509KeyPair(pair[0], pair[1]); err != nil {
+			return pairError(names, err)
 		}
 	}
 	if f.CA != "" {
@@ -46,6 +50,21 @@ func (f Files) Check(names [3]string) error {
 		}
 	}
 	return nil
+}
+
+// pairError names the setting at fault in crypto/tls's error for a
+// certificate and key that do not load together: the key's, unless the
+// certificate file is what could not be read, since a key that does not
+// match its certificate is most often the wrong key file.
+func pairError(names [3]string, err error) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "certificate input"), strings.Contains(msg, "certificate PEM"):
+		return fmt.Errorf("%s: %w", names[0], err)
+	case strings.Contains(msg, "does not match"):
+		return fmt.Errorf("%s: not the key of the certificate in --%s: %w", names[1], names[0], err)
+	}
+	return fmt.Errorf("%s: %w", names[1], err)
 }
 
 func loadPool(file string) (*x509.CertPool, error) {
@@ -72,7 +91,7 @@ func load(f Files) (*material, error) {
 	if f.Cert != "" || f.Key != "" {
 		pair, err := tls.LoadX509KeyPair(f.Cert, f.Key)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s, %s: %w", f.Cert, f.Key, err) // a reload's log names the files
 		}
 		if m.leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
 			return nil, err

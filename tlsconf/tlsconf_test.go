@@ -66,7 +66,13 @@ func TestCheckNamesTheSetting(t *testing.T) {
 		{"missing cert", Files{Cert: filepath.Join(f.dir, "nope"), Key: f.srvKey}, "tls-cert: "},
 		{"missing key", Files{Cert: f.srvCert, Key: filepath.Join(f.dir, "nope")}, "tls-key: "},
 		{"garbage cert", Files{Cert: garbage, Key: f.srvKey}, "tls-cert: "},
-		{"key of another cert", Files{Cert: f.srvCert, Key: f.cliKey}, "tls-cert: "},
+		{"key of another cert", Files{Cert: f.srvCert, Key: f.cliKey}, "tls-key: not the key of the certificate in --tls-cert"},
+		// The key's faults name the key's setting: they used to name the
+		// certificate's.
+		{"garbage key", Files{Cert: f.srvCert, Key: garbage}, "tls-key: "},
+		{"a certificate as the key", Files{Cert: f.srvCert, Key: f.srvCert}, "tls-key: "},
+		{"unreadable key", Files{Cert: f.srvCert, Key: f.dir}, "tls-key: "},
+		{"a key as the certificate", Files{Cert: f.srvKey, Key: f.srvKey}, "tls-cert: "},
 		{"missing CA", Files{CA: filepath.Join(f.dir, "nope")}, "tls-client-ca: "},
 		{"CA with no certificate", Files{CA: garbage}, "tls-client-ca: "},
 	} {

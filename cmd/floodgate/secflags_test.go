@@ -57,7 +57,7 @@ func TestSecurityFlagsNameTheSetting(t *testing.T) {
 		{[]string{"--tls-cert", cert}, "tls-key: "},
 		{[]string{"--tls-client-ca", caFile}, "tls-cert: "},
 		{[]string{"--tls-cert", filepath.Join(dir, "missing"), "--tls-key", key}, "tls-cert: "},
-		{[]string{"--tls-cert", cert, "--tls-key", otherKey}, "tls-cert: "},
+		{[]string{"--tls-cert", cert, "--tls-key", otherKey}, "tls-key: not the key of the certificate in --tls-cert"},
 		{[]string{"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", key}, "tls-client-ca: "},
 		{[]string{"--peer-tls-cert", cert, "--peer-tls-key", key}, "peer-tls-cert: "},
 		{peer, "peer-tls-cert: Peer calls share the client gRPC port"},
