@@ -93,8 +93,10 @@ func stampOf(file string) fileStamp {
 // Watch reloads the file whenever its modification time or size changes,
 // looking every interval, until ctx ends: a Kubernetes Secret updated in
 // place reaches the node without a SIGHUP, which a distroless container
-// has no kill command to send. A failed load goes to onError once and is
-// tried again at the next change; the previous tokens stay in use.
+// has no kill command to send. A failed load goes to onError once per
+// change of the file and is tried again at every look until it loads (a
+// token refused for another file's, until that one is rotated too); the
+// previous tokens stay in use.
 func (t *Token) Watch(ctx context.Context, every time.Duration, onError func(error)) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -106,10 +108,10 @@ func (t *Token) Watch(ctx context.Context, every time.Duration, onError func(err
 		case <-tick.C:
 		}
 		st := stampOf(t.file)
-		if st == *t.seen.Load() || st == failed {
+		if st == *t.seen.Load() {
 			continue
 		}
-		if err := t.Reload(); err != nil {
+		if err := t.Reload(); err != nil && st != failed {
 			failed = st
 			if onError != nil {
 				onError(err)

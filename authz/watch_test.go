@@ -2,8 +2,10 @@ package authz
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -65,6 +67,45 @@ func TestTokenWatch(t *testing.T) {
 		case <-stopped:
 		default:
 			t.Fatal("Watch did not stop with its context")
+		}
+	})
+}
+
+// A token refused by SetCheck's rule (the other role's, say) is tried
+// again at every look, and taken once the rule holds, with no further
+// change of its file.
+func TestTokenWatchRetriesARefusedLoad(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	base := time.Now().Add(-time.Hour)
+	writeToken(t, file, adminTok+"\n", base)
+	synctest.Test(t, func(t *testing.T) {
+		tok, err := LoadToken("peer-token-file", file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const next = "rotated-token-9876543210"
+		var otherRotated atomic.Bool
+		tok.SetCheck(func(v [][]byte) error {
+			if string(v[0]) == next && !otherRotated.Load() {
+				return errors.New("still the admin token")
+			}
+			return nil
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var errs []error
+		go tok.Watch(ctx, 10*time.Second, func(err error) { errs = append(errs, err) })
+		writeToken(t, file, next+"\n", base.Add(time.Minute))
+		time.Sleep(31 * time.Second)
+		synctest.Wait()
+		if string(tok.Value()) != adminTok || len(errs) != 1 {
+			t.Fatalf("refused: token %q, errors %v (want one)", tok.Value(), errs)
+		}
+		otherRotated.Store(true)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if string(tok.Value()) != next || len(errs) != 1 {
+			t.Fatalf("once the rule holds: token %q, errors %v", tok.Value(), errs)
 		}
 	})
 }

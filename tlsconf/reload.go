@@ -27,8 +27,10 @@ func stampOf(f Files) stamp {
 
 // Watch reloads the files whenever their modification time or size
 // changes, looking every interval, until ctx ends. A failed load (say, a
-// certificate written before its key) goes to onError and is tried again
-// at the next change; the previous material stays in use meanwhile.
+// certificate written before its key, or one that SetCheck's rule
+// refuses until another file is rotated too) goes to onError once per
+// change of the files, and is tried again at every look until it loads:
+// the previous material stays in use meanwhile.
 func (r *Reloader) Watch(ctx context.Context, every time.Duration, onError func(error)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -43,10 +45,10 @@ func (r *Reloader) Watch(ctx context.Context, every time.Duration, onError func(
 		r.mu.RLock()
 		same := st == r.seen
 		r.mu.RUnlock()
-		if same || st == failed {
+		if same {
 			continue
 		}
-		if err := r.Reload(); err != nil {
+		if err := r.Reload(); err != nil && st != failed {
 			failed = st
 			if onError != nil {
 				onError(err)

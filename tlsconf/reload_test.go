@@ -2,8 +2,11 @@ package tlsconf
 
 import (
 	"context"
+	"crypto/x509"
+	"errors"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -113,4 +116,45 @@ func TestClientCredentialsFollowReloads(t *testing.T) {
 	if c := creds.Clone(); c == nil || c == creds {
 		t.Fatal("Clone did not copy")
 	}
+}
+
+// A load refused by SetCheck's rule is tried again at every look, so it
+// is taken once the other file it waits for is rotated: it used to wait
+// for its own files to change again (or a SIGHUP), serving the previous
+// certificate meanwhile.
+func TestWatchRetriesARefusedLoad(t *testing.T) {
+	f := newFixture(t)
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	base := time.Now().Add(-time.Hour)
+	copyFile(t, f.srvCert, cert, base)
+	copyFile(t, f.srvKey, key, base)
+	synctest.Test(t, func(t *testing.T) {
+		r := reloader(t, Files{Cert: cert, Key: key})
+		var otherRotated atomic.Bool // the other file the rule reads
+		r.SetCheck(func(leaf *x509.Certificate, _ *x509.CertPool) error {
+			if leaf.Subject.CommonName == "stranger" && !otherRotated.Load() {
+				return errors.New("not yet")
+			}
+			return nil
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var errs []error
+		go r.Watch(ctx, 10*time.Second, func(err error) { errs = append(errs, err) })
+
+		copyFile(t, f.strCert, cert, base.Add(time.Minute))
+		copyFile(t, f.strKey, key, base.Add(time.Minute))
+		time.Sleep(31 * time.Second)
+		synctest.Wait()
+		if got := r.Leaf().Subject.CommonName; got != "server" || len(errs) != 1 {
+			t.Fatalf("refused: serving %q, errors %v (want one)", got, errs)
+		}
+		otherRotated.Store(true)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if got := r.Leaf().Subject.CommonName; got != "stranger" || len(errs) != 1 {
+			t.Fatalf("once the rule holds: serving %q, errors %v", got, errs)
+		}
+	})
 }
