@@ -191,13 +191,25 @@ func Names(chain []*x509.Certificate, pool *x509.CertPool) ([]string, bool) {
 	return names, true
 }
 
+// bearerToken returns the token of an authorization value "Bearer
+// <token>". The scheme's case does not matter (RFC 9110): a client or
+// proxy that writes "bearer" sent its token all the same, and used to be
+// told it sent none.
+func bearerToken(v string) (string, bool) {
+	const scheme = "bearer "
+	if len(v) < len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
+		return "", false
+	}
+	return strings.TrimSpace(v[len(scheme):]), true
+}
+
 // fromContext returns the bearer token and TLS state of a gRPC call.
 func fromContext(ctx context.Context) (string, *tls.ConnectionState) {
 	var token string
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		for _, v := range md.Get("authorization") {
-			if t, ok := strings.CutPrefix(v, "Bearer "); ok {
-				token = strings.TrimSpace(t)
+			if t, ok := bearerToken(v); ok {
+				token = t
 			}
 		}
 	}
@@ -247,8 +259,8 @@ func (r *Rules) StreamInterceptor() grpc.StreamServerInterceptor {
 // endpoints of the HTTP port that need more than Check (profiles).
 func (r *Rules) HTTP(role Role, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		token, _ := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
-		switch err := r.Check(role, strings.TrimSpace(token), req.TLS); {
+		token, _ := bearerToken(req.Header.Get("Authorization"))
+		switch err := r.Check(role, token, req.TLS); {
 		case err == nil:
 			h.ServeHTTP(w, req)
 		case errors.Is(err, ErrUnauthenticated):

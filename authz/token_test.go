@@ -3,12 +3,16 @@ package authz
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"google.golang.org/grpc/metadata"
 )
 
 // writeToken installs body at file by rename, as a Kubernetes Secret
@@ -108,4 +112,27 @@ func TestTokenWatchRetriesARefusedLoad(t *testing.T) {
 			t.Fatalf("once the rule holds: token %q, errors %v", tok.Value(), errs)
 		}
 	})
+}
+
+// The bearer scheme is matched whatever its case, on gRPC and on HTTP: a
+// token sent as "bearer <token>" or "BEARER <token>" used to count as no
+// token at all (Unauthenticated, 401).
+func TestBearerSchemeCaseInsensitive(t *testing.T) {
+	rules := &Rules{AdminToken: static(adminTok), PeerToken: static(peerTok)}
+	for _, scheme := range []string{"Bearer", "bearer", "BEARER"} {
+		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", scheme+" "+adminTok))
+		if err := rules.authorize(ctx, "/floodgate.v1.Admin/Leave"); err != nil {
+			t.Errorf("gRPC, %q: %v", scheme, err)
+		}
+		req := httptest.NewRequest("GET", "/debug/pprof/", nil)
+		req.Header.Set("Authorization", scheme+" "+adminTok)
+		rec := httptest.NewRecorder()
+		rules.HTTP(Admin, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Errorf("HTTP, %q: %d", scheme, rec.Code)
+		}
+	}
+	if _, ok := bearerToken("Basic " + adminTok); ok {
+		t.Error("a Basic credential read as a bearer token")
+	}
 }
