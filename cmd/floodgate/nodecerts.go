@@ -11,8 +11,8 @@ import (
 // dial this node's client port for Peer calls and check --tls-cert as a
 // server with the peer CA (the system's roots without one), and they
 // check --peer-tls-cert with the peer CA both as a client (Raft, Peer
-// calls) and as a server (this node's Raft port). Such a certificate
-// starts no error here but fails every node-to-node connection later,
+// calls) and as a server (this node's Raft port). Without this check such
+// a certificate would be taken, then fail every node-to-node connection,
 // with nothing in the logs naming the file. Each certificate a node
 // serves must also hold the host it is dialed at (f's advertised hosts),
 // which other nodes check. peerLeaf and peerPool are nil without peer
