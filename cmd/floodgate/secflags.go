@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/floodgate/floodgate/authz"
@@ -20,6 +21,9 @@ type securityFlags struct {
 	adminToken string        // file
 	peerToken  string        // file
 	adminNames string        // comma-separated certificate names
+	// gossipKeyFile holds the base64 key instead: a flag's value is
+	// visible to every local user in the process list.
+	gossipKeyFile string
 	// grpcHost and raftHost are the advertised hosts of --grpc-addr and
 	// --raft-addr: other nodes check that the certificates hold them.
 	grpcHost, raftHost string
@@ -34,6 +38,7 @@ func defineSecurity(fs *flag.FlagSet) *securityFlags {
 	fs.StringVar(&s.peer.Key, "peer-tls-key", "", "PEM private key of --peer-tls-cert")
 	fs.StringVar(&s.peer.CA, "peer-tls-ca", "", "PEM CA bundle of the cluster's nodes: their certificates must chain to it")
 	fs.StringVar(&s.gossipKey, "gossip-key", "", "base64 AES key (16, 24 or 32 bytes) encrypting gossip; the same on every node (floodgatectl keygen)")
+	fs.StringVar(&s.gossipKeyFile, "gossip-key-file", "", "file holding the --gossip-key (kept out of the process list, which every local user can read)")
 	fs.StringVar(&s.adminToken, "admin-token-file", "", "file holding the bearer token of operators (one a line while rotating: the first is sent, all are accepted): Admin calls that change the cluster need it (or a client certificate named in --admin-cert-names)")
 	fs.StringVar(&s.peerToken, "peer-token-file", "", "file holding the bearer token all nodes share (one a line while rotating: the first is sent, all are accepted): Peer calls need it (or a --peer-tls-ca certificate)")
 	fs.StringVar(&s.adminNames, "admin-cert-names", "", "comma-separated client certificate names (common name, DNS or URI SAN) granted the Admin calls")
@@ -112,17 +117,30 @@ func distinctTokens(flag, other string, tokens, others [][]byte) error {
 	return nil
 }
 
-// key decodes --gossip-key.
+// key decodes --gossip-key, or the key in --gossip-key-file.
 func (s *securityFlags) key() ([]byte, error) {
-	if s.gossipKey == "" {
+	flag, v := "gossip-key", s.gossipKey
+	if s.gossipKeyFile != "" {
+		if s.gossipKey != "" {
+			return nil, errors.New("gossip-key-file: give --gossip-key or --gossip-key-file, not both")
+		}
+		b, err := os.ReadFile(s.gossipKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("gossip-key-file: %w", err)
+		}
+		if flag, v = "gossip-key-file", string(b); strings.TrimSpace(v) == "" {
+			return nil, fmt.Errorf("gossip-key-file: %s holds no key", s.gossipKeyFile)
+		}
+	}
+	if v == "" {
 		return nil, nil
 	}
-	k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s.gossipKey))
+	k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v))
 	if err != nil {
-		return nil, fmt.Errorf("gossip-key: not base64: %w", err)
+		return nil, fmt.Errorf("%s: not base64: %w", flag, err)
 	}
 	if n := len(k); n != 16 && n != 24 && n != 32 {
-		return nil, fmt.Errorf("gossip-key: %d bytes, want 16, 24 or 32 (floodgatectl keygen makes one)", n)
+		return nil, fmt.Errorf("%s: %d bytes, want 16, 24 or 32 (floodgatectl keygen makes one)", flag, n)
 	}
 	return k, nil
 }

@@ -63,7 +63,8 @@ func newPKI(t *testing.T) *pki {
 	check(err)
 	p.adminToken = filepath.Join(p.dir, "admin.token")
 	check(os.WriteFile(p.adminToken, []byte("admin-e2e-token-0123456789\n"), 0o600))
-	p.gossipKey = "RD/MfEpCdLGl7JZSd7VYXSVeS5CSpLnrU4Zox8XKsX8="
+	p.gossipKey = filepath.Join(p.dir, "gossip.key") // a file, as the README's: out of the process list
+	check(os.WriteFile(p.gossipKey, []byte("RD/MfEpCdLGl7JZSd7VYXSVeS5CSpLnrU4Zox8XKsX8=\n"), 0o600))
 	return p
 }
 
@@ -74,7 +75,7 @@ func (p *pki) args() []string {
 	return []string{
 		"--tls-cert", p.nodeCert, "--tls-key", p.nodeKey, "--tls-client-ca", p.clientCAFile,
 		"--peer-tls-cert", p.nodeCert, "--peer-tls-key", p.nodeKey, "--peer-tls-ca", p.caFile,
-		"--gossip-key", p.gossipKey, "--admin-token-file", p.adminToken, "--admin-cert-names", "ops", "--pprof",
+		"--gossip-key-file", p.gossipKey, "--admin-token-file", p.adminToken, "--admin-cert-names", "ops", "--pprof",
 	}
 }
 
