@@ -248,7 +248,10 @@ func (s *security) watch(ctx context.Context, log *slog.Logger) {
 				return
 			case <-hup:
 				if err := s.reload(); err != nil {
-					log.Error("SIGHUP: reload failed; the previous files stay in use", "err", err)
+					// Each file is reloaded on its own: those named in
+					// err keep their previous contents, the others took
+					// their new ones.
+					log.Error("SIGHUP: some files were not reloaded and keep their previous contents; the others were reloaded", "err", err)
 					continue
 				}
 				log.Info("SIGHUP: certificates, keys and tokens reloaded")
