@@ -268,15 +268,19 @@ func (s *security) warnIfOpen(grpcBind, raftBind, gossipBind string, log *slog.L
 		if cluster.IsLoopback(addr) {
 			continue
 		}
-		switch {
-		case flag == "grpc-addr" && !s.rules.AdminEnforced():
+		// Each hole on its own line: an operator who closes one must
+		// still see the others.
+		if flag == "grpc-addr" && !s.rules.AdminEnforced() {
 			log.Warn("Admin calls are open beyond loopback: anyone who reaches the client port may change the cluster; set --admin-token-file or --admin-cert-names (see the README's Security section)", "addr", addr)
-		case flag == "grpc-addr" && !s.rules.PeerEnforced():
+		}
+		if flag == "grpc-addr" && !s.rules.PeerEnforced() {
 			log.Warn("Peer calls are open beyond loopback: set --peer-tls-* or --peer-token-file (see the README's Security section)", "addr", addr)
-		case flag == "raft-addr" && s.peer == nil:
+		}
+		if flag == "raft-addr" && s.peer == nil {
 			log.Warn("the Raft port is plaintext beyond loopback: set --peer-tls-*", "addr", addr)
-		case flag == "gossip-addr" && s.gossipKey == nil:
-			log.Warn("gossip is plaintext beyond loopback: anyone who reaches the gossip port may read and forge members and rate hints; set --gossip-key (floodgatectl keygen)", "addr", addr)
+		}
+		if flag == "gossip-addr" && s.gossipKey == nil {
+			log.Warn("gossip is plaintext beyond loopback: anyone who reaches the gossip port may read and forge members and rate hints; set --gossip-key-file or --gossip-key (floodgatectl keygen)", "addr", addr)
 		}
 	}
 }

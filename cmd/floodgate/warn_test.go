@@ -32,3 +32,20 @@ func TestWarnIfOpenGossip(t *testing.T) {
 		t.Fatalf("warned with a gossip key: %s", buf.String())
 	}
 }
+
+// With nothing secured on a client port beyond loopback, both holes are
+// named: Admin and Peer calls are open, and the operator who closes one
+// must still be told of the other.
+func TestWarnIfOpenNamesEveryHole(t *testing.T) {
+	s, err := newSecurity(securityFlags{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	s.warnIfOpen("0.0.0.0:7700", "0.0.0.0:7702", "0.0.0.0:7703", slog.New(slog.NewTextHandler(&buf, nil)))
+	for _, want := range []string{"Admin calls are open", "Peer calls are open", "Raft port is plaintext", "gossip is plaintext"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("no warning %q in:\n%s", want, buf.String())
+		}
+	}
+}
