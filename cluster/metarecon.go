@@ -118,6 +118,9 @@ func (n *Node) balanceMetaVoters(ctx context.Context, meta *Group, v *fsm.MetaVi
 		if s.Suffrage != raft.Voter || m == nil || m.State == metav1.NodeState_NODE_STATE_ACTIVE {
 			continue
 		}
+		if m.State == metav1.NodeState_NODE_STATE_DEAD && keepDeadVoter(cfg, v, activeVoters) {
+			continue
+		}
 		if m.Id == me {
 			_ = meta.transferLeadership(ctx, nil)
 			return
@@ -127,6 +130,24 @@ func (n *Node) balanceMetaVoters(ctx context.Context, meta *Group, v *fsm.MetaVi
 		})
 		return
 	}
+}
+
+// keepDeadVoter reports whether the meta group keeps its one dead voter:
+// beside an even number of active voters it costs no tolerance (two of
+// three, like two of two, survive no other failure), and the group is
+// whole again as soon as the node returns; demoted, three nodes would
+// vote two of two until it had been promoted again, and a failure in
+// that time would stop the meta group that it and the survivor could
+// have formed. Beside an odd number, or with another dead voter, it
+// would raise the quorum: it goes (as placement.go's keepDead).
+func keepDeadVoter(cfg raft.Configuration, v *fsm.MetaView, activeVoters int) bool {
+	dead := 0
+	for _, s := range cfg.Servers {
+		if m := v.Node(string(s.ID)); s.Suffrage == raft.Voter && m != nil && m.State == metav1.NodeState_NODE_STATE_DEAD {
+			dead++
+		}
+	}
+	return dead == 1 && activeVoters > 0 && activeVoters%2 == 0
 }
 
 func (n *Node) setState(ctx context.Context, id string, st metav1.NodeState) {

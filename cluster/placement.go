@@ -29,7 +29,7 @@ func placementOf(v *fsm.MetaView) *placement {
 	p := &placement{shards: make([][]string, len(v.Reports))}
 	if !v.Slotted() {
 		for s := range p.shards {
-			p.shards[s] = hashing.Rendezvous(s, active, v.Replicas)
+			p.shards[s] = keepDead(v, s, hashing.Rendezvous(s, active, v.Replicas))
 		}
 		return p
 	}
@@ -41,13 +41,36 @@ func placementOf(v *fsm.MetaView) *placement {
 			continue
 		}
 		if !slices.Contains(active, g.Home) {
-			p.shards[g.ID] = hashing.Rendezvous(int(g.ID), active, v.Replicas)
+			p.shards[g.ID] = keepDead(v, int(g.ID), hashing.Rendezvous(int(g.ID), active, v.Replicas))
 			continue
 		}
 		others := slices.DeleteFunc(slices.Clone(active), func(id string) bool { return id == g.Home })
-		p.shards[g.ID] = append([]string{g.Home}, hashing.Rendezvous(int(g.ID), others, v.Replicas-1)...)
+		p.shards[g.ID] = keepDead(v, int(g.ID), append([]string{g.Home}, hashing.Rendezvous(int(g.ID), others, v.Replicas-1)...))
 	}
 	return p
+}
+
+// keepDead keeps in a group's placement one dead node that its last
+// report lists as a replica, when the active nodes placed are too few to
+// fill it and even in number: a dead voter then costs the group no
+// tolerance (two of three, like two of two, survive no other failure),
+// and the group is whole again as soon as the node returns. Dropped, a
+// group of three would be two of two until the node had been added back
+// and caught up, and a failure in that time would stop a group that it
+// and the survivor could have served. Beside an odd number of active
+// nodes a dead voter would raise the quorum, so none is kept; nor is a
+// leaving node, and nobody gets a replica it does not hold (planShard
+// adds only live nodes).
+func keepDead(v *fsm.MetaView, group int, placed []string) []string {
+	if len(placed) == 0 || len(placed)%2 == 1 || len(placed) >= v.Replicas || group >= len(v.Reports) || v.Reports[group] == nil {
+		return placed
+	}
+	for _, r := range v.Reports[group].Replicas {
+		if m := v.Node(r.NodeId); m != nil && m.State == metav1.NodeState_NODE_STATE_DEAD && !slices.Contains(placed, r.NodeId) {
+			return append(placed, r.NodeId)
+		}
+	}
+	return placed
 }
 
 // reportHas reports whether id is among replicas.
