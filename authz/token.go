@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/credentials"
+
+	"github.com/floodgate/floodgate/filewatch"
 )
 
 // minTokenLength refuses tokens short enough to guess.
@@ -25,7 +27,7 @@ type Token struct {
 	flag, file string
 	v          atomic.Pointer[[][]byte]
 	check      atomic.Pointer[func([][]byte) error]
-	seen       atomic.Pointer[fileStamp] // the file's state when last loaded, for Watch
+	seen       atomic.Pointer[filewatch.Stamp] // the file's state when last loaded, for Watch
 }
 
 // SetCheck makes every later Reload take new tokens only once check
@@ -44,7 +46,7 @@ func LoadToken(flag, file string) (*Token, error) {
 
 // Reload reads the file again. On error the previous tokens stay.
 func (t *Token) Reload() error {
-	st := stampOf(t.file)
+	st := filewatch.Of(t.file)
 	b, err := os.ReadFile(t.file)
 	if err != nil {
 		return fmt.Errorf("%s: %w", t.flag, err)
@@ -75,21 +77,6 @@ func (t *Token) Reload() error {
 	return nil
 }
 
-// fileStamp is what Watch compares: the file's modification time and
-// size.
-type fileStamp struct {
-	mod  time.Time
-	size int64
-}
-
-func stampOf(file string) fileStamp {
-	fi, err := os.Stat(file)
-	if err != nil {
-		return fileStamp{}
-	}
-	return fileStamp{fi.ModTime(), fi.Size()}
-}
-
 // Watch reloads the file whenever its modification time or size changes,
 // looking every interval, until ctx ends: a Kubernetes Secret updated in
 // place reaches the node without a SIGHUP, which a distroless container
@@ -98,26 +85,7 @@ func stampOf(file string) fileStamp {
 // token refused for another file's, until that one is rotated too); the
 // previous tokens stay in use.
 func (t *Token) Watch(ctx context.Context, every time.Duration, onError func(error)) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	var failed fileStamp
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		st := stampOf(t.file)
-		if st == *t.seen.Load() {
-			continue
-		}
-		if err := t.Reload(); err != nil && st != failed {
-			failed = st
-			if onError != nil {
-				onError(err)
-			}
-		}
-	}
+	filewatch.Watch(ctx, every, []string{t.file}, func() filewatch.Stamp { return *t.seen.Load() }, t.Reload, onError)
 }
 
 // Value returns the token to send: the file's first.

@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 	"sync"
+
+	"github.com/floodgate/floodgate/filewatch"
 )
 
 // Files names PEM files. Cert and Key are this side's certificate and
@@ -116,7 +118,7 @@ type Reloader struct {
 	files Files
 	mu    sync.RWMutex
 	cur   *material
-	seen  stamp // the files' state when last loaded, for Watch
+	seen  filewatch.Stamp // the files' state when last loaded, for Watch
 	check func(leaf *x509.Certificate, pool *x509.CertPool) error
 }
 
@@ -142,7 +144,7 @@ func NewReloader(f Files) (*Reloader, error) {
 
 // Reload loads the files now.
 func (r *Reloader) Reload() error {
-	st := stampOf(r.files)
+	st := filewatch.Of(r.files.paths()...)
 	m, err := load(r.files)
 	if err != nil {
 		return err
