@@ -42,6 +42,20 @@ func newNodeCertFixture(t *testing.T) *nodeCertFixture {
 	return f
 }
 
+// security starts the node's security from the fixture's files.
+func (f *nodeCertFixture) security(t *testing.T) *security {
+	t.Helper()
+	o, err := parseOptions(f.args(), noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSecurity(o.security)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func (f *nodeCertFixture) args() []string {
 	return []string{"--tls-cert", f.cert, "--tls-key", f.key,
 		"--peer-tls-cert", f.peerCert, "--peer-tls-key", f.peerKey, "--peer-tls-ca", f.caFile}
@@ -87,14 +101,7 @@ func TestForeignPeerCertRefusedAtStart(t *testing.T) {
 // the node.
 func TestReloadRefusesCertsOtherNodesCannotVerify(t *testing.T) {
 	f := newNodeCertFixture(t)
-	o, err := parseOptions(f.args(), noEnv, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := newSecurity(o.security)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := f.security(t)
 
 	rewrite(t, f.foreign, "stranger", f.cert, f.key)
 	if err := s.reload(); err == nil || !strings.Contains(err.Error(), "tls-cert: other nodes could not verify it") {
@@ -133,14 +140,7 @@ func TestReloadRefusesCertsOtherNodesCannotVerify(t *testing.T) {
 // once is taken, whichever file the reload reads first.
 func TestReloadTakesANewCAWithItsCerts(t *testing.T) {
 	f := newNodeCertFixture(t)
-	o, err := parseOptions(f.args(), noEnv, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := newSecurity(o.security)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := f.security(t)
 	next, err := tlsconf.NewCA("cluster-next")
 	if err != nil {
 		t.Fatal(err)
@@ -198,14 +198,7 @@ func TestCertsMustNameTheAdvertisedHost(t *testing.T) {
 		}
 	}
 
-	o, err := parseOptions(f.args(), noEnv, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := newSecurity(o.security)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := f.security(t)
 	c, k, err := f.cluster.Issue(t.TempDir(), "elsewhere", "other.example")
 	if err != nil {
 		t.Fatal(err)
