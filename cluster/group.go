@@ -86,6 +86,13 @@ func openGroup(o groupOptions) (*Group, error) {
 		trans.Close()
 		return nil, fmt.Errorf("start raft group %s: %w", o.name, err)
 	}
+	if w, ok := trans.(interface{ Await(func() bool) }); ok {
+		// Replication waits for a follower it cannot reach, so that
+		// raft's backoff does not delay it long after the follower is
+		// back (raftnet/await.go); only while leading, since a shutdown
+		// waits for it.
+		w.Await(func() bool { return r.State() == raft.Leader })
+	}
 	return &Group{name: o.name, dir: o.dir, openedAt: time.Now(), raft: r, store: store, trans: trans, wal: o.wal,
 		pace: startPacer(r, raft.ServerID(o.nodeID), groupKind(o.name), followerTiming(rc), o.grid, o.onLeader)}, nil
 }

@@ -13,6 +13,11 @@
 // in NetworkTransport, so a slow disk write never delays them. A snapshot
 // travels on a connection of its own.
 //
+// A group's replication to a peer it cannot reach waits for the peer
+// (Transport.Await, await.go) rather than failing at once, so that
+// raft's backoff, which grows with each failure, does not hold back a
+// peer that returns from a long outage.
+//
 // A peer that does not speak raftnet (an older release during a rolling
 // upgrade) closes the connection at the handshake; the group's transport
 // then uses its NetworkTransport for that peer, which also keeps serving

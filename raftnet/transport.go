@@ -29,7 +29,10 @@ type Config struct {
 	// Timeout bounds a dial, a write, and a call without an answer (10s
 	// by default, as NetworkTransport).
 	Timeout time.Duration
-	Logger  *slog.Logger
+	// PeerWait bounds how long a replicating AppendEntries waits for a
+	// peer it cannot reach (Transport.Await; a minute by default).
+	PeerWait time.Duration
+	Logger   *slog.Logger
 }
 
 // Network is a node's raftnet: its links to peers and its groups'
@@ -43,6 +46,7 @@ type Network struct {
 	links   map[raft.ServerAddress]*link
 	dialing map[raft.ServerAddress]*dialing
 	legacy  map[raft.ServerAddress]time.Time // refused the handshake, until
+	tried   map[raft.ServerAddress]time.Time // a waiting call's last dial, at
 	closed  bool
 
 	stop chan struct{}
@@ -61,11 +65,15 @@ func New(cfg Config) *Network {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Second
 	}
+	if cfg.PeerWait == 0 {
+		cfg.PeerWait = time.Minute
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	n := &Network{cfg: cfg, log: cfg.Logger, groups: map[string]*Transport{}, links: map[raft.ServerAddress]*link{},
-		dialing: map[raft.ServerAddress]*dialing{}, legacy: map[raft.ServerAddress]time.Time{}, stop: make(chan struct{})}
+		dialing: map[raft.ServerAddress]*dialing{}, legacy: map[raft.ServerAddress]time.Time{},
+		tried: map[raft.ServerAddress]time.Time{}, stop: make(chan struct{})}
 	n.wg.Add(2)
 	go n.accept()
 	go n.watch()
@@ -157,6 +165,11 @@ func (n *Network) watch() {
 			links := make([]*link, 0, len(n.links))
 			for _, l := range n.links {
 				links = append(links, l)
+			}
+			for addr, at := range n.tried {
+				if now.Sub(at) >= redialEvery {
+					delete(n.tried, addr)
+				}
 			}
 			n.mu.Unlock()
 			for _, l := range links {
@@ -264,8 +277,9 @@ type Transport struct {
 	fallback *raft.NetworkTransport
 	addrs    raft.ServerAddressProvider
 
-	hbMu sync.Mutex
-	hb   func(raft.RPC)
+	hbMu    sync.Mutex // guards hb and leading
+	hb      func(raft.RPC)
+	leading func() bool // Await's; nil: no call waits
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -357,15 +371,21 @@ func (t *Transport) Close() error {
 	return nil
 }
 
+// resolve is the address of server id: the address provider's, else
+// target (the configuration's).
+func (t *Transport) resolve(id raft.ServerID, target raft.ServerAddress) raft.ServerAddress {
+	if t.addrs != nil {
+		if addr, err := t.addrs.ServerAddr(id); err == nil && addr != "" {
+			return addr
+		}
+	}
+	return target
+}
+
 // route resolves target and its link; a nil link with no error means the
 // peer is reached through the fallback.
 func (t *Transport) route(id raft.ServerID, target raft.ServerAddress) (*link, error) {
-	if t.addrs != nil {
-		if addr, err := t.addrs.ServerAddr(id); err == nil && addr != "" {
-			target = addr
-		}
-	}
-	l, err := t.n.linkTo(target)
+	l, err := t.n.linkTo(t.resolve(id, target))
 	if errors.Is(err, errNotSpoken) {
 		if t.fallback == nil {
 			return nil, err
@@ -389,11 +409,15 @@ func (t *Transport) roundTrip(l *link, cmd, resp any) error {
 	}
 }
 
-// rpc makes one call to a server: on its link, or through legacy (the
+// rpc makes one call to a server: on its link (waiting for an
+// unreachable peer if wait, as Await allows), or through legacy (the
 // fallback's method) for a peer that does not speak raftnet.
-func rpc[Req, Resp any](t *Transport, id raft.ServerID, target raft.ServerAddress, args Req, resp Resp,
+func rpc[Req, Resp any](t *Transport, wait bool, id raft.ServerID, target raft.ServerAddress, args Req, resp Resp,
 	legacy func(raft.ServerID, raft.ServerAddress, Req, Resp) error) error {
 	l, err := t.route(id, target)
+	if wait && unreached(err) {
+		l, err = t.await(id, target, err)
+	}
 	switch {
 	case err != nil:
 		return err
@@ -417,22 +441,23 @@ func (t *Transport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAd
 
 // AppendEntries implements raft.Transport.
 func (t *Transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	return rpc(t, id, target, args, resp, t.fallback.AppendEntries)
+	// Heartbeats fail at once: raft counts its contact with a peer by them.
+	return rpc(t, !isHeartbeat(args), id, target, args, resp, t.fallback.AppendEntries)
 }
 
 // RequestVote implements raft.Transport.
 func (t *Transport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
-	return rpc(t, id, target, args, resp, t.fallback.RequestVote)
+	return rpc(t, false, id, target, args, resp, t.fallback.RequestVote)
 }
 
 // RequestPreVote implements raft.WithPreVote.
 func (t *Transport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
-	return rpc(t, id, target, args, resp, t.fallback.RequestPreVote)
+	return rpc(t, false, id, target, args, resp, t.fallback.RequestPreVote)
 }
 
 // TimeoutNow implements raft.Transport.
 func (t *Transport) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
-	return rpc(t, id, target, args, resp, t.fallback.TimeoutNow)
+	return rpc(t, false, id, target, args, resp, t.fallback.TimeoutNow)
 }
 
 // InstallSnapshot implements raft.Transport.
@@ -444,10 +469,5 @@ func (t *Transport) InstallSnapshot(id raft.ServerID, target raft.ServerAddress,
 	case l == nil:
 		return t.fallback.InstallSnapshot(id, target, args, resp, data)
 	}
-	if t.addrs != nil {
-		if addr, err := t.addrs.ServerAddr(id); err == nil && addr != "" {
-			target = addr
-		}
-	}
-	return t.installSnapshot(target, args, resp, data)
+	return t.installSnapshot(t.resolve(id, target), args, resp, data)
 }
