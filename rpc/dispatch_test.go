@@ -26,12 +26,12 @@ type scripted struct {
 	leaders map[int]cluster.Route // a group without one has no leader
 	changed chan struct{}         // closed when the table changes
 	answer  func(ctx context.Context, at string, shard int, checks []fsm.Check) ([]policy.Result, error)
-	calls   []sent
+	calls   []sentCall
 	routes  int // Route calls
 }
 
-// sent is one call of a dispatch to a group's leader.
-type sent struct {
+// sentCall is one call of a dispatch to a group's leader.
+type sentCall struct {
 	at    string // "local", or the peer's address
 	shard int
 	keys  []string
@@ -115,7 +115,7 @@ func (s *scripted) call(ctx context.Context, at string, shard int, checks []fsm.
 		keys[i] = c.Key
 	}
 	s.mu.Lock()
-	s.calls = append(s.calls, sent{at: at, shard: shard, keys: keys, when: time.Now()})
+	s.calls = append(s.calls, sentCall{at: at, shard: shard, keys: keys, when: time.Now()})
 	answer := s.answer
 	s.mu.Unlock()
 	return answer(ctx, at, shard, checks)

@@ -10,7 +10,9 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/peer"
 
 	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/cluster/linger"
@@ -18,6 +20,7 @@ import (
 	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
+	"github.com/floodgate/floodgate/rpc/sent"
 	"github.com/floodgate/floodgate/tracing"
 )
 
@@ -309,7 +312,14 @@ func (q *peerQueue) send(batch []*fwdReq) {
 	defer cancel()
 	ctx, span := forwardSpan(ctx, q.addr, batch, len(freq.Checks))
 	defer span.End()
-	resp, err := peerv1.NewPeerClient(conn).Forward(ctx, freq)
+	var p peer.Peer
+	resp, err := peerv1.NewPeerClient(conn).Forward(ctx, freq, grpc.Peer(&p))
+	if sent.Never(err, &p) {
+		// The connection broke after waitReady saw it up, before the
+		// call had it: nothing left this node.
+		fail(fmt.Errorf("forward to %s: %w: %w", q.addr, errNotSent, err))
+		return
+	}
 	if err == nil && len(resp.Results) != len(freq.Checks) {
 		err = fmt.Errorf("peer %s answered %d of %d checks", q.addr, len(resp.Results), len(freq.Checks))
 	}

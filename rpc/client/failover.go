@@ -5,12 +5,11 @@ import (
 	"slices"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/rpc/sent"
 )
 
 // onNodes makes call on the node at addr and, when that call never left
@@ -27,7 +26,7 @@ func onNodes[T any](ctx context.Context, c *Client, addr string,
 	for {
 		var p peer.Peer
 		resp, err := call(pb.NewRateLimiterClient(c.conn(addr)), grpc.Peer(&p))
-		if !notSent(err, &p) || ctx.Err() != nil {
+		if !sent.Never(err, &p) || ctx.Err() != nil {
 			return resp, err
 		}
 		c.kick() // the routes named a node that is gone
@@ -36,13 +35,6 @@ func onNodes[T any](ctx context.Context, c *Client, addr string,
 		}
 		tried = append(tried, addr)
 	}
-}
-
-// notSent reports whether a call failed before it had a connection to a
-// node (gRPC fills in the peer once the call has one): the picker refused
-// it, with Unavailable, because no connection to the node could be made.
-func notSent(err error, p *peer.Peer) bool {
-	return err != nil && p.Addr == nil && status.Code(err) == codes.Unavailable
 }
 
 // otherAddr picks a node not in tried, round-robin, preferring one not
