@@ -96,14 +96,16 @@ var (
 func ours() []prometheus.Collector {
 	return []prometheus.Collector{
 		Decisions, CheckErrors, ForwardedChecks, ForwardBatchSize, GroupCommitSize, GroupCommitSeconds,
-		FsyncSeconds, StoresPerFlush, LeaderChanges, GRPCServer, nodeCollector{},
+		FsyncSeconds, StoresPerFlush, LeaderChanges, GRPCServer, nodeCollector{}, certCollector{},
 	}
 }
 
 func init() {
 	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, c := range ours() {
-		if _, node := c.(nodeCollector); !node { // registered with its reader by RegisterNode
+		switch c.(type) {
+		case nodeCollector, certCollector: // registered with their readers by RegisterNode, RegisterCertificates
+		default:
 			Registry.MustRegister(c)
 		}
 	}

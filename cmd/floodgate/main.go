@@ -121,6 +121,12 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 		node.Close()
 		return err
 	}
+	if len(sec.certs()) > 0 {
+		if err := metrics.RegisterCertificates(sec.certExpiry); err != nil {
+			node.Close()
+			return err
+		}
+	}
 	go func() {
 		if err := gs.Serve(grpcLn); err != nil {
 			log.Error("grpc server", "err", err)

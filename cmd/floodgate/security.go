@@ -24,6 +24,10 @@ import (
 // change (SIGHUP reloads at once).
 const reloadEvery = 10 * time.Second
 
+// expiryEvery is how often a certificate near its end (or past it) is
+// logged again.
+const expiryEvery = 24 * time.Hour
+
 // security is what the security flags build: TLS for each port, the rules
 // of who may call what, and the reload of every file they name.
 type security struct {
@@ -221,9 +225,52 @@ func (s *security) reload() error {
 	return errors.Join(errs...)
 }
 
+// certs is every certificate the node serves, keyed by the flag that
+// names its file.
+func (s *security) certs() map[string]*tlsconf.Reloader {
+	out := map[string]*tlsconf.Reloader{}
+	if s.client != nil {
+		out["tls-cert"] = s.client
+	}
+	if s.peer != nil {
+		out["peer-tls-cert"] = s.peer
+	}
+	return out
+}
+
+// certExpiry is when each certificate the node serves expires, for the
+// metrics.
+func (s *security) certExpiry() map[string]time.Time {
+	out := map[string]time.Time{}
+	for flag, r := range s.certs() {
+		if at := r.NotAfter(); !at.IsZero() {
+			out[flag] = at
+		}
+	}
+	return out
+}
+
+// warnExpiry logs a certificate that expires within
+// tlsconf.ExpiryWarning, or has expired, naming its flag.
+func warnExpiry(log *slog.Logger) func(flag string, notAfter time.Time) {
+	return func(flag string, notAfter time.Time) {
+		left := time.Until(notAfter)
+		if left <= 0 {
+			log.Error("the certificate of --"+flag+" has expired: callers that verify it refuse to connect; renew it (the node reloads it when the file changes)",
+				"not_after", notAfter.UTC().Format(time.RFC3339))
+			return
+		}
+		log.Warn("the certificate of --"+flag+" expires soon: renew it (the node reloads it when the file changes)",
+			"not_after", notAfter.UTC().Format(time.RFC3339), "in", left.Round(time.Hour).String())
+	}
+}
+
 // watch reloads on SIGHUP and when a certificate or token file changes,
-// until ctx ends.
+// and warns of certificates near their end, until ctx ends.
 func (s *security) watch(ctx context.Context, log *slog.Logger) {
+	if certs := s.certs(); len(certs) > 0 {
+		go tlsconf.WatchExpiry(ctx, expiryEvery, certs, warnExpiry(log))
+	}
 	onErr := func(err error) { log.Error("reload of TLS files failed; the previous ones stay in use", "err", err) }
 	for _, r := range []*tlsconf.Reloader{s.client, s.peer} {
 		if r != nil {

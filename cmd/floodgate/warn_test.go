@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A node without --gossip-key warns when gossip listens beyond loopback,
@@ -47,5 +48,26 @@ func TestWarnIfOpenNamesEveryHole(t *testing.T) {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("no warning %q in:\n%s", want, buf.String())
 		}
+	}
+}
+
+// A certificate near its end is a warning naming its flag and when it
+// ends; one past its end is an error that says callers refuse it.
+func TestWarnExpiry(t *testing.T) {
+	var buf bytes.Buffer
+	warn := warnExpiry(slog.New(slog.NewTextHandler(&buf, nil)))
+	warn("tls-cert", time.Now().Add(5*24*time.Hour))
+	warn("peer-tls-cert", time.Now().Add(-time.Hour))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("log:\n%s", buf.String())
+	}
+	for i, want := range []string{`level=WARN msg="the certificate of --tls-cert expires soon`, `level=ERROR msg="the certificate of --peer-tls-cert has expired: callers that verify it refuse`} {
+		if !strings.Contains(lines[i], want) || !strings.Contains(lines[i], "not_after=") {
+			t.Errorf("line %d: %s\nwant %s and not_after", i, lines[i], want)
+		}
+	}
+	if !strings.Contains(lines[0], "in=120h0m0s") {
+		t.Errorf("the warning does not say how long is left: %s", lines[0])
 	}
 }

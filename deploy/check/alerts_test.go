@@ -117,6 +117,11 @@ func TestAlertsFire(t *testing.T) {
 			fault: map[string]func(float64) float64{`floodgate_leader_changes_total{group="shard",instance="n1"}`: func(m float64) float64 {
 				return 2 + 5*max(0, m-from) // five a minute
 			}}},
+		{name: "a certificate near its end", fires: "FloodgateCertificateExpiring", by: 23 * time.Minute,
+			labels: map[string]string{"instance": "n2", "cert": "peer-tls-cert"}, says: "peer-tls-cert certificate on n2 ends in 13d",
+			fault: map[string]func(float64) float64{`floodgate_tls_certificate_expiration_timestamp_seconds{cert="peer-tls-cert",instance="n2"}`: func(float64) float64 {
+				return 14*86400 + 12*60 // 14 days from minute 12: nobody renewed it
+			}}},
 		{name: "a slow disk", fires: "FloodgateSlowDisk", by: 25 * time.Minute, labels: map[string]string{"instance": "n2"}, says: "on n2",
 			fault: slowFsyncs("n2", from)},
 	}
@@ -305,6 +310,9 @@ func healthy(minutes int) *memStorage {
 		q.add(`floodgate_check_errors_total{`+inst+`,code="ResourceExhausted"}`, func(float64) float64 { return 0 })
 		q.add(`floodgate_key_states_refused_total{`+inst+`}`, func(float64) float64 { return 0 })
 		q.add(`floodgate_leader_changes_total{`+inst+`,group="shard"}`, func(float64) float64 { return 2 })
+		for _, cert := range []string{"tls-cert", "peer-tls-cert"} {
+			q.add(`floodgate_tls_certificate_expiration_timestamp_seconds{`+inst+`,cert="`+cert+`"}`, func(float64) float64 { return 60 * 86400 })
+		}
 		for le, share := range map[string]float64{"0.0008": 0.4, "0.0016": 0.99, "0.0032": 1, "0.0512": 1, "0.1024": 1, "+Inf": 1} {
 			q.add(`floodgate_raftlog_fsync_duration_seconds_bucket{`+inst+`,le="`+le+`"}`, func(m float64) float64 { return 60 * 500 * m * share })
 		}
