@@ -142,9 +142,11 @@ type Config struct {
 
 	// PeerTLS secures the Raft port (nil: plaintext).
 	PeerTLS *PeerTLS
-	// GossipKey encrypts and authenticates gossip (AES, 16, 24 or 32
-	// bytes; nil: plaintext). Every node needs the same key.
-	GossipKey []byte
+	// GossipKeys encrypt and authenticate gossip (AES, 16, 24 or 32
+	// bytes each; none: plaintext): the first encrypts, every one
+	// decrypts, so that a key rotates without a gap (Node.SetGossipKeys).
+	// Each node's first key must be among every other node's keys.
+	GossipKeys [][]byte
 
 	Logger *slog.Logger
 }

@@ -157,7 +157,7 @@ func (n *Node) joinOnce(ctx context.Context, addr string) (refused bool, err err
 	// Bounded per member, so a blackholed address cannot hold up the
 	// others for the whole join.
 	actx, cancel := context.WithTimeout(ctx, joinAttemptTimeout)
-	cid, gossipAddrs, err := n.peers.AddNode(actx, addr, n.self(), ProveGossipKey(n.cfg.GossipKey, n.cfg.NodeID))
+	cid, gossipAddrs, err := n.peers.AddNode(actx, addr, n.self(), ProveGossipKey(n.gossipKey(), n.cfg.NodeID))
 	cancel()
 	if err != nil {
 		return refusedJoin(err), err
@@ -186,7 +186,7 @@ func (n *Node) announce() {
 		addrs, _ := n.resolveJoin(ctx, n.cfg.Join)
 		for _, addr := range addrs {
 			actx, acancel := context.WithTimeout(ctx, joinAttemptTimeout)
-			_, _, err := n.peers.AddNode(actx, addr, n.self(), ProveGossipKey(n.cfg.GossipKey, n.cfg.NodeID))
+			_, _, err := n.peers.AddNode(actx, addr, n.self(), ProveGossipKey(n.gossipKey(), n.cfg.NodeID))
 			acancel()
 			if err == nil {
 				n.refused.Store(nil)

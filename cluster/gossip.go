@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"encoding/json"
+	"fmt"
 	"log"
 	"log/slog"
 	"net"
@@ -30,11 +31,12 @@ type gossipMeta struct {
 
 // gossip runs memberlist: it finds nodes and notices when they fail.
 type gossip struct {
-	ml    *memberlist.Memberlist
-	self  string
-	meta  []byte
-	log   *slog.Logger
-	start time.Time
+	ml      *memberlist.Memberlist
+	keyring *memberlist.Keyring // nil: plaintext
+	self    string
+	meta    []byte
+	log     *slog.Logger
+	start   time.Time
 
 	mu sync.Mutex
 	// down records since when each node has been dead or gone.
@@ -88,11 +90,14 @@ func startGossip(cfg Config, onMsg func([]byte)) (*gossip, error) {
 	mc.SuspicionMult = 4
 	mc.PushPullInterval = 75 * gi
 	mc.Delegate = g
-	if len(cfg.GossipKey) > 0 {
+	if len(cfg.GossipKeys) > 0 {
 		// Every gossip message is encrypted and authenticated: a sender
 		// without the key can neither read the cluster's state nor forge
 		// a member or a rate message.
-		mc.SecretKey = cfg.GossipKey
+		if g.keyring, err = memberlist.NewKeyring(cfg.GossipKeys[1:], cfg.GossipKeys[0]); err != nil {
+			return nil, fmt.Errorf("%w: gossip key: %w", ErrConfig, err)
+		}
+		mc.Keyring = g.keyring
 		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	}
 	mc.Events = g

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"fmt"
+	"slices"
 )
 
 // gossipProofLabel is what a proof of the gossip key signs, with the
@@ -50,21 +51,21 @@ func CheckGossipProof(p GossipProof) error {
 }
 
 // checkGossipKey refuses a node named id whose proof shows that its
-// --gossip-key differs from key, this node's (nil: gossip in plaintext).
+// --gossip-key is none of keys, this node's (none: gossip in plaintext).
 // The refusal is final (ErrConfig): the node must be restarted with the
 // cluster's key.
-func checkGossipKey(key []byte, id string, p GossipProof) error {
+func checkGossipKey(keys [][]byte, id string, p GossipProof) error {
 	if err := CheckGossipProof(p); err != nil {
 		return err
 	}
 	switch {
 	case !p.Given:
 		return nil
-	case len(key) == 0 && len(p.MAC) > 0:
+	case len(keys) == 0 && len(p.MAC) > 0:
 		return fmt.Errorf("%w: gossip_key: node %s has a --gossip-key, but this cluster's gossip is not encrypted: start it without one, or give every node the same key", ErrConfig, id)
-	case len(key) > 0 && len(p.MAC) == 0:
+	case len(keys) > 0 && len(p.MAC) == 0:
 		return fmt.Errorf("%w: gossip_key: this cluster encrypts its gossip, and node %s has no --gossip-key: start it with the cluster's", ErrConfig, id)
-	case len(key) > 0 && !hmac.Equal(p.MAC, gossipMAC(key, id)):
+	case len(keys) > 0 && !slices.ContainsFunc(keys, func(k []byte) bool { return hmac.Equal(p.MAC, gossipMAC(k, id)) }):
 		return fmt.Errorf("%w: gossip_key: node %s's --gossip-key is not this cluster's: start it with the cluster's", ErrConfig, id)
 	}
 	return nil

@@ -9,10 +9,21 @@ import (
 	"time"
 )
 
+// keysOf is a list of gossip keys.
+func keysOf(keys ...[]byte) [][]byte {
+	var out [][]byte
+	for _, k := range keys {
+		if k != nil {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // gossipWith starts a gossip member named id with key (nil: plaintext).
 func gossipWith(t *testing.T, id string, key []byte) *gossip {
 	t.Helper()
-	cfg := Config{NodeID: id, GossipAddr: loopback(t), GRPCAddr: loopback(t), RaftAddr: loopback(t), GossipKey: key,
+	cfg := Config{NodeID: id, GossipAddr: loopback(t), GRPCAddr: loopback(t), RaftAddr: loopback(t), GossipKeys: keysOf(key),
 		Logger: slog.New(slog.DiscardHandler)}.WithDefaults()
 	g, err := startGossip(cfg, nil)
 	if err != nil {
@@ -56,19 +67,21 @@ func TestCheckGossipKey(t *testing.T) {
 	key, other := bytes.Repeat([]byte{7}, 32), bytes.Repeat([]byte{9}, 16)
 	cases := []struct {
 		name    string
-		cluster []byte
+		cluster [][]byte
 		proof   GossipProof
 		want    string // "" for accepted
 	}{
-		{"same key", key, ProveGossipKey(key, "n4"), ""},
+		{"same key", keysOf(key), ProveGossipKey(key, "n4"), ""},
 		{"neither has a key", nil, ProveGossipKey(nil, "n4"), ""},
-		{"older release, cluster with a key", key, GossipProof{}, ""},
+		{"older release, cluster with a key", keysOf(key), GossipProof{}, ""},
 		{"older release, no key", nil, GossipProof{}, ""},
-		{"another key", key, ProveGossipKey(other, "n4"), "gossip_key: node n4's --gossip-key is not this cluster's"},
-		{"no key, cluster with one", key, ProveGossipKey(nil, "n4"), "gossip_key: this cluster encrypts its gossip, and node n4 has no --gossip-key"},
+		{"another key", keysOf(key), ProveGossipKey(other, "n4"), "gossip_key: node n4's --gossip-key is not this cluster's"},
+		{"no key, cluster with one", keysOf(key), ProveGossipKey(nil, "n4"), "gossip_key: this cluster encrypts its gossip, and node n4 has no --gossip-key"},
 		{"a key, cluster without", nil, ProveGossipKey(key, "n4"), "gossip_key: node n4 has a --gossip-key, but this cluster's gossip is not encrypted"},
-		{"proof made for another node", key, ProveGossipKey(key, "n5"), "is not this cluster's"},
-		{"short mac", key, GossipProof{Given: true, MAC: []byte{1, 2, 3}}, "gossip_key.mac: 3 bytes, want 32"},
+		{"proof made for another node", keysOf(key), ProveGossipKey(key, "n5"), "is not this cluster's"},
+		{"short mac", keysOf(key), GossipProof{Given: true, MAC: []byte{1, 2, 3}}, "gossip_key.mac: 3 bytes, want 32"},
+		{"a key of a rotation", keysOf(other, key), ProveGossipKey(key, "n4"), ""},
+		{"the new key of a rotation", keysOf(other, key), ProveGossipKey(other, "n4"), ""},
 		{"short mac, no key", nil, GossipProof{Given: true, MAC: []byte{1, 2, 3}}, "gossip_key.mac: 3 bytes, want 32"},
 	}
 	for _, c := range cases {

@@ -169,7 +169,7 @@ func (n *Node) AddNode(ctx context.Context, node *metav1.Node, proof GossipProof
 	if err := checkNode(node); err != nil {
 		return "", nil, err
 	}
-	if err := checkGossipKey(n.cfg.GossipKey, node.Id, proof); err != nil {
+	if err := checkGossipKey(n.gossipKeys(), node.Id, proof); err != nil {
 		return "", nil, err
 	}
 	v := n.View()

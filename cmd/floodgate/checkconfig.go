@@ -19,6 +19,6 @@ func checkConfig(opts *options) error {
 // security files give, the same for a start and for --check-config.
 func nodeConfig(opts *options, sec *security) cluster.Config {
 	cfg := opts.cluster
-	cfg.PeerTLS, cfg.GossipKey = sec.raftTLS(), sec.gossipKey
+	cfg.PeerTLS, cfg.GossipKeys = sec.raftTLS(), sec.gossipKeys
 	return cfg
 }

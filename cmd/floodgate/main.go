@@ -121,6 +121,9 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 		node.Close()
 		return err
 	}
+	if sec.gossipFile != nil {
+		go sec.gossipFile.watch(ctx, node.SetGossipKeys, log)
+	}
 	if len(sec.certs()) > 0 {
 		if err := metrics.RegisterCertificates(sec.certExpiry); err != nil {
 			node.Close()

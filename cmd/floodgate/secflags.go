@@ -38,7 +38,7 @@ func defineSecurity(fs *flag.FlagSet) *securityFlags {
 	fs.StringVar(&s.peer.Key, "peer-tls-key", "", "PEM private key of --peer-tls-cert")
 	fs.StringVar(&s.peer.CA, "peer-tls-ca", "", "PEM CA bundle of the cluster's nodes: their certificates must chain to it")
 	fs.StringVar(&s.gossipKey, "gossip-key", "", "base64 AES key (16, 24 or 32 bytes) encrypting gossip; the same on every node (floodgatectl keygen)")
-	fs.StringVar(&s.gossipKeyFile, "gossip-key-file", "", "file holding the --gossip-key (kept out of the process list, which every local user can read)")
+	fs.StringVar(&s.gossipKeyFile, "gossip-key-file", "", "file holding the --gossip-key (kept out of the process list, which every local user can read); several keys, one a line, rotate it: the first encrypts, all decrypt; reloaded when it changes and on SIGHUP")
 	fs.StringVar(&s.adminToken, "admin-token-file", "", "file holding the bearer token of operators (one a line while rotating: the first is sent, all are accepted): Admin calls that change the cluster need it (or a client certificate named in --admin-cert-names)")
 	fs.StringVar(&s.peerToken, "peer-token-file", "", "file holding the bearer token all nodes share (one a line while rotating: the first is sent, all are accepted): Peer calls need it (or a --peer-tls-ca certificate)")
 	fs.StringVar(&s.adminNames, "admin-cert-names", "", "comma-separated client certificate names (common name, DNS or URI SAN) granted the Admin calls")
@@ -77,7 +77,7 @@ func (s *securityFlags) check() error {
 		// mutual TLS would refuse them for want of a certificate.
 		return errors.New("tls-client-ca: the client port then requires a certificate of every caller, other nodes included, and nodes present --peer-tls-cert: set --peer-tls-cert, --peer-tls-key and --peer-tls-ca")
 	}
-	if _, err := s.key(); err != nil {
+	if _, err := s.keys(); err != nil {
 		return err
 	}
 	if s.adminNames != "" && s.client.CA == "" {
@@ -117,30 +117,57 @@ func distinctTokens(flag, other string, tokens, others [][]byte) error {
 	return nil
 }
 
-// key decodes --gossip-key, or the key in --gossip-key-file.
-func (s *securityFlags) key() ([]byte, error) {
-	flag, v := "gossip-key", s.gossipKey
+// keys decodes --gossip-key, or the keys in --gossip-key-file (one a
+// line, the first the one gossip encrypts with).
+func (s *securityFlags) keys() ([][]byte, error) {
 	if s.gossipKeyFile != "" {
 		if s.gossipKey != "" {
 			return nil, errors.New("gossip-key-file: give --gossip-key or --gossip-key-file, not both")
 		}
-		b, err := os.ReadFile(s.gossipKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("gossip-key-file: %w", err)
-		}
-		if flag, v = "gossip-key-file", string(b); strings.TrimSpace(v) == "" {
-			return nil, fmt.Errorf("gossip-key-file: %s holds no key", s.gossipKeyFile)
-		}
+		return readGossipKeys(s.gossipKeyFile)
 	}
-	if v == "" {
+	if s.gossipKey == "" {
 		return nil, nil
 	}
+	k, err := decodeGossipKey(s.gossipKey)
+	if err != nil {
+		return nil, fmt.Errorf("gossip-key: %w", err)
+	}
+	return [][]byte{k}, nil
+}
+
+// readGossipKeys reads a --gossip-key-file: a key a line, blank lines
+// skipped.
+func readGossipKeys(file string) ([][]byte, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("gossip-key-file: %w", err)
+	}
+	var keys [][]byte
+	for n, line := range strings.Split(string(b), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		k, err := decodeGossipKey(line)
+		if err != nil {
+			return nil, fmt.Errorf("gossip-key-file: line %d of %s: %w", n+1, file, err)
+		}
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("gossip-key-file: %s holds no key", file)
+	}
+	return keys, nil
+}
+
+// decodeGossipKey decodes one base64 key and checks its size.
+func decodeGossipKey(v string) ([]byte, error) {
 	k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v))
 	if err != nil {
-		return nil, fmt.Errorf("%s: not base64: %w", flag, err)
+		return nil, fmt.Errorf("not base64: %w", err)
 	}
 	if n := len(k); n != 16 && n != 24 && n != 32 {
-		return nil, fmt.Errorf("%s: %d bytes, want 16, 24 or 32 (floodgatectl keygen makes one)", flag, n)
+		return nil, fmt.Errorf("%d bytes, want 16, 24 or 32 (floodgatectl keygen makes one)", n)
 	}
 	return k, nil
 }

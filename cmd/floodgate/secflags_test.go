@@ -131,7 +131,7 @@ func TestSecurityFlagsNameTheSetting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sec.gossipKey) != 32 || sec.raftTLS() == nil || !sec.rules.Enforced() || sec.clientPortTLS() == nil {
+	if len(sec.gossipKeys) != 1 || sec.raftTLS() == nil || !sec.rules.Enforced() || sec.clientPortTLS() == nil {
 		t.Fatalf("security built from good flags: %+v", sec)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/floodgate/floodgate/authz"
 	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/filewatch"
 	"github.com/floodgate/floodgate/tlsconf"
 )
 
@@ -34,7 +35,8 @@ type security struct {
 	client, peer        *tlsconf.Reloader // nil when off
 	adminToken, peerTok *authz.Token      // nil when off
 	rules               *authz.Rules
-	gossipKey           []byte
+	gossipKeys          [][]byte    // at start
+	gossipFile          *gossipFile // nil without --gossip-key-file
 }
 
 func newSecurity(f securityFlags) (*security, error) {
@@ -84,8 +86,13 @@ func newSecurity(f securityFlags) (*security, error) {
 		s.rules.PeerToken = s.peerTok.Values
 	}
 	s.keepApart(f)
-	s.gossipKey, err = f.key()
-	return s, err
+	if s.gossipKeys, err = f.keys(); err != nil {
+		return nil, err
+	}
+	if f.gossipKeyFile != "" {
+		s.gossipFile = &gossipFile{path: f.gossipKeyFile, seen: filewatch.Of(f.gossipKeyFile)}
+	}
+	return s, nil
 }
 
 // keepApart makes a reload refuse files that break a rule checked at
@@ -222,6 +229,9 @@ func (s *security) reload() error {
 			errs = append(errs, t.Reload())
 		}
 	}
+	if s.gossipFile != nil {
+		errs = append(errs, s.gossipFile.reload())
+	}
 	return errors.Join(errs...)
 }
 
@@ -326,7 +336,7 @@ func (s *security) warnIfOpen(grpcBind, raftBind, gossipBind string, log *slog.L
 		if flag == "raft-addr" && s.peer == nil {
 			log.Warn("the Raft port is plaintext beyond loopback: set --peer-tls-*", "addr", addr)
 		}
-		if flag == "gossip-addr" && s.gossipKey == nil {
+		if flag == "gossip-addr" && len(s.gossipKeys) == 0 {
 			log.Warn("gossip is plaintext beyond loopback: anyone who reaches the gossip port may read and forge members and rate hints; set --gossip-key-file or --gossip-key (floodgatectl keygen)", "addr", addr)
 		}
 	}

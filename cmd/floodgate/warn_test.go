@@ -27,7 +27,7 @@ func TestWarnIfOpenGossip(t *testing.T) {
 		t.Fatalf("no warning for plaintext gossip beyond loopback: %q", buf.String())
 	}
 	buf.Reset()
-	s.gossipKey = make([]byte, 32)
+	s.gossipKeys = [][]byte{make([]byte, 32)}
 	s.warnIfOpen("127.0.0.1:7700", "127.0.0.1:7702", "0.0.0.0:7703", log)
 	if buf.Len() != 0 {
 		t.Fatalf("warned with a gossip key: %s", buf.String())
