@@ -3,9 +3,15 @@ package client
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/floodgate/floodgate/policy"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/rpc/validate"
 )
 
 // Limiter is a named policy's limiter, shaped like golang.org/x/time/rate's
@@ -44,22 +50,56 @@ func (p *Policy) Allow(ctx context.Context, d D) (Decision, error) { return p.Al
 // names "key" builds its key from them, as Local does.
 func (p *Policy) AllowN(ctx context.Context, d D, n int64) (Decision, error) {
 	req := &pb.AllowRequest{Policy: p.name, Cost: &n}
-	if k, ok := d["key"]; ok && len(d) == 1 && !p.keyedBy() {
+	known, keyedBy := p.keyedBy()
+	k, plain := d["key"]
+	if plain = plain && len(d) == 1 && !keyedBy; plain {
 		req.Key = k
 	} else {
 		req.Descriptors = d
 	}
-	return p.c.decide(ctx, req)
+	dec, err := p.c.decide(ctx, req)
+	if plain && !known && status.Code(err) == codes.InvalidArgument && p.learn(ctx) {
+		// A policy created since the client's last refresh, which keys
+		// by a descriptor named "key": the node refused k as a plain
+		// key, and a refusal counted nothing, so asking again with the
+		// descriptors cannot count twice.
+		req.Key, req.Descriptors = "", d
+		return p.c.decide(ctx, req)
+	}
+	return dec, err
 }
 
-// keyedBy reports whether the policy, as the client knows it, builds its
-// keys from descriptors (key_by). A policy not learned yet is taken as
-// not: the node then says which it is.
-func (p *Policy) keyedBy() bool {
+// keyedBy reports whether the client knows the policy, and whether, as it
+// knows it, the policy builds its keys from descriptors (key_by).
+func (p *Policy) keyedBy() (known, keyedBy bool) {
 	p.c.mu.RLock()
 	pol := p.c.policies[p.name]
 	p.c.mu.RUnlock()
-	return pol != nil && len(pol.KeyBy) > 0
+	return pol != nil, pol != nil && len(pol.KeyBy) > 0
+}
+
+// learn asks a node for the policy and keeps it; it reports whether the
+// policy keys by descriptors.
+func (p *Policy) learn(ctx context.Context) bool {
+	addr := p.c.otherAddr(nil)
+	if addr == "" {
+		return false
+	}
+	resp, err := pb.NewAdminClient(p.c.conn(addr)).GetPolicy(ctx, &pb.GetPolicyRequest{Name: p.name})
+	if err != nil {
+		return false
+	}
+	pol, err := validate.Policy(resp, "", math.MaxInt64)
+	if err != nil {
+		return false
+	}
+	p.c.mu.Lock()
+	if p.c.policies == nil {
+		p.c.policies = map[string]*policy.Policy{}
+	}
+	p.c.policies[pol.Name] = pol
+	p.c.mu.Unlock()
+	return len(pol.KeyBy) > 0
 }
 
 // Wait implements Limiter.

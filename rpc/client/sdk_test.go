@@ -108,6 +108,33 @@ func TestPolicyHandleAndLocalAgreeOnKeys(t *testing.T) {
 	}
 }
 
+// A policy created after the client's last refresh, keyed by a
+// descriptor named "key", counts D{"key": k} under "key=k" like one the
+// client knew: the client used to send k as a plain key, which the node
+// refused (InvalidArgument) until the next refresh, 5 s later by default.
+func TestPolicyNotLearnedYetKeyedByKey(t *testing.T) {
+	nodes := inproc.Cluster(t, 1)
+	ctx := context.Background()
+	c, err := client.New(ctx, client.Options{Addrs: []string{nodes[0].Cfg.GRPCAddr}, RefreshInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	limit := []*pb.PolicyLimit{{Limit: &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 3, WindowMs: 60_000}}}
+	if _, err := nodes[0].Admin().SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: []*pb.Policy{
+		{Name: "bykey", KeyBy: []string{"key"}, Limits: limit}, {Name: "plain", Limits: limit}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ policy, key string }{{"bykey", "key=42"}, {"plain", "42"}} {
+		for i := range 2 {
+			d, err := c.Policy(tc.policy).Allow(ctx, client.D{"key": "42"})
+			if err != nil || d.Key != tc.key || d.Remaining != int64(2-i) {
+				t.Errorf("policy %s, check %d: %+v %v, want key %q, %d remaining (each counted once)", tc.policy, i+1, d, err, tc.key, 2-i)
+			}
+		}
+	}
+}
+
 // A request the client's copy of a policy refuses, but the policy as the
 // cluster now has it admits (it changed since the client's last refresh),
 // is asked of the node rather than refused for up to a refresh interval.
