@@ -260,6 +260,17 @@ func overrideLimit(o *rlcommon.RateLimitDescriptor_RateLimitOverride, p *policy.
 	if l.Buckets != 0 && l.Window%int64(l.Buckets) != 0 {
 		l.Buckets = 0 // the policy's buckets do not divide this window
 	}
+	if (l.Algorithm == window.SlidingCounter || l.Algorithm == window.SlidingCounterWeighted) &&
+		l.Buckets == 0 && l.Window%window.DefaultBuckets != 0 {
+		// Nor do the default's (a second does not divide into 60): the
+		// most buckets below it that do. The unit is Envoy's to choose,
+		// and refusing it would let the request through under
+		// failure_mode_deny: false.
+		l.Buckets = window.DefaultBuckets - 1
+		for l.Window%int64(l.Buckets) != 0 {
+			l.Buckets--
+		}
+	}
 	return l, overrideField(field, l.Validate(maxLog))
 }
 

@@ -200,6 +200,42 @@ func TestRLSOverride(t *testing.T) {
 	}
 }
 
+// An override of a sliding counter policy is checked in buckets that
+// divide its window, whatever unit Envoy sends: a second does not divide
+// into the default 60 buckets, and refusing it would let the request
+// through under failure_mode_deny: false. Buckets that divide are kept.
+func TestRLSOverrideOfASlidingCounterFindsBucketsThatDivide(t *testing.T) {
+	perMin := window.Limit{Algorithm: window.SlidingCounter, Limit: 100, Window: int64(time.Minute)}
+	weighted := window.Limit{Algorithm: window.SlidingCounterWeighted, Limit: 100, Window: int64(time.Hour), Buckets: 12}
+	ps := map[string]*policy.Policy{
+		"sc":  {Name: "sc", Limits: []policy.Limit{{Name: "per-minute", Limit: perMin}}},
+		"scw": {Name: "scw", Limits: []policy.Limit{{Name: "per-hour", Limit: weighted}}},
+	}
+	pols := func(name string) *policy.Policy { return ps[name] }
+	for _, c := range []struct {
+		domain  string
+		unit    typev3.RateLimitUnit
+		mult    uint32
+		buckets int32
+	}{
+		{"sc", typev3.RateLimitUnit_SECOND, 0, 50},
+		{"sc", typev3.RateLimitUnit_SECOND, 7, 56},
+		{"sc", typev3.RateLimitUnit_SECOND, 3, 0}, // the default divides 3s
+		{"sc", typev3.RateLimitUnit_MINUTE, 0, 0},
+		{"scw", typev3.RateLimitUnit_HOUR, 0, 12},
+		{"scw", typev3.RateLimitUnit_SECOND, 0, 50},
+	} {
+		cs, _, err := rlsChecks(&rlsv3.RateLimitRequest{Domain: c.domain, Descriptors: []*rlcommon.RateLimitDescriptor{override(5, c.unit, c.mult)}}, pols, 0)
+		if err != nil {
+			t.Errorf("%s, %d × %v: %v", c.domain, c.mult, c.unit, err)
+			continue
+		}
+		if l := cs[0].Policy.Limits[0].Limit; l.Buckets != c.buckets || l.Algorithm != ps[c.domain].Limits[0].Limit.Algorithm {
+			t.Errorf("%s, %d × %v: %v with %d buckets, want %d", c.domain, c.mult, c.unit, l.Algorithm, l.Buckets, c.buckets)
+		}
+	}
+}
+
 func TestRLSRefusesBadInputNamingTheField(t *testing.T) {
 	neg := desc("a", "b")
 	neg.IsNegativeHits = true
