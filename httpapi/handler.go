@@ -134,7 +134,7 @@ func (a *api) limit(w http.ResponseWriter, r *http.Request) {
 }
 
 // queryParams are the parameters of GET /api/v1/limit.
-var queryParams = []string{"key", "policy", "cost", "descriptor", "limit", "window", "algorithm", "burst"}
+var queryParams = []string{"key", "policy", "cost", "descriptor", "limit", "window", "algorithm", "burst", "buckets"}
 
 // maxQueryParams bounds the parameters of a query.
 const maxQueryParams = 100
@@ -174,7 +174,7 @@ func parseQuery(raw string) (url.Values, error) {
 
 // limitRequest reads a check from query parameters: key or descriptor
 // (repeatable, name=value), policy or an inline limit (limit, window,
-// algorithm: sliding_log by default, burst), cost.
+// algorithm: sliding_log by default, burst, buckets), cost.
 func limitRequest(q url.Values) (*pb.AllowRequest, error) {
 	for name, vs := range q {
 		if !slices.Contains(queryParams, name) {
@@ -210,7 +210,7 @@ func limitRequest(q url.Values) (*pb.AllowRequest, error) {
 		}
 		req.Cost = &c
 	}
-	if q.Has("limit") || q.Has("window") || q.Has("algorithm") || q.Has("burst") {
+	if q.Has("limit") || q.Has("window") || q.Has("algorithm") || q.Has("burst") || q.Has("buckets") {
 		l, err := inlineLimit(q)
 		if err != nil {
 			return nil, err
@@ -246,6 +246,16 @@ func inlineLimit(q url.Values) (*pb.Limit, error) {
 		if l.Burst, err = strconv.ParseInt(s, 10, 64); err != nil {
 			return nil, badRequest("burst: %q is not a whole number", s)
 		}
+	}
+	if s := q.Get("buckets"); s != "" {
+		// A sliding counter's window must divide into its buckets (60 by
+		// default, which 1s or 10s do not): without this parameter such a
+		// window could not be asked for here at all.
+		b, err := strconv.ParseInt(s, 10, 32)
+		if err != nil {
+			return nil, badRequest("buckets: %q is not a whole number", s)
+		}
+		l.Buckets = int32(b)
 	}
 	return l, nil
 }

@@ -129,12 +129,19 @@ func TestQueryParameters(t *testing.T) {
 	s := serve(t, f, Draft)
 	get(t, s.URL+"/api/v1/limit?descriptor=user=42&descriptor=ip=10.0.0.1&policy=api&cost=3")
 	get(t, s.URL+"/api/v1/limit?key=k&limit=5&window=1m&algorithm=token_bucket&burst=9")
-	d, in := f.seen[0], f.seen[1]
+	get(t, s.URL+"/api/v1/limit?key=k&limit=5&window=1s&algorithm=sliding_counter&buckets=10")
+	if len(f.seen) != 3 {
+		t.Fatalf("%d of 3 requests reached the limiter", len(f.seen))
+	}
+	d, in, sc := f.seen[0], f.seen[1], f.seen[2]
 	if d.Descriptors["user"] != "42" || d.Descriptors["ip"] != "10.0.0.1" || d.GetCost() != 3 || d.Policy != "api" {
 		t.Errorf("descriptors request %v", d)
 	}
 	if l := in.Limit; l.GetAlgorithm() != pb.Algorithm_TOKEN_BUCKET || l.GetLimit() != 5 || l.GetWindowMs() != 60_000 || l.GetBurst() != 9 || in.Cost != nil {
 		t.Errorf("inline request %v", in)
+	}
+	if l := sc.Limit; l.GetAlgorithm() != pb.Algorithm_SLIDING_COUNTER || l.GetWindowMs() != 1_000 || l.GetBuckets() != 10 {
+		t.Errorf("sliding counter request %v", sc)
 	}
 }
 
@@ -161,10 +168,12 @@ func TestBadInputIs400NamingTheField(t *testing.T) {
 		"key=k&%zz":                   "query",
 		"key=k&limit=5&window=1m;x=1": "window",
 		// Given but empty is a mistake, not a default.
-		"policy=&key=k":                      "policy",
-		"key=k&limit=5&window=1m&algorithm=": "algorithm",
-		"key=k&limit=5&window=1m&burst=":     "burst",
-		"key=":                               "key",
+		"policy=&key=k":                                  "policy",
+		"key=k&limit=5&window=1m&algorithm=":             "algorithm",
+		"key=k&limit=5&window=1m&burst=":                 "burst",
+		"key=k&limit=5&window=1m&buckets=x":              "buckets",
+		"key=k&limit=5&window=1m&buckets=1e9":            "buckets",
+		"key=":                                           "key",
 		"key=k" + strings.Repeat("&descriptor=a=1", 100): "query",
 	} {
 		resp, body := get(t, s.URL+"/api/v1/limit?"+query)
