@@ -16,8 +16,36 @@ import (
 // waits for the meta log), and while it had not, a group of three that
 // lost another replica had no quorum. A call that waits fails once per
 // wait at most, so the backoff stays at its first steps, and the call is
-// sent the moment the peer answers a dial. Heartbeats keep failing at
+// sent the moment the peer answers a dial. It was built before the wait,
+// with the entries up to then only, and once it succeeded raft pipelined
+// the entries written during the outage 64 a round, one round per new
+// entry or per commit timeout (a second for the groups:
+// cluster/group.go): a follower back from a minute down at 10 entries a
+// second caught up 15 s after its return. So the next pipeline to that
+// peer is refused once (raft.ErrPipelineReplicationNotSupported: raft
+// then replicates in plain calls, which send every entry up to the
+// leader's last before raft pipelines again). Heartbeats keep failing at
 // once (raft counts contact by them), and so do votes.
+
+// setBack notes that a call to id waited for it and found it back: its
+// next pipeline is refused.
+func (t *Transport) setBack(id raft.ServerID) {
+	t.hbMu.Lock()
+	defer t.hbMu.Unlock()
+	if t.back == nil {
+		t.back = map[raft.ServerID]bool{}
+	}
+	t.back[id] = true
+}
+
+// takeBack reports, once, whether a call to id found it back after a wait.
+func (t *Transport) takeBack(id raft.ServerID) bool {
+	t.hbMu.Lock()
+	defer t.hbMu.Unlock()
+	back := t.back[id]
+	delete(t.back, id)
+	return back
+}
 
 // redialEvery is how often a waiting call tries its peer again; the
 // calls of a node's groups waiting for the same peer take turns, so the

@@ -54,17 +54,20 @@ func appendLater(tr *Transport, to raft.ServerAddress) <-chan callResult {
 }
 
 // A replicating AppendEntries to a peer that cannot be reached waits for
-// it and is sent soon after it is back (within two redial periods); the
-// groups waiting for the same peer share its dials.
+// it and is sent soon after it is back (within two redial periods), and
+// the next pipeline to it is refused once; the groups waiting for the
+// same peer share its dials.
 func TestReplicationWaitsForAPeerThatIsDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pn := newPipeNet()
 		a, layer := awaitingNet(t, pn, time.Minute)
 		var calls []<-chan callResult
+		var trs []*Transport
 		for i := range 5 {
 			tr := mustTransport(t, a, fmt.Sprintf("g%d", i))
 			tr.Await(func() bool { return true })
 			calls = append(calls, appendLater(tr, "b"))
+			trs = append(trs, tr)
 		}
 		time.Sleep(30 * time.Second)
 		synctest.Wait()
@@ -91,6 +94,15 @@ func TestReplicationWaitsForAPeerThatIsDown(t *testing.T) {
 			// peer's return, the others find its link at their next try.
 			if late := r.at - 30*time.Second; late > 2*redialEvery {
 				t.Errorf("group %d: sent %s after the peer was back", i, late)
+			}
+			for try, want := range []error{raft.ErrPipelineReplicationNotSupported, nil} {
+				p, err := trs[i].AppendEntriesPipeline("peer", "b")
+				if !errors.Is(err, want) {
+					t.Errorf("group %d: pipeline %d after the wait: %v, want %v", i, try+1, err, want)
+				}
+				if p != nil {
+					p.Close()
+				}
 			}
 		}
 	})
@@ -177,7 +189,7 @@ type pipeRaft struct {
 	snaps *raft.InmemSnapshotStore
 }
 
-func (p *pipeRaft) start(t *testing.T, await bool) {
+func (p *pipeRaft) start(t *testing.T, await bool, commitTimeout time.Duration) {
 	t.Helper()
 	p.net = New(Config{Layer: p.pn.listen(p.id), Timeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 	tr, err := p.net.Transport("g", nil, nil)
@@ -188,6 +200,9 @@ func (p *pipeRaft) start(t *testing.T, await bool) {
 	rc.LocalID = raft.ServerID(p.id)
 	rc.Logger = quietLogger()
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
+	if commitTimeout > 0 {
+		rc.CommitTimeout = commitTimeout
+	}
 	p.fsm = &kv{}
 	if p.r, err = raft.NewRaft(rc, p.fsm, p.store, p.store, p.snaps, tr); err != nil {
 		t.Fatal(err)
@@ -212,20 +227,37 @@ func (p *pipeRaft) stop() {
 // schedule, up to 10s in others), so a group of three that then lost
 // another replica waited that long for a quorum.
 func TestAFollowerBackFromALongOutageCatchesUpAtOnce(t *testing.T) {
-	if took := catchUpAfterOutage(t, true); took > time.Second {
+	if took := catchUpAfterOutage(t, true, 0, 1); took > time.Second {
 		t.Errorf("caught up %s after its return, want within 1s", took)
 	}
-	t.Logf("without the wait (raft's backoff alone) it caught up %s after its return", catchUpAfterOutage(t, false))
+	t.Logf("without the wait (raft's backoff alone) it caught up %s after its return", catchUpAfterOutage(t, false, 0, 1))
 }
 
-func catchUpAfterOutage(t *testing.T, await bool) (took time.Duration) {
+// The same with more entries written during the outage than one
+// AppendEntries carries (raft's MaxAppendEntries, 64), and the groups'
+// commit timeout (a second, cluster/group.go): the call that waited was
+// built before the outage's entries, and once it was sent raft pipelined
+// the rest 64 entries per commit timeout, so a follower back from a
+// minute down at 10 entries a second caught up 9-15 s after its return.
+func TestAFollowerBackCatchesUpWithEverythingWrittenWhileItWasDown(t *testing.T) {
+	took := catchUpAfterOutage(t, true, time.Second, 10)
+	if took > 3*time.Second {
+		t.Errorf("caught up %s after its return, want within 3s", took)
+	}
+	t.Logf("caught up %s after its return", took)
+}
+
+// catchUpAfterOutage runs three rafts (commitTimeout: raft's default when
+// 0), stops a follower for a minute while perSecond entries a second are
+// applied, starts it again and returns how long it took to apply them.
+func catchUpAfterOutage(t *testing.T, await bool, commitTimeout time.Duration, perSecond int) (took time.Duration) {
 	synctest.Test(t, func(t *testing.T) {
 		pn := newPipeNet()
 		var nodes []*pipeRaft
 		var servers []raft.Server
 		for i := range 3 {
 			p := &pipeRaft{id: fmt.Sprintf("n%d", i+1), pn: pn, store: raft.NewInmemStore(), snaps: raft.NewInmemSnapshotStore()}
-			p.start(t, await)
+			p.start(t, await, commitTimeout)
 			nodes = append(nodes, p)
 			servers = append(servers, raft.Server{ID: raft.ServerID(p.id), Address: raft.ServerAddress(p.id)})
 		}
@@ -260,11 +292,11 @@ func catchUpAfterOutage(t *testing.T, await bool) (took time.Duration) {
 		}
 		apply("before")
 		down.stop()
-		for i := range 60 {
-			time.Sleep(time.Second)
+		for i := range 60 * perSecond {
+			time.Sleep(time.Second / time.Duration(perSecond))
 			apply(fmt.Sprintf("during-%d", i))
 		}
-		down.start(t, await)
+		down.start(t, await, commitTimeout)
 		back := time.Now()
 		for !slices.Equal(down.fsm.applied(), want) {
 			if time.Since(back) > time.Minute {

@@ -277,9 +277,10 @@ type Transport struct {
 	fallback *raft.NetworkTransport
 	addrs    raft.ServerAddressProvider
 
-	hbMu    sync.Mutex // guards hb and leading
+	hbMu    sync.Mutex // guards hb, leading and back
 	hb      func(raft.RPC)
-	leading func() bool // Await's; nil: no call waits
+	leading func() bool            // Await's; nil: no call waits
+	back    map[raft.ServerID]bool // peers whose next pipeline is refused (await.go)
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -416,7 +417,9 @@ func rpc[Req, Resp any](t *Transport, wait bool, id raft.ServerID, target raft.S
 	legacy func(raft.ServerID, raft.ServerAddress, Req, Resp) error) error {
 	l, err := t.route(id, target)
 	if wait && unreached(err) {
-		l, err = t.await(id, target, err)
+		if l, err = t.await(id, target, err); err == nil {
+			t.setBack(id)
+		}
 	}
 	switch {
 	case err != nil:
@@ -429,6 +432,9 @@ func rpc[Req, Resp any](t *Transport, wait bool, id raft.ServerID, target raft.S
 
 // AppendEntriesPipeline implements raft.Transport.
 func (t *Transport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	if t.takeBack(id) {
+		return nil, raft.ErrPipelineReplicationNotSupported
+	}
 	l, err := t.route(id, target)
 	switch {
 	case err != nil:
