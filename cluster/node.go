@@ -115,6 +115,9 @@ type Node struct {
 	// refused holds the cluster's refusal of this node's announce
 	// (Refused), nil when there is none.
 	refused atomic.Pointer[error]
+	// synced is set once every replica has caught up with its leader
+	// after Start (CaughtUp).
+	synced atomic.Bool
 }
 
 // Open opens the node's data and starts its Raft port and gossip. The node

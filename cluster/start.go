@@ -69,6 +69,8 @@ func (n *Node) Start(ctx context.Context) error {
 	for _, s := range ignoredSettings(n.asked, n.View()) {
 		n.log.Warn(s)
 	}
+	n.wg.Add(1)
+	go n.watchCaughtUp()
 	return nil
 }
 

@@ -14,9 +14,14 @@ import (
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 )
 
-type fakeRefuser struct{ err atomic.Pointer[error] }
+type fakeNode struct {
+	caughtUp atomic.Bool
+	err      atomic.Pointer[error]
+}
 
-func (f *fakeRefuser) Refused() error {
+func (f *fakeNode) CaughtUp() bool { return f.caughtUp.Load() }
+
+func (f *fakeNode) Refused() error {
 	if e := f.err.Load(); e != nil {
 		return *e
 	}
@@ -30,7 +35,8 @@ func TestWatchReadiness(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		hs := health.NewServer()
 		MarkServing(hs)
-		node := &fakeRefuser{}
+		node := &fakeNode{}
+		node.caughtUp.Store(true)
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() { WatchReadiness(ctx, hs, node); close(done) }()
@@ -69,6 +75,48 @@ func TestWatchReadiness(t *testing.T) {
 		time.Sleep(readinessEvery)
 		synctest.Wait()
 		want("after StopServing", not, not)
+		cancel()
+		<-done
+	})
+}
+
+// A started node's check services stay NOT_SERVING until it has caught up
+// with its groups' leaders (the server as a whole is SERVING: it is
+// alive): a restarted member is a member at once, and a rolling restart
+// that took it for ready stopped the next node while the groups still
+// needed this one, or while its peers could not reach it at all.
+func TestNotReadyUntilCaughtUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hs := health.NewServer()
+		MarkNotServing(hs)
+		MarkLive(hs)
+		node := &fakeNode{}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { WatchReadiness(ctx, hs, node); close(done) }()
+		want := func(what string, limiter healthpb.HealthCheckResponse_ServingStatus) {
+			t.Helper()
+			for svc, st := range map[string]healthpb.HealthCheckResponse_ServingStatus{
+				pb.RateLimiter_ServiceDesc.ServiceName: limiter, "": healthpb.HealthCheckResponse_SERVING} {
+				r, err := hs.Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Status != st {
+					t.Errorf("%s: %q is %v, want %v", what, svc, r.Status, st)
+				}
+			}
+			if Ready(hs) != (limiter == healthpb.HealthCheckResponse_SERVING) {
+				t.Errorf("%s: Ready says %v", what, Ready(hs))
+			}
+		}
+		time.Sleep(3 * readinessEvery)
+		synctest.Wait()
+		want("a member, not caught up", healthpb.HealthCheckResponse_NOT_SERVING)
+		node.caughtUp.Store(true)
+		time.Sleep(readinessEvery)
+		synctest.Wait()
+		want("caught up", healthpb.HealthCheckResponse_SERVING)
 		cancel()
 		<-done
 	})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
 
 	"github.com/floodgate/floodgate/authz"
 	"github.com/floodgate/floodgate/cluster"
@@ -137,7 +138,7 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 	}()
 	var hs *http.Server
 	if opts.httpAddr != "" {
-		if hs, err = serveHTTP(opts, sec, node, limiter, log); err != nil {
+		if hs, err = serveHTTP(opts, sec, node, health, limiter, log); err != nil {
 			gs.Stop()
 			node.Close()
 			return err
@@ -190,7 +191,7 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 		_ = shutdown()
 		return err
 	}
-	rpc.MarkServing(health)
+	rpc.MarkLive(health)
 	go rpc.WatchReadiness(ctx, health, node)
 	go seedPolicies(ctx, node, opts.policies, log)
 	c := node.Config()
@@ -224,8 +225,10 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 }
 
 // serveHTTP serves the HTTP/JSON API, liveness and readiness on
-// opts.httpAddr.
-func serveHTTP(opts *options, sec *security, node *cluster.Node, limiter httpapi.Limiter, log *slog.Logger) (*http.Server, error) {
+// opts.httpAddr. Readiness is the gRPC health's (health), so /readyz and
+// a gRPC probe agree: not before the node has caught up, not while the
+// cluster refuses it, not once it shuts down.
+func serveHTTP(opts *options, sec *security, node *cluster.Node, health *health.Server, limiter httpapi.Limiter, log *slog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", opts.httpAddr)
 	if err != nil {
 		return nil, fmt.Errorf("http-addr: %w", err)
@@ -239,11 +242,11 @@ func serveHTTP(opts *options, sec *security, node *cluster.Node, limiter httpapi
 			http.Error(w, "the cluster refuses this node: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		if v := node.View(); v.Initialized() && v.Node(node.ID()) != nil {
+		if rpc.Ready(health) {
 			fmt.Fprintln(w, "ready")
 			return
 		}
-		http.Error(w, "not a cluster member yet", http.StatusServiceUnavailable)
+		http.Error(w, "not ready: not a cluster member yet, not caught up with its groups' leaders, or shutting down", http.StatusServiceUnavailable)
 	})
 	httpapi.Register(mux, limiter, httpapi.Options{Headers: opts.headers})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
