@@ -17,9 +17,13 @@ import (
 const LayerName = "raftnet"
 
 // legacyRetry is how long a peer that refused the handshake is reached
-// through NetworkTransport before raftnet is tried again (it may have been
-// upgraded meanwhile).
-const legacyRetry = time.Minute
+// through NetworkTransport before raftnet is tried again. A node of an
+// older release refuses every time, at the cost of one dial per retry; a
+// node of this release refuses too while its Raft port is held (a fresh
+// node not taken yet) and while it stops or dies, and through
+// NetworkTransport nothing waits for a peer that is down (await.go), so
+// the retry comes within seconds, not a minute.
+const legacyRetry = 5 * time.Second
 
 // Config configures a Network.
 type Config struct {
