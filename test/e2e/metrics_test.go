@@ -38,6 +38,10 @@ func scrape(t *testing.T, n *Node) map[string]*dto.MetricFamily {
 	return fams
 }
 
+// servedWithTLSOnly are metrics a node serves only with TLS on, which this
+// test's cluster is not: TestSecuredCluster finds them in its scrape.
+var servedWithTLSOnly = map[string]bool{"floodgate_tls_certificate_expiration_timestamp_seconds": true}
+
 // value sums the samples of a family whose labels include want.
 func value(fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
 	var sum float64
@@ -162,7 +166,7 @@ func TestMetricsMove(t *testing.T) {
 				base = b
 			}
 		}
-		if !live[base] {
+		if !live[base] && !servedWithTLSOnly[base] {
 			t.Errorf("the dashboard or an alert queries %s, which no node serves", name)
 		}
 	}

@@ -285,6 +285,19 @@ func TestSecuredCluster(t *testing.T) {
 		if code := get("/debug/pprof/", "admin-e2e-token-0123456789"); code != http.StatusOK {
 			t.Fatalf("profiles with the admin token: %d", code)
 		}
+		// The end of each certificate in use, which only a node with TLS
+		// serves (the metrics test's cluster has none).
+		resp, err := hc.Get("https://" + n1.HTTP + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, cert := range []string{"tls-cert", "peer-tls-cert"} {
+			if !strings.Contains(string(body), `floodgate_tls_certificate_expiration_timestamp_seconds{cert="`+cert+`"}`) {
+				t.Errorf("/metrics has no expiry of the %s certificate", cert)
+			}
+		}
 		if resp, err := (&http.Client{Timeout: 3 * time.Second}).Get("http://" + n1.HTTP + "/healthz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
