@@ -147,9 +147,18 @@ func slotsSettled(st *pb.StatusResponse) error {
 	return nil
 }
 
-// WaitSettled waits until the status of every running node is Settled.
+// settledFor is how long every node's status must stay Settled before
+// WaitSettled believes it: the planner starts slot moves a batch at a
+// time, up to a quarter second apart, and in a CI run a test that waited
+// for settling flooded groups whose slots were still moving (its nodes'
+// logs showed moves until 80 ms before it failed).
+const settledFor = 750 * time.Millisecond
+
+// WaitSettled waits until the status of every running node is Settled,
+// and has stayed so for settledFor.
 func (c *Cluster) WaitSettled(ctx context.Context) error {
 	var last error
+	var since time.Time // when every node was first seen settled, in a row
 	for {
 		last = nil
 		for _, n := range c.Running() {
@@ -164,7 +173,12 @@ func (c *Cluster) WaitSettled(ctx context.Context) error {
 				break
 			}
 		}
-		if last == nil {
+		switch {
+		case last != nil:
+			since = time.Time{}
+		case since.IsZero():
+			since = time.Now()
+		case time.Since(since) >= settledFor:
 			return nil
 		}
 		select {
