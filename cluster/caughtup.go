@@ -89,24 +89,9 @@ func (n *Node) catchUpReplica(ctx context.Context, r *replica) error {
 	if g.isLeader() {
 		return nil
 	}
-	leader := g.leader()
-	if leader == "" || leader == n.cfg.NodeID {
-		// Not heard from a leader since the start: the one the meta
-		// group's reports name.
-		if v := n.View(); r.id < len(v.Reports) && v.Reports[r.id] != nil {
-			leader = v.Reports[r.id].Leader
-		}
-	}
-	addr := n.addrOf(leader)
-	if leader == "" || leader == n.cfg.NodeID || addr == "" {
-		return ErrNoLeader
-	}
-	info, err := n.peers.Progress(ctx, addr, r.id)
+	info, err := n.leaderProgress(ctx, r)
 	if err != nil {
 		return err
-	}
-	if !info.Leader {
-		return fmt.Errorf("%w: %s no longer leads it", ErrNoLeader, leader)
 	}
 	if !slices.Contains(info.Servers, n.cfg.NodeID) {
 		return nil

@@ -205,6 +205,15 @@ const confirmKey = 1 << 20
 // removedByLeader asks the shard's leader whether this node is still in the
 // group's configuration.
 func (n *Node) removedByLeader(ctx context.Context, r *replica) bool {
+	info, err := n.leaderProgress(ctx, r)
+	return err == nil && !slices.Contains(info.Servers, n.cfg.NodeID)
+}
+
+// leaderProgress asks the leader of r's group for its progress: the leader
+// r has heard from or, when it has heard from none since its start, the
+// one the meta group's reports name. ErrNoLeader when there is none, or
+// it no longer leads.
+func (n *Node) leaderProgress(ctx context.Context, r *replica) (GroupInfo, error) {
 	leader := r.group.leader()
 	if leader == "" || leader == n.cfg.NodeID {
 		if v := n.View(); r.id < len(v.Reports) && v.Reports[r.id] != nil {
@@ -213,10 +222,13 @@ func (n *Node) removedByLeader(ctx context.Context, r *replica) bool {
 	}
 	addr := n.addrOf(leader)
 	if leader == "" || leader == n.cfg.NodeID || addr == "" {
-		return false
+		return GroupInfo{}, ErrNoLeader
 	}
 	info, err := n.peers.Progress(ctx, addr, r.id)
-	return err == nil && info.Leader && !slices.Contains(info.Servers, n.cfg.NodeID)
+	if err == nil && !info.Leader {
+		err = fmt.Errorf("%w: %s no longer leads it", ErrNoLeader, leader)
+	}
+	return info, err
 }
 
 // dropReplica closes and deletes a replica that has moved away.
