@@ -248,9 +248,8 @@ func inlineLimit(q url.Values) (*pb.Limit, error) {
 		}
 	}
 	if s := q.Get("buckets"); s != "" {
-		// A sliding counter's window must divide into its buckets (60 by
-		// default, which 1s or 10s do not): without this parameter such a
-		// window could not be asked for here at all.
+		// A sliding counter's buckets, as the API's field: by default the
+		// most up to 60 that divide the window.
 		b, err := strconv.ParseInt(s, 10, 32)
 		if err != nil {
 			return nil, badRequest("buckets: %q is not a whole number", s)

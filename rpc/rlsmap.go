@@ -262,14 +262,12 @@ func overrideLimit(o *rlcommon.RateLimitDescriptor_RateLimitOverride, p *policy.
 	}
 	if (l.Algorithm == window.SlidingCounter || l.Algorithm == window.SlidingCounterWeighted) &&
 		l.Buckets == 0 && l.Window%window.DefaultBuckets != 0 {
-		// Nor do the default's (a second does not divide into 60): the
-		// most buckets below it that do. The unit is Envoy's to choose,
-		// and refusing it would let the request through under
-		// failure_mode_deny: false.
-		l.Buckets = window.DefaultBuckets - 1
-		for l.Window%int64(l.Buckets) != 0 {
-			l.Buckets--
-		}
+		// Nor do the default 60 (a second): the default for this window
+		// is spelled out, so that a node of an older release, which reads
+		// 0 as 60 and would refuse the entry, applies what this one does.
+		// The unit is Envoy's to choose, and refusing it would let the
+		// request through under failure_mode_deny: false.
+		l.Buckets = window.DefaultBucketsFor(l.Window)
 	}
 	return l, overrideField(field, l.Validate(maxLog))
 }

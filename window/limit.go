@@ -94,7 +94,8 @@ const (
 	// MaxLimit is the largest limit (and the largest cost) of any algorithm.
 	MaxLimit = int64(1_000_000_000)
 	// DefaultBuckets is the bucket count of a sliding counter whose Buckets
-	// is zero: 60, so an hour has one-minute buckets.
+	// is zero, when it divides the window: 60, so an hour has one-minute
+	// buckets (DefaultBucketsFor is the rule for every window).
 	DefaultBuckets = 60
 	// MaxBuckets bounds the bucket count of a sliding counter.
 	MaxBuckets = 1024
@@ -127,7 +128,7 @@ type Limit struct {
 	// Calendar is set: the calendar unit is the window.
 	Window int64
 	// Buckets is the bucket count of the sliding counters (0 means
-	// DefaultBuckets). Window must divide evenly into Buckets.
+	// DefaultBucketsFor(Window)). Window must divide evenly into Buckets.
 	Buckets int32
 	// Calendar aligns a FixedWindow to UTC calendar periods.
 	Calendar Unit
@@ -228,9 +229,24 @@ func (l Limit) Capacity() int64 {
 // buckets is the effective bucket count of a sliding counter.
 func (l Limit) buckets() int {
 	if l.Buckets == 0 {
-		return DefaultBuckets
+		return int(DefaultBucketsFor(l.Window))
 	}
 	return int(l.Buckets)
+}
+
+// DefaultBucketsFor is the bucket count of a sliding counter over window
+// (nanoseconds) when none is asked for: DefaultBuckets if they divide it,
+// else the most below that do. A second does not divide into 60 buckets
+// and gets 50, so any window asked for in milliseconds (a multiple of
+// 10^6 ns) has 50 or more; refusing it instead would make every caller
+// of a one-second sliding counter learn the bucket rule. For windows 60
+// divides it is 60, as before, so no counted state changes identity.
+func DefaultBucketsFor(window int64) int32 {
+	n := int64(DefaultBuckets)
+	for n > 1 && window%n != 0 {
+		n--
+	}
+	return int32(n)
 }
 
 // String names the algorithm as the API spells it.

@@ -35,7 +35,8 @@ func TestValidate(t *testing.T) {
 		{Limit{Algorithm: SlidingCounter, Limit: 1, Window: minute, Buckets: MaxBuckets + 1}, "buckets"},
 		{Limit{Algorithm: SlidingCounter, Limit: 1, Window: minute, Buckets: -1}, "buckets"},
 		{Limit{Algorithm: SlidingCounterWeighted, Limit: 1, Window: minute + 1, Buckets: 7}, "buckets"},
-		{Limit{Algorithm: SlidingCounter, Limit: 1, Window: 59}, "buckets"}, // 60 default buckets
+		{Limit{Algorithm: SlidingCounter, Limit: 1, Window: 59}, ""},  // 59 default buckets
+		{Limit{Algorithm: SlidingCounter, Limit: 1, Window: sec}, ""}, // 50 default buckets
 		{Limit{Algorithm: FixedWindow, Limit: 1, Window: minute, Buckets: 6}, "buckets"},
 		{Limit{Algorithm: TokenBucket, Limit: 1, Window: minute, Burst: -1}, "burst"},
 		{Limit{Algorithm: TokenBucket, Limit: 1, Window: minute, Burst: MaxLimit + 1}, "burst"},
@@ -63,6 +64,39 @@ func TestValidate(t *testing.T) {
 	}
 	if err := l.Validate(50); err != nil {
 		t.Errorf("limit 50 under maxLog 50: %v", err)
+	}
+}
+
+// A sliding counter asked for without buckets gets the most buckets up to
+// 60 that divide its window, checked against every window up to a few
+// seconds' worth of milliseconds by brute force.
+func TestDefaultBucketsFor(t *testing.T) {
+	for _, c := range []struct {
+		window int64
+		want   int32
+	}{
+		{60 * sec, 60}, {3600 * sec, 60}, {sec, 50}, {7 * sec, 56}, {3 * sec, 60},
+		{int64(1e6), 50}, {59, 59}, {61, 1}, {1, 1}, {MaxWindow, 60},
+	} {
+		if got := DefaultBucketsFor(c.window); got != c.want {
+			t.Errorf("DefaultBucketsFor(%d) = %d, want %d", c.window, got, c.want)
+		}
+	}
+	for ms := int64(1); ms <= 5000; ms++ {
+		w := ms * int64(1e6)
+		got := DefaultBucketsFor(w)
+		want := int32(0)
+		for n := int32(1); n <= DefaultBuckets; n++ {
+			if w%int64(n) == 0 {
+				want = n
+			}
+		}
+		if got != want || got < 50 {
+			t.Fatalf("%d ms: %d buckets, want %d (and at least 50)", ms, got, want)
+		}
+		if err := (Limit{Algorithm: SlidingCounter, Limit: 1, Window: w}).Validate(0); err != nil {
+			t.Fatalf("%d ms without buckets: %v", ms, err)
+		}
 	}
 }
 

@@ -127,7 +127,7 @@ func (l *limitFlags) register(cmd *cobra.Command) {
 	f.Int64Var(&l.limit, "limit", 10, "inline limit: requests (cost) allowed per window")
 	f.DurationVar(&l.window, "window", time.Minute, "inline limit: window length")
 	f.StringVar(&l.algorithm, "algorithm", "sliding_log", "inline limit: "+strings.Join(policyfile.AlgorithmNames(), ", "))
-	f.Int32Var(&l.buckets, "buckets", 0, "inline limit: buckets of a sliding counter (default 60)")
+	f.Int32Var(&l.buckets, "buckets", 0, "inline limit: buckets of a sliding counter (default 60, or the most below that divide the window)")
 	f.StringVar(&l.cal, "calendar", "", "inline limit: calendar period of a fixed window: "+strings.Join(policyfile.CalendarNames(), ", "))
 	f.Int64Var(&l.burst, "burst", 0, "inline limit: token bucket size or GCRA burst")
 }

@@ -281,7 +281,7 @@ func Limit(pl *pb.Limit, field string, maxLog int64) (window.Limit, error) {
 	if (l.Algorithm == window.SlidingCounter || l.Algorithm == window.SlidingCounterWeighted) && l.Buckets == 0 {
 		// Spell the default out, so the log entry and the state identity
 		// say exactly what was counted.
-		l.Buckets = window.DefaultBuckets
+		l.Buckets = window.DefaultBucketsFor(l.Window)
 	}
 	if err := l.Validate(maxLog); err != nil {
 		return window.Limit{}, AtField(field, err)

@@ -175,3 +175,25 @@ func TestPolicyListHasNoBound(t *testing.T) {
 		t.Fatalf("a name twice: %v", err)
 	}
 }
+
+// A sliding counter asked for without buckets is checked in the default
+// for its window, spelled out so that the log entry (and a node of an
+// older release, which reads 0 as 60) says exactly what was counted; a
+// second, which 60 buckets do not divide, is no longer refused.
+func TestSlidingCounterBucketsAreSpelledOut(t *testing.T) {
+	for _, c := range []struct {
+		ms, buckets int64
+		want        int32
+	}{{60_000, 0, 60}, {1000, 0, 50}, {7000, 0, 56}, {1000, 10, 10}} {
+		for _, alg := range []pb.Algorithm{pb.Algorithm_SLIDING_COUNTER, pb.Algorithm_SLIDING_COUNTER_WEIGHTED} {
+			l, err := Limit(&pb.Limit{Algorithm: alg, Limit: 5, WindowMs: c.ms, Buckets: int32(c.buckets)}, "limit.", 0)
+			if err != nil || l.Buckets != c.want {
+				t.Errorf("%v over %d ms, buckets %d: %d buckets, %v; want %d", alg, c.ms, c.buckets, l.Buckets, err, c.want)
+			}
+		}
+	}
+	if _, err := Limit(&pb.Limit{Algorithm: pb.Algorithm_SLIDING_COUNTER, Limit: 5, WindowMs: 1000, Buckets: 60}, "limit.", 0); err == nil ||
+		!strings.Contains(err.Error(), "limit.buckets") {
+		t.Errorf("60 buckets asked for over a second: %v, want an error naming limit.buckets", err)
+	}
+}

@@ -58,12 +58,20 @@ func (m *counter) SetLimit(l window.Limit) { m.l = l }
 func (m *counter) n() int64                { return int64(Buckets(&m.l)) }
 func (m *counter) b() int64                { return m.l.Window / m.n() }
 
-// Buckets is the effective bucket count of a sliding counter Limit.
+// Buckets is the effective bucket count of a sliding counter Limit: when
+// none is set, the most up to 60 that divide the window, found here by
+// trying them all rather than by the rule under test.
 func Buckets(l *window.Limit) int {
-	if l.Buckets == 0 {
-		return window.DefaultBuckets
+	if l.Buckets != 0 {
+		return int(l.Buckets)
 	}
-	return int(l.Buckets)
+	best := 1
+	for n := 1; n <= 60; n++ {
+		if l.Window%int64(n) == 0 {
+			best = n
+		}
+	}
+	return best
 }
 
 func (m *counter) Used(t int64) int64 {

@@ -28,8 +28,8 @@ func Limit(rng *rand.Rand, a window.Algorithm) window.Limit {
 		n := [...]int64{1, 2, 3, 10, 60, window.MaxBuckets, rng.Int64N(100) + 1}[rng.IntN(7)]
 		b := [...]int64{1, rng.Int64N(20) + 1, rng.Int64N(1000) + 1, int64(time.Second), window.MaxWindow / n, rng.Int64N(window.MaxWindow/n) + 1}[rng.IntN(6)]
 		l.Window, l.Buckets = n*b, int32(n)
-		if n == window.DefaultBuckets && rng.IntN(2) == 0 {
-			l.Buckets = 0
+		if rng.IntN(4) == 0 {
+			l.Buckets = 0 // the default for the window, whatever divides it
 		}
 		l.Limit = Count(rng, window.MaxLimit)
 	case window.FixedWindow:

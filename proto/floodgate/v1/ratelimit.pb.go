@@ -164,7 +164,8 @@ type Limit struct {
 	Limit int64 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
 	// Window length in milliseconds, up to one year. Unset with calendar.
 	WindowMs int64 `protobuf:"varint,3,opt,name=window_ms,json=windowMs,proto3" json:"window_ms,omitempty"`
-	// Buckets of a sliding counter (default 60); window_ms must divide evenly.
+	// Buckets of a sliding counter; window_ms must divide evenly. Default: 60,
+	// or the most below 60 that divide window_ms (50 for a second).
 	Buckets int32 `protobuf:"varint,4,opt,name=buckets,proto3" json:"buckets,omitempty"`
 	// Calendar period of a fixed window.
 	Calendar CalendarUnit `protobuf:"varint,5,opt,name=calendar,proto3,enum=floodgate.v1.CalendarUnit" json:"calendar,omitempty"`
