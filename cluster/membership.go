@@ -395,12 +395,15 @@ func (n *Node) ApplyMeta(ctx context.Context, cmd []byte) error {
 			}
 			continue
 		}
-		addr := n.addrOf(meta.leader())
+		leader := meta.leader()
+		addr := n.addrOf(leader)
 		if addr == "" {
 			last = fmt.Errorf("meta group: %w", ErrNoLeader)
 			continue
 		}
-		last = n.peers.ApplyMeta(ctx, addr, cmd)
+		last = whileLeads(ctx, leader, meta.leader, func(ctx context.Context) error {
+			return n.peers.ApplyMeta(ctx, addr, cmd)
+		})
 		if last == nil || errors.Is(last, fsm.ErrRefused) || errors.Is(last, ErrUnknownNode) || errors.Is(last, fsm.ErrUnknownPolicy) ||
 			errors.Is(last, ErrConfig) {
 			return last
