@@ -40,6 +40,7 @@ type reconcileState struct {
 
 	mu           sync.Mutex
 	busy         map[int]bool
+	again        map[int]bool // a pass found its key busy: pass again when it ends
 	lastTransfer map[int]time.Time
 	leaderSince  map[int]time.Time
 	lastRejoin   time.Time // only the reconcile loop touches it
@@ -62,8 +63,8 @@ func (n *Node) reconcileLoop() {
 	n.recon.busy = map[int]bool{}
 	n.recon.lastTransfer = map[int]time.Time{}
 	n.recon.leaderSince = map[int]time.Time{}
+	changed := n.metaState().Changed()
 	for {
-		changed := n.metaState().Changed()
 		select {
 		case <-n.stop:
 			return
@@ -72,6 +73,12 @@ func (n *Node) reconcileLoop() {
 		case <-n.gossip.events:
 		case <-n.recon.kick:
 		}
+		// Taken before the pass reads the view: a change made while the
+		// pass runs (its own steps run beside it, and the meta leader's
+		// plan of the next slot moves lands within milliseconds) then
+		// starts the next pass at once. Taken after, it waited for the
+		// timer: half the slot moves of a join started 250 ms late.
+		changed = n.metaState().Changed()
 		pause = nextPause(pause, n.cfg.ReconcileInterval, n.reconcileOnce())
 		t.Reset(pause)
 	}
@@ -178,10 +185,18 @@ func (n *Node) untilStop(parent context.Context) (context.Context, context.Cance
 	return ctx, cancel
 }
 
-// spawn runs fn for key unless a previous run for key is still going.
+// spawn runs fn for key unless a previous run for key is still going;
+// then, once that run ends, a new pass starts at once: the pass that
+// found it busy came for a change the running step may not have seen
+// (a slot move planned while the step froze the last one), and the timer
+// would take it up only a ReconcileInterval later.
 func (n *Node) spawn(key int, fn func(ctx context.Context)) {
 	n.recon.mu.Lock()
 	if n.recon.busy[key] {
+		if n.recon.again == nil {
+			n.recon.again = map[int]bool{}
+		}
+		n.recon.again[key] = true
 		n.recon.mu.Unlock()
 		return
 	}
@@ -197,7 +212,12 @@ func (n *Node) spawn(key int, fn func(ctx context.Context)) {
 		fn(ctx)
 		n.recon.mu.Lock()
 		delete(n.recon.busy, key)
+		again := n.recon.again[key]
+		delete(n.recon.again, key)
 		n.recon.mu.Unlock()
+		if again {
+			signal(n.recon.kick)
+		}
 	}()
 }
 
