@@ -226,7 +226,8 @@ func overrideLimit(o *rlcommon.RateLimitDescriptor_RateLimitOverride, p *policy.
 	}
 	l := window.Limit{Algorithm: window.FixedWindow, Limit: int64(o.GetRequestsPerUnit())}
 	if p != nil && len(p.Limits) > 0 {
-		l.Algorithm, l.Burst = p.Limits[0].Limit.Algorithm, p.Limits[0].Limit.Burst
+		l.Algorithm = p.Limits[0].Limit.Algorithm
+		l.Burst = scaleBurst(p.Limits[0].Limit.Burst, p.Limits[0].Limit.Limit, l.Limit)
 		if l.Algorithm == window.SlidingCounter || l.Algorithm == window.SlidingCounterWeighted {
 			l.Buckets = p.Limits[0].Limit.Buckets
 		}
@@ -257,6 +258,13 @@ func overrideLimit(o *rlcommon.RateLimitDescriptor_RateLimitOverride, p *policy.
 		return window.Limit{}, fmt.Errorf("%w: %sunit_multiplier: %d %s is longer than the longest window, %s", validate.ErrInvalid, field, mult, unitName(o.GetUnit()), time.Duration(window.MaxWindow))
 	}
 	l.Window = mult * int64(unit)
+	if l.Burst > 0 {
+		// A burst scaled from a tiny policy limit to a long window could
+		// take longer to refill than any bucket may: the most that may.
+		if most := maxCapacity(l.Limit, l.Window); l.Burst > most {
+			l.Burst = most
+		}
+	}
 	if l.Buckets != 0 && l.Window%int64(l.Buckets) != 0 {
 		l.Buckets = 0 // the policy's buckets do not divide this window
 	}
@@ -270,6 +278,32 @@ func overrideLimit(o *rlcommon.RateLimitDescriptor_RateLimitOverride, p *policy.
 		l.Buckets = window.DefaultBucketsFor(l.Window)
 	}
 	return l, overrideField(field, l.Validate(maxLog))
+}
+
+// scaleBurst keeps a policy's burst in proportion to its limit under an
+// override of that limit: a token bucket that holds twice its policy's
+// limit holds twice the override's, so an override that lowers the rate
+// lowers the burst too (kept as it was, a burst of 200 over an override
+// of 10 a minute admitted 200 at once) and one that raises it raises the
+// burst. Rounded up, at least 1, at most window.MaxLimit; 0 (the
+// algorithm's default) stays 0.
+func scaleBurst(burst, from, to int64) int64 {
+	if burst <= 0 || from <= 0 {
+		return 0
+	}
+	// burst and to are at most window.MaxLimit (1e9): the product fits.
+	b := (burst*to + from - 1) / from
+	return min(max(b, 1), window.MaxLimit)
+}
+
+// maxCapacity is the largest bucket a limit refilled per window may hold:
+// one that refills within window.MaxRefill.
+func maxCapacity(limit, win int64) int64 {
+	most := window.MaxLimit
+	if perWindow := window.MaxRefill / win; perWindow < most/limit {
+		most = perWindow * limit
+	}
+	return most
 }
 
 // unitName spells an RLS unit for an error.

@@ -187,7 +187,7 @@ func TestRLSOverride(t *testing.T) {
 		t.Fatal(err)
 	}
 	l = cs[0].Policy.Limits[0].Limit
-	if l.Algorithm != window.TokenBucket || l.Limit != 50 || l.Window != int64(time.Second) || l.Burst != 9 || cs[0].Key != "user=42" {
+	if l.Algorithm != window.TokenBucket || l.Limit != 50 || l.Window != int64(time.Second) || l.Burst != 90 || cs[0].Key != "user=42" {
 		t.Errorf("override of api: %+v key %q", l, cs[0].Key)
 	}
 	if pols("api").Limits[0].Limit.Limit != 5 {
@@ -197,6 +197,55 @@ func TestRLSOverride(t *testing.T) {
 	cs, _, err = rlsChecks(&rlsv3.RateLimitRequest{Domain: "x", Descriptors: []*rlcommon.RateLimitDescriptor{override(9, typev3.RateLimitUnit_MONTH, 0)}}, pols, 0)
 	if err != nil || cs[0].Policy.Limits[0].Limit.Calendar != window.CalendarMonth {
 		t.Errorf("monthly override: %+v %v", cs, err)
+	}
+}
+
+// An override keeps the policy's burst in proportion to its limit: a
+// burst kept as it was let an override that lowers the rate admit the
+// policy's whole burst at once, and capped one that raises it.
+func TestRLSOverrideScalesTheBurst(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		alg          window.Algorithm
+		limit, burst int64
+		perUnit      uint32
+		unit         typev3.RateLimitUnit
+		mult         uint32
+		want         int64
+	}{
+		{"lowered", window.TokenBucket, 100, 200, 10, typev3.RateLimitUnit_MINUTE, 0, 20},
+		{"raised", window.TokenBucket, 5, 9, 50, typev3.RateLimitUnit_SECOND, 0, 90},
+		{"rounded up", window.TokenBucket, 3, 4, 2, typev3.RateLimitUnit_SECOND, 0, 3},
+		{"never below one", window.GCRA, 1000, 2, 1, typev3.RateLimitUnit_SECOND, 0, 1},
+		{"default stays default", window.TokenBucket, 10, 0, 3, typev3.RateLimitUnit_SECOND, 0, 0},
+		{"at most the largest limit", window.TokenBucket, 1, 1_000_000, 1_000_000, typev3.RateLimitUnit_SECOND, 0, window.MaxLimit},
+		// A million seconds' worth scaled to one a day would take 2,700
+		// years to refill: the most that refills within window.MaxRefill.
+		{"refills in time", window.TokenBucket, 1000, 1_000_000_000, 1, typev3.RateLimitUnit_DAY, 0, window.MaxRefill / int64(24*time.Hour)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &policy.Policy{Name: "b", KeyBy: []string{"user"}, Limits: []policy.Limit{{Limit: window.Limit{Algorithm: tc.alg, Limit: tc.limit, Window: int64(time.Second), Burst: tc.burst}}}}
+			pols := func(name string) *policy.Policy {
+				if name == "b" {
+					return p
+				}
+				return nil
+			}
+			cs, _, err := rlsChecks(&rlsv3.RateLimitRequest{Domain: "b", Descriptors: []*rlcommon.RateLimitDescriptor{override(tc.perUnit, tc.unit, tc.mult)}}, pols, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := cs[0].Policy.Limits[0].Limit
+			if l.Burst != tc.want {
+				t.Errorf("burst %d, want %d (limit %d per %s)", l.Burst, tc.want, l.Limit, time.Duration(l.Window))
+			}
+			if err := l.Validate(0); err != nil {
+				t.Errorf("the override's limit is invalid: %v", err)
+			}
+			if p.Limits[0].Limit.Burst != tc.burst {
+				t.Error("an override changed the stored policy")
+			}
+		})
 	}
 }
 
