@@ -74,7 +74,9 @@ func Stretched(l window.Limit, pct int64) window.Limit {
 //   - the deciding limit is the denying one with the longest wait (the
 //     first on ties), or the admitting one with the least remaining;
 //   - a denied request goes to the reduced limit (never stretched) if any,
-//     counted there only if admitted there;
+//     counted there only if admitted there; denied there too, it may be
+//     retried when the limits or the reduced limit admit it, whichever
+//     comes first;
 //   - with CountDenied, a denied request is counted in every limit checked;
 //   - a peek (cost 0) counts nothing;
 //   - Shadow answers allowed, with WouldDeny when enforcing would deny, and
@@ -129,13 +131,17 @@ func (m *Model) check(c call) policy.Result {
 	case res.Allowed:
 		res.Outcome, counted = policy.Admitted, m.limits
 	case p.Reduced != nil:
+		limitsWait := d.RetryAfter
 		d = windowtest.Check(m.reduced, now, cost)
 		res.ResetAt = max(res.ResetAt, d.ResetAt)
 		res.Decider, res.Limit = len(p.Limits), p.Reduced.Limit.Limit
 		if d.Allowed {
 			res.Allowed, res.Outcome, counted = true, policy.AdmittedReduced, []windowtest.Model{m.reduced}
-		} else if p.CountDenied {
-			res.Outcome, counted = policy.DeniedCountedReduced, append(append(counted, m.limits...), m.reduced)
+		} else {
+			if p.CountDenied {
+				res.Outcome, counted = policy.DeniedCountedReduced, append(append(counted, m.limits...), m.reduced)
+			}
+			d.RetryAfter = m.firstAdmission(limitsWait, d.RetryAfter, cost)
 		}
 	case p.CountDenied:
 		res.Outcome, counted = policy.DeniedCounted, m.limits
@@ -172,6 +178,28 @@ func (m *Model) check(c call) policy.Result {
 	}
 	res.ResetAfter = max(0, windowtest.Check(decider, now, 0).ResetAt-now)
 	return res
+}
+
+// firstAdmission is the wait of a request that both the limits (after
+// limitsWait, the longest of theirs) and the reduced limit (after
+// reducedWait) deny: it is admitted as soon as either admits it, but a
+// side counts only if its capacity holds the cost at all (the reduced
+// limit's need not; an elastic policy's unstretched limits need not);
+// with neither, the reduced limit's wait.
+func (m *Model) firstAdmission(limitsWait, reducedWait, cost int64) int64 {
+	c := max(cost, 1)
+	limitsCan := true
+	for _, l := range m.limits { // read stretched (SetLimit)
+		limitsCan = limitsCan && c <= l.Capacity()
+	}
+	reducedCan := c <= m.reduced.Capacity()
+	switch {
+	case limitsCan && reducedCan:
+		return min(limitsWait, reducedWait)
+	case limitsCan:
+		return limitsWait
+	}
+	return reducedWait
 }
 
 // CheckSet answers one atomic set: keys[i] (an index into models) at
