@@ -237,6 +237,29 @@ func (p *Policy) Decide(states []*window.State, now, cost int64, elastic bool) R
 	return res
 }
 
+// wait is how long from now until a request of cost is admitted, with
+// states as they are and nothing more counted: when every limit admits
+// it, or, with a reduced limit, when that does if it is sooner. 0 if it
+// is admitted now.
+func (p *Policy) wait(states []*window.State, now, cost int64, elastic bool) int64 {
+	stretch := p.stretch(elastic)
+	var main int64
+	for i := range p.Limits {
+		l := scaled(&p.Limits[i].Limit, stretch)
+		if d := l.Check(states[i], now, cost); !d.Allowed {
+			main = max(main, d.RetryAfter)
+		}
+	}
+	if main == 0 || p.Reduced == nil {
+		return main
+	}
+	rd := p.Reduced.Check(states[len(p.Limits)], now, cost)
+	if rd.Allowed {
+		return 0
+	}
+	return p.reducedRetry(main, rd.RetryAfter, cost, stretch)
+}
+
 // reducedRetry is the wait of a request both the limits (wait main) and
 // the reduced limit (wait reduced) deny: the same request is admitted by
 // whichever admits it first, and the limits, once they admit again, take
@@ -291,6 +314,17 @@ func (p *Policy) Count(states []*window.State, now, cost int64, elastic bool, re
 		res.Outcome = Denied // a peek counts nothing
 	} else if res.Outcome != Denied {
 		res.ResetAt = max(res.ResetAt, p.Record(states, now, cost, res.Outcome, elastic))
+		if res.Outcome == DeniedCounted || res.Outcome == DeniedCountedReduced {
+			// The denial just counted pushes its own retry back (a
+			// bucket's debt, a newer timestamp in a log): the wait read
+			// before it would deny the client that waits it out, and
+			// count that denial too, again and again. Read after it.
+			// (A request refused only for its atomic set may fit at
+			// once: allOrNothing gives it the set's wait.)
+			if w := p.wait(states, now, cost, elastic); w > 0 {
+				res.RetryAfter = w
+			}
+		}
 	}
 	if !res.Allowed && p.Mode == Shadow {
 		res.Allowed, res.WouldDeny = true, true

@@ -208,6 +208,37 @@ func TestReducedRetryAfterIsTheFirstAdmission(t *testing.T) {
 	}
 }
 
+// With CountDenied, a client that waits out each denial's RetryAfter is
+// admitted when it retries: the denial it was told about is counted before
+// the wait is read. Read before, a bucket's debt or a log's newer
+// timestamp denied the retry again, which was counted again, and so on.
+func TestCountedDenialIsInItsOwnRetryAfter(t *testing.T) {
+	now := int64(1_700_000_000) * sec
+	for _, l := range []Limit{
+		lim(window.TokenBucket, 1, time.Second),
+		lim(window.GCRA, 2, time.Second),
+		lim(window.SlidingLog, 2, time.Second),
+		lim(window.SlidingCounter, 2, time.Second),
+		lim(window.SlidingCounterWeighted, 2, time.Second),
+	} {
+		for _, mode := range []Mode{Hard, Shadow} {
+			p := &Policy{CountDenied: true, Mode: mode, Limits: []Limit{l}}
+			st, at := states(p), now
+			for p.Evaluate(st, at, 1, false).Outcome == Admitted {
+				at += 100 * time.Millisecond.Nanoseconds()
+			}
+			at += 100 * time.Millisecond.Nanoseconds()
+			res := p.Evaluate(st, at, 1, false)
+			if res.Allowed && !res.WouldDeny || res.Outcome != DeniedCounted {
+				t.Fatalf("%s mode %d: %+v, want a counted denial", l.Algorithm, mode, res)
+			}
+			if again := p.Evaluate(st, at+res.RetryAfter, 1, false); again.Outcome != Admitted {
+				t.Errorf("%s mode %d: denied with retry after %v, and denied again then: %+v", l.Algorithm, mode, time.Duration(res.RetryAfter), again)
+			}
+		}
+	}
+}
+
 // A peek answers without counting, in every mode.
 func TestPeekCountsNothing(t *testing.T) {
 	p := &Policy{Mode: Shadow, CountDenied: true, Limits: []Limit{lim(window.SlidingLog, 1, time.Minute)}}

@@ -69,9 +69,6 @@ func checkRetry(p *policy.Policy, st []*window.State, r policytest.Request, got 
 	if got.Allowed && !got.WouldDeny || !admissible(p, r) {
 		return ""
 	}
-	if got.Outcome == policy.DeniedCounted || got.Outcome == policy.DeniedCountedReduced {
-		return "" // TODO: the denial just counted is not in its own wait yet
-	}
 	for _, at := range []int64{r.Time + got.RetryAfter - 1, r.Time + got.RetryAfter} {
 		again := p.Evaluate(cloneStates(p, st), at, r.Cost, r.Elastic)
 		if want := at == r.Time+got.RetryAfter; (again.Allowed && !again.WouldDeny) != want {
