@@ -54,7 +54,9 @@ func (s *Shard) evalSet(p *policy.Policy, checks []entryCheck, out []policy.Resu
 // allOrNothing is the rule of an atomic set, for strict and fast mode
 // alike: decide(d) answers each distinct key d (at its total cost[d])
 // without counting; if any is denied, the others are refused with the
-// longest wait of the denied; then count(d) counts each out[d].
+// longest wait of the denied; then count(d) counts each out[d]. With
+// CountDenied, what that counts delays the keys, so the refused ones are
+// given the longest wait of all once counted.
 func allOrNothing(p *policy.Policy, distinct []int, cost []int64, out []policy.Result, decide func(d int) policy.Result, count func(d int)) {
 	refused, wait := false, int64(0)
 	for _, d := range distinct {
@@ -63,11 +65,31 @@ func allOrNothing(p *policy.Policy, distinct []int, cost []int64, out []policy.R
 			refused, wait = true, max(wait, out[d].RetryAfter)
 		}
 	}
+	var wasAdmitted []bool
+	if refused && p.CountDenied {
+		wasAdmitted = make([]bool, len(out))
+	}
 	for _, d := range distinct {
 		if refused {
+			if wasAdmitted != nil {
+				wasAdmitted[d] = out[d].Allowed
+			}
 			p.Refuse(&out[d], cost[d], wait)
 		}
 		count(d)
+	}
+	if wasAdmitted != nil {
+		// Counting the denials pushed each key's own wait back (Count):
+		// the set is admitted once the last of them has passed.
+		wait = 0
+		for _, d := range distinct {
+			wait = max(wait, out[d].RetryAfter)
+		}
+		for _, d := range distinct {
+			if wasAdmitted[d] {
+				out[d].RetryAfter = wait
+			}
+		}
 	}
 }
 

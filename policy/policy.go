@@ -146,9 +146,11 @@ type Result struct {
 	// reduced limit): the one that denied (the longest wait when several
 	// did), or the one with the least remaining when all admitted.
 	Decider int
-	// Limit, Remaining and RetryAfter are the decider's (with Soft or
-	// Elastic, against the stretched limit; Remaining at most Limit);
-	// ResetAt is the latest of all limits.
+	// Limit and Remaining are the decider's (with Soft or Elastic,
+	// against the stretched limit; Remaining at most Limit); ResetAt is
+	// the latest of all limits. RetryAfter is how long until the same
+	// request would be admitted: the decider's wait, or, when the reduced
+	// limit decided a denial, the sooner of its wait and the limits'.
 	Limit      int64
 	Remaining  int64
 	ResetAt    int64
@@ -217,8 +219,11 @@ func (p *Policy) Decide(states []*window.State, now, cost int64, elastic bool) R
 		res.ResetAt = max(res.ResetAt, rd.ResetAt)
 		if rd.Allowed {
 			res.Allowed, res.Outcome = true, AdmittedReduced
-		} else if p.CountDenied {
-			res.Outcome = DeniedCountedReduced
+		} else {
+			if p.CountDenied {
+				res.Outcome = DeniedCountedReduced
+			}
+			rd.RetryAfter = p.reducedRetry(d.RetryAfter, rd.RetryAfter, cost, stretch)
 		}
 		res.Decider, d, lim = r, rd, p.Reduced.Limit.Limit
 	case p.CountDenied:
@@ -230,6 +235,54 @@ func (p *Policy) Decide(states []*window.State, now, cost int64, elastic bool) R
 	// the limit with the window (q=2;w=60 is the rate, not the burst).
 	res.Limit, res.Remaining, res.RetryAfter = lim, min(d.Remaining, lim), d.RetryAfter
 	return res
+}
+
+// wait is how long from now until a request of cost is admitted, with
+// states as they are and nothing more counted: when every limit admits
+// it, or, with a reduced limit, when that does if it is sooner. 0 if it
+// is admitted now.
+func (p *Policy) wait(states []*window.State, now, cost int64, elastic bool) int64 {
+	stretch := p.stretch(elastic)
+	var main int64
+	for i := range p.Limits {
+		l := scaled(&p.Limits[i].Limit, stretch)
+		if d := l.Check(states[i], now, cost); !d.Allowed {
+			main = max(main, d.RetryAfter)
+		}
+	}
+	if main == 0 || p.Reduced == nil {
+		return main
+	}
+	rd := p.Reduced.Check(states[len(p.Limits)], now, cost)
+	if rd.Allowed {
+		return 0
+	}
+	return p.reducedRetry(main, rd.RetryAfter, cost, stretch)
+}
+
+// reducedRetry is the wait of a request both the limits (wait main) and
+// the reduced limit (wait reduced) deny: the same request is admitted by
+// whichever admits it first, and the limits, once they admit again, take
+// it before the reduced limit is asked. A wait only counts if that side
+// can ever admit the cost: the reduced limit is not held to the request's
+// cost (ValidateCost), and an elastic policy's limits without room may not
+// be; a window's wait for a cost it can never admit is only when it is
+// full again. When neither can, the reduced limit's wait stands.
+func (p *Policy) reducedRetry(main, reduced, cost, stretch int64) int64 {
+	c := max(cost, 1) // a peek waits as a request of cost 1 would
+	mainFits := true
+	for i := range p.Limits {
+		if c > scaled(&p.Limits[i].Limit, stretch).Capacity() {
+			mainFits = false
+		}
+	}
+	switch {
+	case !mainFits:
+		return reduced
+	case c > p.Reduced.Limit.Capacity():
+		return main
+	}
+	return min(main, reduced)
 }
 
 // Refuse turns a decision of cost that admitted into a denial because
@@ -261,6 +314,17 @@ func (p *Policy) Count(states []*window.State, now, cost int64, elastic bool, re
 		res.Outcome = Denied // a peek counts nothing
 	} else if res.Outcome != Denied {
 		res.ResetAt = max(res.ResetAt, p.Record(states, now, cost, res.Outcome, elastic))
+		if res.Outcome == DeniedCounted || res.Outcome == DeniedCountedReduced {
+			// The denial just counted pushes its own retry back (a
+			// bucket's debt, a newer timestamp in a log): the wait read
+			// before it would deny the client that waits it out, and
+			// count that denial too, again and again. Read after it.
+			// (A request refused only for its atomic set may fit at
+			// once: allOrNothing gives it the set's wait.)
+			if w := p.wait(states, now, cost, elastic); w > 0 {
+				res.RetryAfter = w
+			}
+		}
 	}
 	if !res.Allowed && p.Mode == Shadow {
 		res.Allowed, res.WouldDeny = true, true

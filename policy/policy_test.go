@@ -172,6 +172,73 @@ func TestModes(t *testing.T) {
 	}
 }
 
+// A request both the limits and the reduced limit deny is admitted by
+// whichever admits it first, and its RetryAfter says when: the limits'
+// wait when they free up before the reduced limit does, and theirs too
+// when the reduced limit can never hold the cost.
+func TestReducedRetryAfterIsTheFirstAdmission(t *testing.T) {
+	p := &Policy{Name: "r", Limits: []Limit{lim(window.SlidingLog, 2, 10*time.Second)},
+		Reduced: &Limit{Name: "slow", Limit: lim(window.SlidingLog, 1, time.Minute).Limit}}
+	now := int64(1_700_000_000) * sec
+	for _, tc := range []struct {
+		name string
+		cost int64
+		want int64
+	}{
+		// 2 admitted by the limit at 0 s and 1 s, 1 by the reduced limit
+		// at 2 s; then the limit has room at 10 s, the reduced limit at 62 s.
+		{"the limits free up first", 1, 7 * sec},
+		// A cost of 2 never fits the reduced limit of 1; it fits the
+		// limit once both its requests have left, at 11 s.
+		{"the reduced limit cannot hold the cost", 2, 8 * sec},
+	} {
+		st := states(p)
+		for i, want := range []Outcome{Admitted, Admitted, AdmittedReduced} {
+			if res := p.Evaluate(st, now+int64(i)*sec, 1, false); res.Outcome != want {
+				t.Fatalf("%s: request %d: %+v, want %v", tc.name, i, res, want)
+			}
+		}
+		res := p.Evaluate(st, now+3*sec, tc.cost, false)
+		if res.Allowed || res.RetryAfter != tc.want {
+			t.Fatalf("%s: %+v, want denied with retry after %v", tc.name, res, time.Duration(tc.want))
+		}
+		if again := p.Evaluate(st, now+3*sec+res.RetryAfter, tc.cost, false); again.Outcome != Admitted {
+			t.Errorf("%s: retried after %v: %+v, want admitted", tc.name, time.Duration(res.RetryAfter), again)
+		}
+	}
+}
+
+// With CountDenied, a client that waits out each denial's RetryAfter is
+// admitted when it retries: the denial it was told about is counted before
+// the wait is read. Read before, a bucket's debt or a log's newer
+// timestamp denied the retry again, which was counted again, and so on.
+func TestCountedDenialIsInItsOwnRetryAfter(t *testing.T) {
+	now := int64(1_700_000_000) * sec
+	for _, l := range []Limit{
+		lim(window.TokenBucket, 1, time.Second),
+		lim(window.GCRA, 2, time.Second),
+		lim(window.SlidingLog, 2, time.Second),
+		lim(window.SlidingCounter, 2, time.Second),
+		lim(window.SlidingCounterWeighted, 2, time.Second),
+	} {
+		for _, mode := range []Mode{Hard, Shadow} {
+			p := &Policy{CountDenied: true, Mode: mode, Limits: []Limit{l}}
+			st, at := states(p), now
+			for p.Evaluate(st, at, 1, false).Outcome == Admitted {
+				at += 100 * time.Millisecond.Nanoseconds()
+			}
+			at += 100 * time.Millisecond.Nanoseconds()
+			res := p.Evaluate(st, at, 1, false)
+			if res.Allowed && !res.WouldDeny || res.Outcome != DeniedCounted {
+				t.Fatalf("%s mode %d: %+v, want a counted denial", l.Algorithm, mode, res)
+			}
+			if again := p.Evaluate(st, at+res.RetryAfter, 1, false); again.Outcome != Admitted {
+				t.Errorf("%s mode %d: denied with retry after %v, and denied again then: %+v", l.Algorithm, mode, time.Duration(res.RetryAfter), again)
+			}
+		}
+	}
+}
+
 // A peek answers without counting, in every mode.
 func TestPeekCountsNothing(t *testing.T) {
 	p := &Policy{Mode: Shadow, CountDenied: true, Limits: []Limit{lim(window.SlidingLog, 1, time.Minute)}}

@@ -53,7 +53,63 @@ func runPolicy(t *testing.T, p *policy.Policy, reqs []policytest.Request) {
 			// What a client reads, whatever the reference says.
 			t.Fatalf("policy %s\nhistory:\n%sremaining %d over the limit %d", describe(p), hist.String(), got.Remaining, got.Limit)
 		}
+		if msg := checkRetry(p, st, r, got); msg != "" {
+			t.Fatalf("policy %s\nhistory:\n%s%s", describe(p), hist.String(), msg)
+		}
 	}
+}
+
+// checkRetry checks what a client reads in a denial (or a shadow
+// would-deny), whatever the reference says: the same request sent again
+// RetryAfter later is admitted, and one nanosecond sooner it is not. It
+// asks the policy itself, on copies of the states as the answer left
+// them. Only a request some side can ever admit (every limit, or the
+// reduced limit, holds its cost at this stretch) has such a time.
+func checkRetry(p *policy.Policy, st []*window.State, r policytest.Request, got policy.Result) string {
+	if got.Allowed && !got.WouldDeny || !admissible(p, r) {
+		return ""
+	}
+	for _, at := range []int64{r.Time + got.RetryAfter - 1, r.Time + got.RetryAfter} {
+		again := p.Evaluate(cloneStates(p, st), at, r.Cost, r.Elastic)
+		if want := at == r.Time+got.RetryAfter; (again.Allowed && !again.WouldDeny) != want {
+			return fmt.Sprintf("denied with retry after %d, but the same request at %d (%+d) answers %+v", got.RetryAfter, at, at-r.Time, again)
+		}
+	}
+	return ""
+}
+
+// admissible reports whether a request can ever be admitted at its
+// stretch: by every limit, or by the reduced limit.
+func admissible(p *policy.Policy, r policytest.Request) bool {
+	c, pct := max(r.Cost, 1), policytest.Stretch(p, r.Elastic)
+	if p.Reduced != nil && c <= p.Reduced.Capacity() {
+		return true
+	}
+	for i := range p.Limits {
+		if c > policytest.Stretched(p.Limits[i].Limit, pct).Capacity() {
+			return false
+		}
+	}
+	return true
+}
+
+// cloneStates deep-copies a check's states through their encoding.
+func cloneStates(p *policy.Policy, st []*window.State) []*window.State {
+	out := make([]*window.State, len(st))
+	for i, s := range st {
+		var l *window.Limit
+		if i < len(p.Limits) {
+			l = &p.Limits[i].Limit
+		} else {
+			l = &p.Reduced.Limit
+		}
+		c, _, err := l.DecodeState(l.AppendState(nil, s))
+		if err != nil {
+			panic(err)
+		}
+		out[i] = &c
+	}
+	return out
 }
 
 // describe prints a policy with its limits spelled out.

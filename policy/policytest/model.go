@@ -74,8 +74,11 @@ func Stretched(l window.Limit, pct int64) window.Limit {
 //   - the deciding limit is the denying one with the longest wait (the
 //     first on ties), or the admitting one with the least remaining;
 //   - a denied request goes to the reduced limit (never stretched) if any,
-//     counted there only if admitted there;
-//   - with CountDenied, a denied request is counted in every limit checked;
+//     counted there only if admitted there; denied there too, it may be
+//     retried when the limits or the reduced limit admit it, whichever
+//     comes first;
+//   - with CountDenied, a denied request is counted in every limit checked,
+//     and its RetryAfter is read after that (the count delays it);
 //   - a peek (cost 0) counts nothing;
 //   - Shadow answers allowed, with WouldDeny when enforcing would deny, and
 //     counts exactly what enforcing would;
@@ -91,8 +94,9 @@ func (m *Model) Check(now, cost int64, elastic bool) policy.Result {
 // decides, but a request the policy would admit is denied instead, with
 // RetryAfter the set's wait (at least 1ns), and counted only as a denial
 // is (CountDenied: in every limit, and in the reduced limit if that is
-// what admitted it; when nothing is counted, Remaining is what remained
-// before the request).
+// what admitted it, and the wait is then its own, read after that, if it
+// has one; when nothing is counted, Remaining is what remained before the
+// request).
 func (m *Model) Refused(now, cost int64, elastic bool, wait int64) policy.Result {
 	return m.check(call{now: now, cost: cost, elastic: elastic, refuse: true, wait: wait})
 }
@@ -129,13 +133,17 @@ func (m *Model) check(c call) policy.Result {
 	case res.Allowed:
 		res.Outcome, counted = policy.Admitted, m.limits
 	case p.Reduced != nil:
+		limitsWait := d.RetryAfter
 		d = windowtest.Check(m.reduced, now, cost)
 		res.ResetAt = max(res.ResetAt, d.ResetAt)
 		res.Decider, res.Limit = len(p.Limits), p.Reduced.Limit.Limit
 		if d.Allowed {
 			res.Allowed, res.Outcome, counted = true, policy.AdmittedReduced, []windowtest.Model{m.reduced}
-		} else if p.CountDenied {
-			res.Outcome, counted = policy.DeniedCountedReduced, append(append(counted, m.limits...), m.reduced)
+		} else {
+			if p.CountDenied {
+				res.Outcome, counted = policy.DeniedCountedReduced, append(append(counted, m.limits...), m.reduced)
+			}
+			d.RetryAfter = m.firstAdmission(limitsWait, d.RetryAfter, cost)
 		}
 	case p.CountDenied:
 		res.Outcome, counted = policy.DeniedCounted, m.limits
@@ -163,6 +171,14 @@ func (m *Model) check(c call) policy.Result {
 		c.Record(now, cost)
 		res.ResetAt = max(res.ResetAt, windowtest.Check(c, now, 0).ResetAt)
 	}
+	if len(counted) > 0 && !res.Allowed {
+		// A denial counted delays the very request it answers: its
+		// wait is read after it (a refused request that would fit at
+		// once keeps the set's, which CheckSet settles).
+		if w := m.waitNow(now, cost); w > 0 {
+			res.RetryAfter = w
+		}
+	}
 	if !res.Allowed && p.Mode == policy.Shadow {
 		res.Allowed, res.WouldDeny = true, true
 	}
@@ -172,6 +188,49 @@ func (m *Model) check(c call) policy.Result {
 	}
 	res.ResetAfter = max(0, windowtest.Check(decider, now, 0).ResetAt-now)
 	return res
+}
+
+// waitNow is how long from now until a request of cost is admitted, if
+// nothing more is counted: 0 if it is now; else the longest wait of the
+// limits that deny it, or the reduced limit's if that is sooner
+// (firstAdmission).
+func (m *Model) waitNow(now, cost int64) int64 {
+	var limitsWait int64
+	for _, l := range m.limits {
+		if d := windowtest.Check(l, now, cost); !d.Allowed {
+			limitsWait = max(limitsWait, d.RetryAfter)
+		}
+	}
+	if limitsWait == 0 || m.p.Reduced == nil {
+		return limitsWait
+	}
+	d := windowtest.Check(m.reduced, now, cost)
+	if d.Allowed {
+		return 0
+	}
+	return m.firstAdmission(limitsWait, d.RetryAfter, cost)
+}
+
+// firstAdmission is the wait of a request that both the limits (after
+// limitsWait, the longest of theirs) and the reduced limit (after
+// reducedWait) deny: it is admitted as soon as either admits it, but a
+// side counts only if its capacity holds the cost at all (the reduced
+// limit's need not; an elastic policy's unstretched limits need not);
+// with neither, the reduced limit's wait.
+func (m *Model) firstAdmission(limitsWait, reducedWait, cost int64) int64 {
+	c := max(cost, 1)
+	limitsCan := true
+	for _, l := range m.limits { // read stretched (SetLimit)
+		limitsCan = limitsCan && c <= l.Capacity()
+	}
+	reducedCan := c <= m.reduced.Capacity()
+	switch {
+	case limitsCan && reducedCan:
+		return min(limitsWait, reducedWait)
+	case limitsCan:
+		return limitsWait
+	}
+	return reducedWait
 }
 
 // CheckSet answers one atomic set: keys[i] (an index into models) at
@@ -199,11 +258,26 @@ func CheckSet(models []*Model, keys []int, costs []int64, now int64, elastic boo
 		}
 	}
 	byKey := map[int]policy.Result{}
+	var refused []int
 	for _, k := range order {
 		if probe := probes[k]; admitted || !probe.Allowed || probe.WouldDeny {
 			byKey[k] = models[k].Check(now, total[k], elastic)
 		} else {
 			byKey[k] = models[k].Refused(now, total[k], elastic, wait)
+			refused = append(refused, k)
+		}
+	}
+	if len(refused) > 0 && models[refused[0]].p.CountDenied {
+		// Every key's denial was counted: the set is admitted once the
+		// longest of the keys' waits, read after that, has passed.
+		wait = 0
+		for _, k := range order {
+			wait = max(wait, byKey[k].RetryAfter)
+		}
+		for _, k := range refused {
+			r := byKey[k]
+			r.RetryAfter = wait
+			byKey[k] = r
 		}
 	}
 	out := make([]policy.Result, len(keys))
