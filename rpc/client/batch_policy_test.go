@@ -1,0 +1,73 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+)
+
+// policyNode is a node that, like a real one, checks a batch whole
+// before counting any of it: a batch naming a policy it does not have is
+// refused (InvalidArgument, naming the item) and counts nothing.
+type policyNode struct {
+	countingNode
+	policies []string
+}
+
+func (n *policyNode) AllowBatch(ctx context.Context, req *pb.AllowBatchRequest) (*pb.AllowBatchResponse, error) {
+	for i, r := range req.Requests {
+		if r.Policy != "" && !slices.Contains(n.policies, r.Policy) {
+			return nil, status.Error(codes.InvalidArgument, fmt.Sprintf("invalid request: requests[%d].policy: unknown policy %q", i, r.Policy))
+		}
+	}
+	return n.countingNode.AllowBatch(ctx, req)
+}
+
+// A batch with an item naming a policy the client has not learned (a
+// typo, or a policy made since the last refresh) is checked whole, by one
+// node, as the same batch sent to a node is: a name the cluster does not
+// know fails the whole call, naming the caller's item, and counts
+// nothing. Before, the batch was split by leader first: each node checked
+// only its part, the nodes without the bad item counted theirs, and the
+// error named the item's index in its node's part (requests[0]), not in
+// the caller's batch.
+func TestBatchWithAnUnknownPolicyCountsNothing(t *testing.T) {
+	a, b := &policyNode{}, &policyNode{}
+	c, _ := batchClient(false, serveBatchNode(t, a), serveBatchNode(t, b))
+	defer c.closeConns()
+	reqs := []*pb.AllowRequest{
+		{Key: keyOfShard(0, 2), Limit: batchLimit},
+		{Key: keyOfShard(0, 2), Limit: batchLimit},
+		{Key: keyOfShard(1, 2), Policy: "nope"},
+	}
+	resp, err := c.AllowBatch(context.Background(), reqs)
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "requests[2].policy") {
+		t.Errorf("got %v, %v; want InvalidArgument naming requests[2].policy", resp, err)
+	}
+	if a.checks.Load() != 0 || b.checks.Load() != 0 {
+		t.Errorf("the nodes counted %d and %d checks of a batch with an unknown policy, want none", a.checks.Load(), b.checks.Load())
+	}
+	// A policy the cluster has but the client has not learned yet: the
+	// whole batch is answered, in order, each check counted once.
+	a.policies, b.policies = []string{"new"}, []string{"new"}
+	reqs[2].Policy = "new"
+	resp, err = c.AllowBatch(context.Background(), reqs)
+	if err != nil || len(resp.Results) != 3 {
+		t.Fatalf("got %v, %v", resp, err)
+	}
+	for i, it := range resp.Results {
+		if it.GetResponse().GetKey() != reqs[i].Key {
+			t.Errorf("result %d is of key %q, want %q", i, it.GetResponse().GetKey(), reqs[i].Key)
+		}
+	}
+	if n := a.checks.Load() + b.checks.Load(); n != 3 {
+		t.Errorf("the nodes counted %d checks, want 3", n)
+	}
+}
