@@ -71,3 +71,32 @@ func TestBatchWithAnUnknownPolicyCountsNothing(t *testing.T) {
 		t.Errorf("the nodes counted %d checks, want 3", n)
 	}
 }
+
+// A node's refusal of its part of a batch (a check only the node can
+// refuse, such as a sliding log over its --max-log-length) names the item
+// by its index in the caller's batch, not in the part the node was sent.
+// Before, the caller's requests[1] was reported as requests[0].
+func TestBatchRefusalNamesTheCallersItem(t *testing.T) {
+	up := serveBatchNode(t, &batchNode{})
+	refusing := serveBatchNode(t, &batchNode{err: status.Error(codes.InvalidArgument, "invalid request: requests[1].limit.limit: over --max-log-length")})
+	c, _ := batchClient(false, up, refusing)
+	defer c.closeConns()
+	reqs := []*pb.AllowRequest{
+		{Key: keyOfShard(1, 2), Limit: batchLimit},
+		{Key: keyOfShard(0, 2), Limit: batchLimit},
+		{Key: keyOfShard(1, 2), Limit: batchLimit},
+	}
+	resp, err := c.AllowBatch(context.Background(), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 2} {
+		e := resp.Results[i].GetError()
+		if e == nil || codes.Code(e.Code) != codes.InvalidArgument || !strings.Contains(e.Message, "requests[2].limit.limit") {
+			t.Errorf("item %d: %v, want InvalidArgument naming requests[2].limit.limit", i, resp.Results[i])
+		}
+	}
+	if !resp.Results[1].GetResponse().GetAllowed() {
+		t.Errorf("item 1: %v, want the other node's answer", resp.Results[1])
+	}
+}

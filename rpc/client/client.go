@@ -268,6 +268,7 @@ func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.A
 				sub[j] = reqs[i]
 			}
 			resp, err := c.batchOn(ctx, addr, sub)
+			err = renumber(err, idx)
 			if err == nil && len(resp.Results) != len(idx) {
 				err = fmt.Errorf("floodgate: %s answered %d of %d checks", addr, len(resp.Results), len(idx))
 			}
