@@ -285,10 +285,15 @@ func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.A
 	}
 	wg.Wait()
 	// The items the nodes answered with an error first (the slots of
-	// failed calls are still empty), then the failed calls' items.
+	// failed calls are still empty), then the failed calls' items. An
+	// item holding neither a decision nor an error is an error too
+	// (Internal), as the coalescer reads it: passed on, it would read as
+	// a denial nobody made.
 	for i, it := range out.Results {
-		if it.GetError() != nil {
-			_, err := itemOf(it) // an error, OK code or not
+		if it == nil {
+			continue
+		}
+		if _, err := itemOf(it); err != nil { // an error, OK code or not
 			out.Results[i] = failedItem(err, c.failOpen(err))
 		}
 	}

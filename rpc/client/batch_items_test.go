@@ -100,3 +100,30 @@ func TestBatchRefusalNamesTheCallersItem(t *testing.T) {
 		t.Errorf("item 1: %v, want the other node's answer", resp.Results[1])
 	}
 }
+
+// emptyNode answers every check of a batch with an item holding neither a
+// decision nor an error, as a broken node might.
+type emptyNode struct{ pb.UnimplementedRateLimiterServer }
+
+func (emptyNode) AllowBatch(_ context.Context, req *pb.AllowBatchRequest) (*pb.AllowBatchResponse, error) {
+	out := &pb.AllowBatchResponse{}
+	for range req.Requests {
+		out.Results = append(out.Results, &pb.AllowBatchItem{})
+	}
+	return out, nil
+}
+
+// An empty item is an error of that item (Internal), through AllowBatch
+// as through a coalesced Allow, not passed on to read as a denial. Before,
+// AllowBatch passed it on.
+func TestBatchEmptyItemIsAnError(t *testing.T) {
+	c, _ := batchClient(false, serveBatchNode(t, emptyNode{}))
+	defer c.closeConns()
+	resp, err := c.AllowBatch(context.Background(), []*pb.AllowRequest{{Key: "x", Limit: batchLimit}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := resp.Results[0].GetError(); e == nil || codes.Code(e.Code) != codes.Internal {
+		t.Errorf("an empty item came back as %v, want an Internal error", resp.Results[0])
+	}
+}
