@@ -103,7 +103,9 @@ func TestBatchRefusalNamesTheCallersItem(t *testing.T) {
 
 // emptyNode answers every check of a batch with an item holding neither a
 // decision nor an error, as a broken node might.
-type emptyNode struct{ pb.UnimplementedRateLimiterServer }
+type emptyNode struct {
+	pb.UnimplementedRateLimiterServer
+}
 
 func (emptyNode) AllowBatch(_ context.Context, req *pb.AllowBatchRequest) (*pb.AllowBatchResponse, error) {
 	out := &pb.AllowBatchResponse{}

@@ -99,8 +99,16 @@ func (c *Client) fetch(ctx context.Context, addr string) (*view, error) {
 	v := &view{shards: int(st.Shards), leaders: make(map[int]string, len(st.ShardStatus)), table: slotTable(st)}
 	addrOf := map[string]string{}
 	for _, n := range st.Nodes {
+		if n.GetGrpcAddr() == "" {
+			continue // nowhere to send a check
+		}
 		addrOf[n.Id] = n.GrpcAddr
 		v.nodes = append(v.nodes, n.GrpcAddr)
+	}
+	if len(v.nodes) == 0 {
+		// A broken answer: installed, it would leave the client no node
+		// to send a check to.
+		return nil, fmt.Errorf("%s lists no nodes with a gRPC address", addr)
 	}
 	for _, s := range st.ShardStatus {
 		v.leaders[int(s.Id)] = addrOf[s.Leader]
