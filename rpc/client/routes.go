@@ -216,11 +216,17 @@ func (c *Client) closeConns() {
 	}
 }
 
+// maxSlots is the most slots a cluster has (cluster.MaxSlots; the SDK
+// does not import the cluster). A status claiming more is broken, and
+// expanding it would cost the client memory and time (8 GB for 2^31
+// slots) at every refresh.
+const maxSlots = 1 << 16
+
 // slotTable expands a cluster of slots' table (runs) to slot → group; nil
 // for a legacy cluster or a table that does not cover every slot (then
 // every check goes to any node, which routes it).
 func slotTable(st *pb.StatusResponse) []uint32 {
-	if st.Slots <= 0 || st.Slots != st.Shards {
+	if st.Slots <= 0 || st.Slots != st.Shards || st.Slots > maxSlots {
 		return nil
 	}
 	table := make([]uint32, st.Slots)
