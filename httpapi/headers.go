@@ -86,7 +86,20 @@ func WriteHeaders(h http.Header, style Headers, q Quota) {
 	}
 }
 
-func ceilSeconds(d time.Duration) int64 { return int64((max(d, 0) + time.Second - 1) / time.Second) }
+// ceilSeconds is d in whole seconds, rounded up; 0 for d <= 0. It rounds
+// without adding to d, which would overflow for the longest durations
+// (math.MaxInt64 is x/time/rate's InfDuration, "never") and send them as
+// negative, or as Retry-After: 1.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}
 
 // sfString is s as a structured-field string (RFC 8941 §3.3.3): quoted,
 // with '"' and '\' escaped; characters outside printable ASCII, which it

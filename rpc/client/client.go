@@ -204,7 +204,9 @@ func (c *Client) batchOn(ctx context.Context, addr string, reqs []*pb.AllowReque
 
 // AllowBatch checks many requests: they are split by shard leader and sent
 // to each leader at once; results come back in request order. An invalid
-// request fails the whole call at once. A node's failure is its checks'
+// request fails the whole call at once. A batch naming a policy the client
+// has not learned yet goes whole to one node, which checks it whole (an
+// unknown name fails the call and counts nothing) and forwards each check. A node's failure is its checks'
 // alone: under FailOpen a check the cluster could not answer
 // (Unavailable, DeadlineExceeded, for the node's whole call or for the
 // item) is admitted with Remaining -1, as Allow admits it; otherwise it is
@@ -222,8 +224,10 @@ func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.A
 		return &pb.AllowBatchResponse{}, nil
 	}
 	groups := map[string][]int{}
+	var lead string // the first request's node
+	whole := false  // the batch goes to one node, which checks it whole
 	for i, r := range reqs {
-		key, _, doubt, err := c.check(r, validate.Elem("requests", i))
+		key, known, doubt, err := c.check(r, validate.Elem("requests", i))
 		if err == nil {
 			err = doubt // a batch is checked whole, here as on the node
 		}
@@ -231,7 +235,23 @@ func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.A
 			return nil, err
 		}
 		addr := c.route(key)
+		if i == 0 {
+			lead = addr
+		}
+		// A policy the client has not learned is checked by a node: split
+		// by leader, a name the cluster does not know would fail its
+		// node's part alone, naming the item by its index there, while
+		// the other nodes counted theirs.
+		whole = whole || !known
 		groups[addr] = append(groups[addr], i)
+	}
+	if whole {
+		// The node checks the batch whole and forwards each check to its
+		// leader (one hop).
+		groups = map[string][]int{lead: make([]int, len(reqs))}
+		for i := range reqs {
+			groups[lead][i] = i
+		}
 	}
 	out := &pb.AllowBatchResponse{Results: make([]*pb.AllowBatchItem, len(reqs))}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
@@ -248,6 +268,7 @@ func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.A
 				sub[j] = reqs[i]
 			}
 			resp, err := c.batchOn(ctx, addr, sub)
+			err = renumber(err, idx)
 			if err == nil && len(resp.Results) != len(idx) {
 				err = fmt.Errorf("floodgate: %s answered %d of %d checks", addr, len(resp.Results), len(idx))
 			}
@@ -264,10 +285,15 @@ func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.A
 	}
 	wg.Wait()
 	// The items the nodes answered with an error first (the slots of
-	// failed calls are still empty), then the failed calls' items.
+	// failed calls are still empty), then the failed calls' items. An
+	// item holding neither a decision nor an error is an error too
+	// (Internal), as the coalescer reads it: passed on, it would read as
+	// a denial nobody made.
 	for i, it := range out.Results {
-		if it.GetError() != nil {
-			_, err := itemOf(it) // an error, OK code or not
+		if it == nil {
+			continue
+		}
+		if _, err := itemOf(it); err != nil { // an error, OK code or not
 			out.Results[i] = failedItem(err, c.failOpen(err))
 		}
 	}

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"math"
 	"time"
 
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
@@ -39,12 +40,25 @@ type Decision struct {
 
 // DecisionOf converts a raw answer.
 func DecisionOf(r *pb.AllowResponse) Decision {
-	ms := time.Millisecond
 	return Decision{
 		Allowed: r.GetAllowed(), Limit: r.GetLimit(), Remaining: r.GetRemaining(),
-		RetryAfter: time.Duration(r.GetRetryAfterMs()) * ms, ResetAfter: time.Duration(r.GetResetAfterMs()) * ms,
-		Window: time.Duration(r.GetWindowMs()) * ms, DecidedBy: r.GetDecidedBy(), Key: r.GetKey(), WouldDeny: r.GetWouldDeny(),
+		RetryAfter: millis(r.GetRetryAfterMs()), ResetAfter: millis(r.GetResetAfterMs()),
+		Window: millis(r.GetWindowMs()), DecidedBy: r.GetDecidedBy(), Key: r.GetKey(), WouldDeny: r.GetWouldDeny(),
 	}
+}
+
+// millis is ms milliseconds, at least 0 and at most the longest Duration:
+// a node's answer past that (a broken node) would otherwise wrap negative,
+// and Wait, reading a denial's RetryAfter of thousands of years as 0,
+// would ask again every millisecond.
+func millis(ms int64) time.Duration {
+	switch {
+	case ms <= 0:
+		return 0
+	case ms > math.MaxInt64/int64(time.Millisecond):
+		return math.MaxInt64
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // failedOpen is the decision of a check the cluster could not answer,

@@ -99,8 +99,16 @@ func (c *Client) fetch(ctx context.Context, addr string) (*view, error) {
 	v := &view{shards: int(st.Shards), leaders: make(map[int]string, len(st.ShardStatus)), table: slotTable(st)}
 	addrOf := map[string]string{}
 	for _, n := range st.Nodes {
+		if n.GetGrpcAddr() == "" {
+			continue // nowhere to send a check
+		}
 		addrOf[n.Id] = n.GrpcAddr
 		v.nodes = append(v.nodes, n.GrpcAddr)
+	}
+	if len(v.nodes) == 0 {
+		// A broken answer: installed, it would leave the client no node
+		// to send a check to.
+		return nil, fmt.Errorf("%s lists no nodes with a gRPC address", addr)
 	}
 	for _, s := range st.ShardStatus {
 		v.leaders[int(s.Id)] = addrOf[s.Leader]
@@ -208,11 +216,17 @@ func (c *Client) closeConns() {
 	}
 }
 
+// maxSlots is the most slots a cluster has (cluster.MaxSlots; the SDK
+// does not import the cluster). A status claiming more is broken, and
+// expanding it would cost the client memory and time (8 GB for 2^31
+// slots) at every refresh.
+const maxSlots = 1 << 16
+
 // slotTable expands a cluster of slots' table (runs) to slot → group; nil
 // for a legacy cluster or a table that does not cover every slot (then
 // every check goes to any node, which routes it).
 func slotTable(st *pb.StatusResponse) []uint32 {
-	if st.Slots <= 0 || st.Slots != st.Shards {
+	if st.Slots <= 0 || st.Slots != st.Shards || st.Slots > maxSlots {
 		return nil
 	}
 	table := make([]uint32, st.Slots)

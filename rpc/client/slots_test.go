@@ -19,6 +19,9 @@ func TestSlotTable(t *testing.T) {
 		"overlapping":    {Shards: 4, Slots: 4, SlotTable: []*pb.SlotRun{{First: 0, Count: 2}, {First: 1, Count: 2}}},
 		"negative group": {Shards: 4, Slots: 4, SlotTable: []*pb.SlotRun{{First: 0, Count: 4, Group: -1}}},
 		"slots≠shards":   {Shards: 8, Slots: 4, SlotTable: []*pb.SlotRun{{First: 0, Count: 4}}},
+		// More slots than a cluster can have: a broken status, which
+		// would have the client expand a table as large as it claims.
+		"too many slots": {Shards: maxSlots + 1, Slots: maxSlots + 1, SlotTable: []*pb.SlotRun{{First: 0, Count: maxSlots + 1}}},
 	} {
 		if slotTable(st) != nil {
 			t.Errorf("%s: a table the client must not trust was accepted", name)
