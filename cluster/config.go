@@ -237,7 +237,7 @@ func (c Config) Validate() error {
 		{"grpc-addr", c.GRPCAddr}, {"raft-addr", c.RaftAddr}, {"gossip-addr", c.GossipAddr},
 		{"raft-addr", c.RaftBind}, {"gossip-addr", c.GossipBind},
 	} {
-		if err := checkListenAddr(a.flag, a.addr); err != nil {
+		if err := CheckListenAddr(a.flag, a.addr); err != nil {
 			return err
 		}
 	}

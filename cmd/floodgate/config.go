@@ -148,9 +148,14 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 			return nil, err
 		}
 	}
-	if *healthAddr != "" {
-		if _, _, err := net.SplitHostPort(*healthAddr); err != nil {
-			return nil, fmt.Errorf("health-addr: %q is not host:port", *healthAddr)
+	// The listeners cluster.Config does not hold (the others are checked
+	// by its Validate): a port out of range would pass --check-config and
+	// fail only at start, once the node had opened its data dir.
+	for _, l := range []struct{ flag, addr string }{{"http-addr", *httpAddr}, {"health-addr", *healthAddr}} {
+		if l.addr != "" {
+			if err := cluster.CheckListenAddr(l.flag, l.addr); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := distinctBinds(map[string]string{"grpc-addr": *grpcAddr, "http-addr": *httpAddr, "raft-addr": *raftAddr, "gossip-addr": *gossipAddr, "health-addr": *healthAddr}); err != nil {
