@@ -48,6 +48,9 @@ type options struct {
 	// checkOnly asks for the configuration to be checked, not a node
 	// (--check-config).
 	checkOnly bool
+	// flagEnv holds the FLOODGATE_* names of the flags' variables
+	// (strayEnv).
+	flagEnv map[string]bool
 
 	// healthAddr is where the plaintext gRPC health listens ("": off).
 	healthAddr string
@@ -123,6 +126,8 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 	// cluster, and only those.
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	flagEnv := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { flagEnv[envName(f.Name)] = true })
 	creation := func(name string, v int) int {
 		if given[name] {
 			return v
@@ -261,6 +266,7 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 		security:   *sec,
 		policies:   startPolicies,
 		checkOnly:  *checkOnly,
+		flagEnv:    flagEnv,
 	}, nil
 }
 
@@ -287,7 +293,7 @@ func fillUnset(fs *flag.FlagSet, file string, lookupEnv func(string) (string, bo
 		if err != nil || set[f.Name] || f.Name == "config" {
 			return
 		}
-		env := "FLOODGATE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		env := envName(f.Name)
 		if v, ok := lookupEnv(env); ok {
 			if e := fs.Set(f.Name, v); e != nil {
 				err = fmt.Errorf("%s: invalid value %q: %w", env, v, e)
@@ -301,6 +307,12 @@ func fillUnset(fs *flag.FlagSet, file string, lookupEnv func(string) (string, bo
 		}
 	})
 	return err
+}
+
+// envName is the environment variable of flag: FLOODGATE_GRPC_ADDR for
+// grpc-addr.
+func envName(flag string) string {
+	return "FLOODGATE_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
 // readConfigFile reads a YAML file of flag names and values. A value is

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -253,5 +254,21 @@ func TestZeroIsNotASetting(t *testing.T) {
 		if _, err := parseOptions(append(args, "--data-dir", t.TempDir()), noEnv, io.Discard); err != nil {
 			t.Errorf("%v: %v", args, err)
 		}
+	}
+}
+
+// A FLOODGATE_* variable that sets no flag (a typo) is named, so that the
+// node warns instead of running on the default without a word; the
+// flags' variables, floodgatectl's and the tests' are not.
+func TestStrayEnv(t *testing.T) {
+	o, err := parseOptions([]string{"--data-dir", t.TempDir()}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	environ := []string{"FLOODGATE_DATA_DIRR=/var/lib/floodgate", "FLOODGATE_GRPC_ADDR=127.0.0.1:7700", "FLOODGATE_CONFIG=",
+		"FLOODGATE_ADDR=127.0.0.1:7700", "FLOODGATE_TOKEN_FILE=t", "FLOODGATE_TEST_CLOCK_SKEW=2s", "FLOODGATE_REPLICA=1",
+		"PATH=/bin", "FLOODGATE_GOSSIP_KEY_FILE=k", "FLOODGATE_CHECK_CONFIG=true"}
+	if got := strayEnv(environ, o.flagEnv); !slices.Equal(got, []string{"FLOODGATE_DATA_DIRR", "FLOODGATE_REPLICA"}) {
+		t.Fatalf("stray variables %v, want FLOODGATE_DATA_DIRR and FLOODGATE_REPLICA", got)
 	}
 }
