@@ -127,7 +127,11 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	flagEnv := map[string]bool{}
-	fs.VisitAll(func(f *flag.Flag) { flagEnv[envName(f.Name)] = true })
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name != "version" { // not read from the environment (fillUnset)
+			flagEnv[envName(f.Name)] = true
+		}
+	})
 	creation := func(name string, v int) int {
 		if given[name] {
 			return v
@@ -290,7 +294,9 @@ func fillUnset(fs *flag.FlagSet, file string, lookupEnv func(string) (string, bo
 	}
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		if err != nil || set[f.Name] || f.Name == "config" {
+		// --version is an action, read before the environment: its
+		// variable would be ignored (strayEnv names it).
+		if err != nil || set[f.Name] || f.Name == "config" || f.Name == "version" {
 			return
 		}
 		env := envName(f.Name)
@@ -355,7 +361,7 @@ func readConfigFile(file string, fs *flag.FlagSet) (map[string]fileValue, error)
 	}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
-		if fs.Lookup(k.Value) == nil || k.Value == "config" {
+		if fs.Lookup(k.Value) == nil || k.Value == "config" || k.Value == "version" {
 			return nil, fmt.Errorf("config: %s: line %d: unknown setting %q", file, k.Line, k.Value)
 		}
 		if _, dup := values[k.Value]; dup {
