@@ -23,9 +23,9 @@ func CheckAddr(field, addr string) error {
 	return checkAddr(field, addr, 1)
 }
 
-// checkListenAddr is CheckAddr for an address this node listens on, where
+// CheckListenAddr is CheckAddr for an address this node listens on, where
 // port 0 (any free port) is allowed.
-func checkListenAddr(field, addr string) error {
+func CheckListenAddr(field, addr string) error {
 	return checkAddr(field, addr, 0)
 }
 

@@ -33,7 +33,7 @@ func TestCheckAddr(t *testing.T) {
 			t.Errorf("%q: %v, want %q", tc.addr, err, tc.want)
 		}
 	}
-	if err := checkListenAddr("grpc-addr", "127.0.0.1:0"); err != nil {
+	if err := CheckListenAddr("grpc-addr", "127.0.0.1:0"); err != nil {
 		t.Errorf("listen on any port: %v", err)
 	}
 }

@@ -237,7 +237,7 @@ func (c Config) Validate() error {
 		{"grpc-addr", c.GRPCAddr}, {"raft-addr", c.RaftAddr}, {"gossip-addr", c.GossipAddr},
 		{"raft-addr", c.RaftBind}, {"gossip-addr", c.GossipBind},
 	} {
-		if err := checkListenAddr(a.flag, a.addr); err != nil {
+		if err := CheckListenAddr(a.flag, a.addr); err != nil {
 			return err
 		}
 	}
@@ -300,8 +300,14 @@ func (c Config) Validate() error {
 		// such a bound would have them stop each other.
 		return fmt.Errorf("%w: max-clock-offset: must be 0 (not checked) or at least %s, got %s", ErrConfig, minMaxClockOffset, c.MaxClockOffset)
 	}
+	// hashicorp/raft refuses these too, but only when the first group
+	// starts (after --check-config said the setup was fine, and the data
+	// dir was opened), and in its own field names.
 	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
-		return fmt.Errorf("%w: leader lease timeout must not exceed the heartbeat timeout", ErrConfig)
+		return fmt.Errorf("%w: raft-lease-timeout: must not exceed --raft-heartbeat-timeout (%s), got %s", ErrConfig, c.HeartbeatTimeout, c.LeaderLeaseTimeout)
+	}
+	if c.ElectionTimeout < c.HeartbeatTimeout {
+		return fmt.Errorf("%w: raft-election-timeout: must be at least --raft-heartbeat-timeout (%s), got %s", ErrConfig, c.HeartbeatTimeout, c.ElectionTimeout)
 	}
 	return nil
 }

@@ -47,3 +47,28 @@ func TestConfigRefusesAnUnprintableRegion(t *testing.T) {
 		}
 	}
 }
+
+// Raft's own rules on its timeouts are refused by the flags' names, by
+// Validate (so --check-config as well), not by raft when the first group
+// starts, in raft's field names.
+func TestConfigRefusesRaftTimeoutsRaftWouldRefuse(t *testing.T) {
+	for _, tc := range []struct {
+		heartbeat, election, lease time.Duration
+		want                       string
+	}{
+		{time.Second, 500 * time.Millisecond, 500 * time.Millisecond, "raft-election-timeout: must be at least --raft-heartbeat-timeout (1s), got 500ms"},
+		{500 * time.Millisecond, 500 * time.Millisecond, time.Second, "raft-lease-timeout: must not exceed --raft-heartbeat-timeout (500ms), got 1s"},
+	} {
+		c := Config{NodeID: "n1", DataDir: t.TempDir(), GRPCAddr: "127.0.0.1:1", RaftAddr: "127.0.0.1:2", GossipAddr: "127.0.0.1:3",
+			HeartbeatTimeout: tc.heartbeat, ElectionTimeout: tc.election, LeaderLeaseTimeout: tc.lease}
+		err := c.WithDefaults().Validate()
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("heartbeat %s, election %s, lease %s: got %v, want %q", tc.heartbeat, tc.election, tc.lease, err, tc.want)
+		}
+	}
+	ok := Config{NodeID: "n1", DataDir: t.TempDir(), GRPCAddr: "127.0.0.1:1", RaftAddr: "127.0.0.1:2", GossipAddr: "127.0.0.1:3",
+		HeartbeatTimeout: time.Second, ElectionTimeout: time.Second, LeaderLeaseTimeout: time.Second}
+	if err := ok.WithDefaults().Validate(); err != nil {
+		t.Errorf("equal timeouts: %v", err)
+	}
+}

@@ -48,6 +48,9 @@ type options struct {
 	// checkOnly asks for the configuration to be checked, not a node
 	// (--check-config).
 	checkOnly bool
+	// flagEnv holds the FLOODGATE_* names of the flags' variables
+	// (strayEnv).
+	flagEnv map[string]bool
 
 	// healthAddr is where the plaintext gRPC health listens ("": off).
 	healthAddr string
@@ -123,6 +126,12 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 	// cluster, and only those.
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	flagEnv := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name != "version" { // not read from the environment (fillUnset)
+			flagEnv[envName(f.Name)] = true
+		}
+	})
 	creation := func(name string, v int) int {
 		if given[name] {
 			return v
@@ -148,9 +157,14 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 			return nil, err
 		}
 	}
-	if *healthAddr != "" {
-		if _, _, err := net.SplitHostPort(*healthAddr); err != nil {
-			return nil, fmt.Errorf("health-addr: %q is not host:port", *healthAddr)
+	// The listeners cluster.Config does not hold (the others are checked
+	// by its Validate): a port out of range would pass --check-config and
+	// fail only at start, once the node had opened its data dir.
+	for _, l := range []struct{ flag, addr string }{{"http-addr", *httpAddr}, {"health-addr", *healthAddr}} {
+		if l.addr != "" {
+			if err := cluster.CheckListenAddr(l.flag, l.addr); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := distinctBinds(map[string]string{"grpc-addr": *grpcAddr, "http-addr": *httpAddr, "raft-addr": *raftAddr, "gossip-addr": *gossipAddr, "health-addr": *healthAddr}); err != nil {
@@ -256,6 +270,7 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 		security:   *sec,
 		policies:   startPolicies,
 		checkOnly:  *checkOnly,
+		flagEnv:    flagEnv,
 	}, nil
 }
 
@@ -279,10 +294,12 @@ func fillUnset(fs *flag.FlagSet, file string, lookupEnv func(string) (string, bo
 	}
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		if err != nil || set[f.Name] || f.Name == "config" {
+		// --version is an action, read before the environment: its
+		// variable would be ignored (strayEnv names it).
+		if err != nil || set[f.Name] || f.Name == "config" || f.Name == "version" {
 			return
 		}
-		env := "FLOODGATE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		env := envName(f.Name)
 		if v, ok := lookupEnv(env); ok {
 			if e := fs.Set(f.Name, v); e != nil {
 				err = fmt.Errorf("%s: invalid value %q: %w", env, v, e)
@@ -296,6 +313,12 @@ func fillUnset(fs *flag.FlagSet, file string, lookupEnv func(string) (string, bo
 		}
 	})
 	return err
+}
+
+// envName is the environment variable of flag: FLOODGATE_GRPC_ADDR for
+// grpc-addr.
+func envName(flag string) string {
+	return "FLOODGATE_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
 // readConfigFile reads a YAML file of flag names and values. A value is
@@ -338,7 +361,7 @@ func readConfigFile(file string, fs *flag.FlagSet) (map[string]fileValue, error)
 	}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
-		if fs.Lookup(k.Value) == nil || k.Value == "config" {
+		if fs.Lookup(k.Value) == nil || k.Value == "config" || k.Value == "version" {
 			return nil, fmt.Errorf("config: %s: line %d: unknown setting %q", file, k.Line, k.Value)
 		}
 		if _, dup := values[k.Value]; dup {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +47,10 @@ func TestOptionsErrorsNameTheSetting(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("shardz: 3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	version := filepath.Join(dir, "version.yaml")
+	if err := os.WriteFile(version, []byte("replicas: 1\nversion: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	trailing := filepath.Join(dir, "trailing.yaml")
 	if err := os.WriteFile(trailing, []byte("replicas: 1\n---\n# nothing more\n---\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -67,6 +72,8 @@ func TestOptionsErrorsNameTheSetting(t *testing.T) {
 		want string
 	}{
 		{[]string{"--config", bad}, nil, `unknown setting "shardz"`},
+		// --version is an action, not a setting: ignored in a file before.
+		{[]string{"--config", version}, nil, `line 2: unknown setting "version"`},
 		{nil, map[string]string{"FLOODGATE_SHARDS": "many"}, `FLOODGATE_SHARDS: invalid value "many"`},
 		// A value the setting cannot parse: the file, its line and the value.
 		{[]string{"--config", notANumber}, nil, `notanumber.yaml: line 2: slots: invalid value "abc"`},
@@ -253,5 +260,23 @@ func TestZeroIsNotASetting(t *testing.T) {
 		if _, err := parseOptions(append(args, "--data-dir", t.TempDir()), noEnv, io.Discard); err != nil {
 			t.Errorf("%v: %v", args, err)
 		}
+	}
+}
+
+// A FLOODGATE_* variable that sets no flag (a typo) is named, so that the
+// node warns instead of running on the default without a word; the
+// flags' variables, floodgatectl's and the tests' are not.
+func TestStrayEnv(t *testing.T) {
+	o, err := parseOptions([]string{"--data-dir", t.TempDir()}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	environ := []string{"FLOODGATE_DATA_DIRR=/var/lib/floodgate", "FLOODGATE_GRPC_ADDR=127.0.0.1:7700", "FLOODGATE_CONFIG=",
+		"FLOODGATE_ADDR=127.0.0.1:7700", "FLOODGATE_TOKEN_FILE=t", "FLOODGATE_TEST_CLOCK_SKEW=2s", "FLOODGATE_REPLICA=1",
+		"PATH=/bin", "FLOODGATE_GOSSIP_KEY_FILE=k", "FLOODGATE_CHECK_CONFIG=true", "FLOODGATE_VERSION=true"}
+	// --version is not read from the environment: its variable is stray.
+	want := []string{"FLOODGATE_DATA_DIRR", "FLOODGATE_REPLICA", "FLOODGATE_VERSION"}
+	if got := strayEnv(environ, o.flagEnv); !slices.Equal(got, want) {
+		t.Fatalf("stray variables %v, want %v", got, want)
 	}
 }

@@ -60,16 +60,24 @@ func TestHealthAddrServesOnlyHealthInPlaintext(t *testing.T) {
 	}
 }
 
-// --health-addr is checked as the other listeners are.
+// --health-addr and --http-addr are checked as the other listeners are,
+// before anything starts (so by --check-config too).
 func TestHealthAddrFlag(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
+		env  map[string]string
 		want string
 	}{
-		{[]string{"--health-addr", "7704"}, `health-addr: "7704" is not host:port`},
-		{[]string{"--health-addr", "127.0.0.1:7700"}, "health-addr: 127.0.0.1:7700 is also --grpc-addr's"},
+		{[]string{"--health-addr", "7704"}, nil, `health-addr: "7704" is not host:port`},
+		{[]string{"--health-addr", "127.0.0.1:7700"}, nil, "health-addr: 127.0.0.1:7700 is also --grpc-addr's"},
+		// A port out of range: refused here, as --grpc-addr's is, not
+		// only when the node binds it at start.
+		{[]string{"--health-addr", "127.0.0.1:99999"}, nil, `health-addr: "127.0.0.1:99999": port must be a number from 0 to 65535`},
+		{[]string{"--http-addr", "127.0.0.1:99999"}, nil, `http-addr: "127.0.0.1:99999": port must be a number from 0 to 65535`},
+		{[]string{"--http-addr", "127.0.0.1:-1"}, nil, `http-addr: "127.0.0.1:-1": port must be a number from 0 to 65535`},
+		{nil, map[string]string{"FLOODGATE_HTTP_ADDR": "bad/host:80"}, `http-addr: "bad/host:80": host must be a name or an IP address`},
 	} {
-		if _, err := parseOptions(tc.args, noEnv, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := parseOptions(tc.args, envOf(tc.env), io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
 		}
 	}

@@ -50,6 +50,9 @@ func main() {
 		handler = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: opts.logLevel})
 	}
 	log := slog.New(handler)
+	for _, name := range strayEnv(os.Environ(), opts.flagEnv) {
+		log.Warn("environment variable "+name+" sets nothing: no flag is named so (FLOODGATE_GRPC_ADDR sets --grpc-addr)", "variable", name)
+	}
 	if opts.checkOnly {
 		if err := checkConfig(opts); err != nil {
 			fmt.Fprintln(os.Stderr, "floodgate:", err)

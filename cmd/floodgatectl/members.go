@@ -60,6 +60,11 @@ func leaveCmd(g *globals) *cobra.Command {
 				// at --addr, which is what no argument means.
 				return fmt.Errorf("NODE_ID: empty; leave it out to drain the node at --addr")
 			}
+			if wait < 0 {
+				// Refused before the drain starts: taken for 0, a typo
+				// would drain the node and not wait.
+				return fmt.Errorf("--wait: must be 0 (do not wait) or more, got %s", wait)
+			}
 			conn, err := g.dial()
 			if err != nil {
 				return err

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -33,6 +34,22 @@ func tlsCmd(g *globals) *cobra.Command {
 		Example: "  floodgatectl tls create --dir tls --hosts 127.0.0.1,localhost --clients ops,checkout",
 		Args:    cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
+			// Every flag is checked before a file is written: a typo must
+			// not leave --dir with new CAs that no longer verify the
+			// certificates made before.
+			hostList := split(hosts)
+			if len(hostList) == 0 {
+				return fmt.Errorf("--hosts: at least one host or IP the nodes are dialed at")
+			}
+			clientList := split(clients)
+			for i, name := range clientList {
+				if strings.ContainsAny(name, `/\`) || name == "node" || name == "ca" || name == "client-ca" {
+					return fmt.Errorf("--clients: %q cannot name a certificate file", name)
+				}
+				if slices.Contains(clientList[:i], name) {
+					return fmt.Errorf("--clients: %q given twice", name)
+				}
+			}
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return err
 			}
@@ -50,22 +67,21 @@ func tlsCmd(g *globals) *cobra.Command {
 			if _, err := clientCA.WriteCA(dir, "client-ca"); err != nil {
 				return err
 			}
-			hostList := split(hosts)
-			if len(hostList) == 0 {
-				return fmt.Errorf("--hosts: at least one host or IP the nodes are dialed at")
-			}
 			if _, _, err := cluster.Issue(dir, "node", hostList...); err != nil {
 				return err
 			}
 			written := []string{"ca.crt", "client-ca.crt", "node.crt", "node.key"}
-			for _, name := range split(clients) {
-				if strings.ContainsAny(name, `/\`) || name == "node" || name == "ca" || name == "client-ca" {
-					return fmt.Errorf("--clients: %q cannot name a certificate file", name)
-				}
+			for _, name := range clientList {
 				if _, _, err := clientCA.Issue(dir, name); err != nil {
 					return err
 				}
 				written = append(written, name+".crt", name+".key")
+			}
+			if g.json {
+				return g.printResult(struct {
+					Dir   string   `json:"dir"`
+					Files []string `json:"files"`
+				}{dir, written})
 			}
 			_, err = fmt.Fprintf(g.out, "wrote in %s: %s\n", dir, strings.Join(written, " "))
 			return err

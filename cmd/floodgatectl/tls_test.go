@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -75,5 +78,57 @@ func TestTLSCreate(t *testing.T) {
 	root.SetArgs([]string{"tls", "create", "--dir", dir, "--clients", "../evil"})
 	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "--clients") {
 		t.Fatalf("a client name with a path: %v", err)
+	}
+}
+
+// A refused tls create changes nothing: the CAs and certificates already
+// in --dir stay (new CAs would no longer verify the certificates issued
+// before), and --json prints what was written as JSON.
+func TestTLSCreateRefusesBeforeWriting(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tls")
+	run := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		root := newRoot(&out)
+		root.SetArgs(append([]string{"tls", "create", "--dir", dir}, args...))
+		err := root.Execute()
+		return out.String(), err
+	}
+	out, err := run("--json", "--clients", "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Dir   string   `json:"dir"`
+		Files []string `json:"files"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Dir != dir || !slices.Contains(res.Files, "ops.key") {
+		t.Fatalf("tls create --json printed %q: %v", out, err)
+	}
+	read := func() map[string]string {
+		files := map[string]string{}
+		for _, name := range res.Files {
+			b, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[name] = string(b)
+		}
+		return files
+	}
+	before := read()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--clients", "ops,../evil"}, "--clients"},
+		{[]string{"--clients", "ops,ops"}, `--clients: "ops" given twice`},
+		{[]string{"--hosts", " , "}, "--hosts"},
+	} {
+		if _, err := run(tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error naming %s", tc.args, err, tc.want)
+		}
+		if after := read(); !maps.Equal(before, after) {
+			t.Errorf("%v: refused, yet the files in --dir changed", tc.args)
+		}
 	}
 }
