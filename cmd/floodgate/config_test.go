@@ -273,9 +273,17 @@ func TestStrayEnv(t *testing.T) {
 	}
 	environ := []string{"FLOODGATE_DATA_DIRR=/var/lib/floodgate", "FLOODGATE_GRPC_ADDR=127.0.0.1:7700", "FLOODGATE_CONFIG=",
 		"FLOODGATE_ADDR=127.0.0.1:7700", "FLOODGATE_TOKEN_FILE=t", "FLOODGATE_TEST_CLOCK_SKEW=2s", "FLOODGATE_REPLICA=1",
-		"PATH=/bin", "FLOODGATE_GOSSIP_KEY_FILE=k", "FLOODGATE_CHECK_CONFIG=true", "FLOODGATE_VERSION=true"}
+		"PATH=/bin", "FLOODGATE_GOSSIP_KEY_FILE=k", "FLOODGATE_CHECK_CONFIG=true", "FLOODGATE_VERSION=true",
+		// Kubernetes' service links for the Services floodgate and
+		// floodgate-admin: not the operator's, never warned of.
+		"FLOODGATE_SERVICE_HOST=10.0.0.1", "FLOODGATE_SERVICE_PORT=7700", "FLOODGATE_SERVICE_PORT_GRPC=7700",
+		"FLOODGATE_PORT=tcp://10.0.0.1:7700", "FLOODGATE_PORT_7700_TCP=tcp://10.0.0.1:7700",
+		"FLOODGATE_PORT_7700_TCP_PROTO=tcp", "FLOODGATE_PORT_7700_TCP_PORT=7700", "FLOODGATE_PORT_7700_TCP_ADDR=10.0.0.1",
+		"FLOODGATE_ADMIN_SERVICE_HOST=10.0.0.2", "FLOODGATE_ADMIN_PORT_7701_TCP_ADDR=10.0.0.2",
+		// Near misses of those are the operator's.
+		"FLOODGATE_SERVICE_HOSTS=x", "FLOODGATE_PORT_7700=x"}
 	// --version is not read from the environment: its variable is stray.
-	want := []string{"FLOODGATE_DATA_DIRR", "FLOODGATE_REPLICA", "FLOODGATE_VERSION"}
+	want := []string{"FLOODGATE_DATA_DIRR", "FLOODGATE_PORT_7700", "FLOODGATE_REPLICA", "FLOODGATE_SERVICE_HOSTS", "FLOODGATE_VERSION"}
 	if got := strayEnv(environ, o.flagEnv); !slices.Equal(got, want) {
 		t.Fatalf("stray variables %v, want %v", got, want)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -10,6 +11,15 @@ import (
 // them beside the daemon's) and the tests'.
 var otherEnv = []string{"FLOODGATE_ADDR", "FLOODGATE_CACERT", "FLOODGATE_CERT", "FLOODGATE_KEY",
 	"FLOODGATE_TOKEN_FILE", "FLOODGATE_WRITE_FUZZ_SEEDS"}
+
+// serviceLink matches the variables Kubernetes gives every pod for each
+// Service of its namespace (enableServiceLinks, on by default): a Service
+// named floodgate, as in deploy/kubernetes, gives FLOODGATE_SERVICE_HOST,
+// FLOODGATE_SERVICE_PORT_GRPC, FLOODGATE_PORT, FLOODGATE_PORT_7700_TCP_ADDR
+// and so on; one named floodgate-admin gives FLOODGATE_ADMIN_SERVICE_HOST.
+// They set nothing, and warning of them at every start would teach
+// operators to ignore the warning.
+var serviceLink = regexp.MustCompile(`^FLOODGATE(_[A-Z0-9_]+)?_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT|PORT_[0-9]+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)$`)
 
 // strayEnv returns, sorted, the FLOODGATE_* variables of environ
 // ("NAME=value" entries, as os.Environ gives them) that set nothing:
@@ -21,7 +31,7 @@ func strayEnv(environ []string, flagEnv map[string]bool) []string {
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
 		if !strings.HasPrefix(name, "FLOODGATE_") || flagEnv[name] || slices.Contains(otherEnv, name) ||
-			strings.HasPrefix(name, "FLOODGATE_TEST_") {
+			strings.HasPrefix(name, "FLOODGATE_TEST_") || serviceLink.MatchString(name) {
 			continue
 		}
 		stray = append(stray, name)
