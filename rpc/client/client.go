@@ -179,12 +179,27 @@ func (c *Client) allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 	if err != nil {
 		open := c.failOpen(err)
 		if open && doubt != nil {
-			return nil, false, doubt // not admitted unasked: the local copy refused it
+			// Not admitted unasked: the local copy refused it. But the
+			// check was sent, and may have counted: marked so that it is
+			// not sent again (Policy.AllowN resends a refused check).
+			return nil, false, sentRefusal{doubt}
 		}
 		return nil, open, err
 	}
 	return resp, false, nil
 }
+
+// sentRefusal is the client's own refusal (its copy of the policy's) of
+// a check it sent anyway, the copy being perhaps stale, and whose answer
+// was lost: its status is the refusal's, but unlike a node's refusal it
+// does not mean nothing was counted.
+type sentRefusal struct{ error }
+
+// GRPCStatus gives the refusal's status (InvalidArgument).
+func (e sentRefusal) GRPCStatus() *status.Status { return status.Convert(e.error) }
+
+// Unwrap returns the refusal.
+func (e sentRefusal) Unwrap() error { return e.error }
 
 // allowOn sends one check to the node at addr (another if addr is down).
 func (c *Client) allowOn(ctx context.Context, addr string, req *pb.AllowRequest) (*pb.AllowResponse, error) {

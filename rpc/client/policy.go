@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -58,11 +59,14 @@ func (p *Policy) AllowN(ctx context.Context, d D, n int64) (Decision, error) {
 		req.Descriptors = d
 	}
 	dec, err := p.c.decide(ctx, req)
-	if plain && !known && status.Code(err) == codes.InvalidArgument && p.learn(ctx) {
+	var sent sentRefusal
+	if plain && !known && status.Code(err) == codes.InvalidArgument && !errors.As(err, &sent) && p.learn(ctx) {
 		// A policy created since the client's last refresh, which keys
 		// by a descriptor named "key": the node refused k as a plain
 		// key, and a refusal counted nothing, so asking again with the
-		// descriptors cannot count twice.
+		// descriptors cannot count twice. (A refusal by the client's
+		// own copy, learned meanwhile, of a check whose answer was lost
+		// is no such proof: sentRefusal.)
 		req.Key, req.Descriptors = "", d
 		return p.c.decide(ctx, req)
 	}
