@@ -29,7 +29,9 @@ func (n *hangingNode) Allow(ctx context.Context, _ *pb.AllowRequest) (*pb.AllowR
 
 // refusingNode refuses every Allow, as a node refuses a plain key for a
 // policy that keys by descriptors.
-type refusingNode struct{ pb.UnimplementedRateLimiterServer }
+type refusingNode struct {
+	pb.UnimplementedRateLimiterServer
+}
 
 func (refusingNode) Allow(context.Context, *pb.AllowRequest) (*pb.AllowResponse, error) {
 	return nil, status.Error(codes.InvalidArgument, "key: policy q builds its keys from descriptors user")
