@@ -50,7 +50,8 @@ e2e: ## Run only the end-to-end tests (real processes on loopback)
 # as ordinary tests in `make test`.
 FUZZ    := ./policy/:FuzzDecode ./fsm/:FuzzShardApply ./fsm/:FuzzShardRestore \
            ./fsm/:FuzzMetaApply ./fsm/:FuzzMetaRestore ./rpc/:FuzzPeerRequests \
-           ./policyfile/:FuzzParse ./raftlog/:FuzzReplay ./raftnet/:FuzzDecode
+           ./policyfile/:FuzzParse ./raftlog/:FuzzReplay ./raftnet/:FuzzDecode \
+           ./window/:FuzzDecodeState ./backup/:FuzzParse
 FUZZTIME ?= 20s
 
 fuzz: ## Fuzz every decoder for FUZZTIME (20s) each, one at a time
