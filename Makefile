@@ -13,7 +13,9 @@ RACE    = $$($(GO) list ./... | grep -v /test/)
 # time (2 cores: 338 s at -p 2, 231 s at -p 4).
 RACEP   := $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) * 2 )))
 # Binaries say which commit they are (--version) when built from a git
-# checkout, whatever GOFLAGS says; elsewhere they say "rev unknown".
+# checkout, whatever GOFLAGS says; elsewhere they say "rev unknown", and
+# so do builds in a git worktree: the go command reads VCS information
+# only where .git is a directory, and a worktree's .git is a file.
 VCS     := $(shell git rev-parse --git-dir >/dev/null 2>&1 && echo -buildvcs=true || echo -buildvcs=false)
 
 .DEFAULT_GOAL := help
