@@ -67,6 +67,12 @@ func tlsCmd(g *globals) *cobra.Command {
 				}
 				written = append(written, name+".crt", name+".key")
 			}
+			if g.json {
+				return g.printResult(struct {
+					Dir   string   `json:"dir"`
+					Files []string `json:"files"`
+				}{dir, written})
+			}
 			_, err = fmt.Fprintf(g.out, "wrote in %s: %s\n", dir, strings.Join(written, " "))
 			return err
 		},
