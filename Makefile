@@ -13,7 +13,9 @@ RACE    = $$($(GO) list ./... | grep -v /test/)
 # time (2 cores: 338 s at -p 2, 231 s at -p 4).
 RACEP   := $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) * 2 )))
 # Binaries say which commit they are (--version) when built from a git
-# checkout, whatever GOFLAGS says; elsewhere they say "rev unknown".
+# checkout, whatever GOFLAGS says; elsewhere they say "rev unknown", and
+# so do builds in a git worktree: the go command reads VCS information
+# only where .git is a directory, and a worktree's .git is a file.
 VCS     := $(shell git rev-parse --git-dir >/dev/null 2>&1 && echo -buildvcs=true || echo -buildvcs=false)
 
 .DEFAULT_GOAL := help
@@ -50,7 +52,8 @@ e2e: ## Run only the end-to-end tests (real processes on loopback)
 # as ordinary tests in `make test`.
 FUZZ    := ./policy/:FuzzDecode ./fsm/:FuzzShardApply ./fsm/:FuzzShardRestore \
            ./fsm/:FuzzMetaApply ./fsm/:FuzzMetaRestore ./rpc/:FuzzPeerRequests \
-           ./policyfile/:FuzzParse ./raftlog/:FuzzReplay ./raftnet/:FuzzDecode
+           ./policyfile/:FuzzParse ./raftlog/:FuzzReplay ./raftnet/:FuzzDecode \
+           ./window/:FuzzDecodeState ./backup/:FuzzParse
 FUZZTIME ?= 20s
 
 fuzz: ## Fuzz every decoder for FUZZTIME (20s) each, one at a time
@@ -98,6 +101,6 @@ release: ## Build static release binaries for linux and darwin, amd64 and arm64,
 	cd dist && sha256sum * > SHA256SUMS
 
 clean: ## Remove build output, the default data dir and the README walkthroughs' files
-	rm -rf $(BIN) dist floodgate-data data policies.yaml edge.yaml shop.yaml
+	rm -rf $(BIN) dist floodgate-data data policies.yaml edge.yaml shop.yaml trace.out
 
 .PHONY: help build run test deploy-check e2e fuzz bench lint proto release clean

@@ -132,3 +132,26 @@ func TestTLSCreateRefusesBeforeWriting(t *testing.T) {
 		}
 	}
 }
+
+// tls create --json, as every command takes it: the directory and the
+// files written, as JSON.
+func TestTLSCreateJSON(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tls")
+	var out bytes.Buffer
+	root := newRoot(&out)
+	root.SetArgs([]string{"tls", "create", "--dir", dir, "--clients", "ops", "--json"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Dir   string   `json:"dir"`
+		Files []string `json:"files"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("printed %q, not JSON: %v", out.String(), err)
+	}
+	want := []string{"ca.crt", "client-ca.crt", "node.crt", "node.key", "ops.crt", "ops.key"}
+	if got.Dir != dir || !slices.Equal(got.Files, want) {
+		t.Fatalf("printed %+v, want dir %s and files %v", got, dir, want)
+	}
+}
