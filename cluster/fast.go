@@ -45,6 +45,10 @@ type fastLane struct {
 	handing int
 	refused bool
 
+	// mix keeps strict and fast decisions of the same states in step
+	// (mixed.go). Taken after mu, before the shard's lock.
+	mix mixGuard
+
 	kick chan struct{} // flush now
 	arm  chan struct{} // the first hit waits: flush within interval
 	stop chan struct{}
@@ -68,13 +72,20 @@ func newFastLane(r *raft.Raft, shard *fsm.Shard, cfg Config, notLeader func() er
 }
 
 // decide answers one fast check at once; a full lane waits for room no
-// longer than ctx. Errors mean nothing was counted.
+// longer than ctx. Errors mean nothing was counted; errTakeStrict, that
+// the check must go through the log (mixGuard).
 func (f *fastLane) decide(ctx context.Context, c fsm.Check) (policy.Result, error) {
 	if err := f.lock(ctx, c.Key); err != nil {
 		return policy.Result{}, err
 	}
 	defer f.mu.Unlock()
+	f.mix.mu.Lock()
+	if !f.mix.fastAllowed(c.Policy, []string{c.Key}) {
+		f.mix.mu.Unlock()
+		return policy.Result{}, errTakeStrict
+	}
 	res, gen, at := f.shard.FastEval(c.Policy, c.Key, c.Cost, wallclock.Now().UnixNano(), c.Elastic)
+	f.mix.mu.Unlock()
 	if res.Outcome != policy.Denied {
 		f.counted(fsm.Hit{Key: c.Key, Policy: c.Policy, Cost: c.Cost, Time: at, Outcome: res.Outcome, Elastic: c.Elastic}, gen)
 	}
@@ -84,7 +95,7 @@ func (f *fastLane) decide(ctx context.Context, c fsm.Check) (policy.Result, erro
 // decideSet answers the fast checks of one atomic set (fsm.Check.Joined)
 // at once, all admitted or none, with one elastic judgment for the set; a
 // full lane waits for room no longer than ctx. Errors mean nothing was
-// counted.
+// counted; errTakeStrict, that the set must go through the log.
 func (f *fastLane) decideSet(ctx context.Context, set []fsm.Check, elastic bool) ([]policy.Result, error) {
 	keys, costs := make([]string, len(set)), make([]int64, len(set))
 	for i, c := range set {
@@ -94,7 +105,13 @@ func (f *fastLane) decideSet(ctx context.Context, set []fsm.Check, elastic bool)
 		return nil, err
 	}
 	defer f.mu.Unlock()
+	f.mix.mu.Lock()
+	if !f.mix.fastAllowed(set[0].Policy, keys) {
+		f.mix.mu.Unlock()
+		return nil, errTakeStrict
+	}
 	res, hits, gen := f.shard.FastEvalSet(set[0].Policy, keys, costs, wallclock.Now().UnixNano(), elastic)
+	f.mix.mu.Unlock()
 	for _, h := range hits {
 		f.counted(h, gen)
 	}

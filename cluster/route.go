@@ -280,7 +280,7 @@ func (n *Node) submit(ctx context.Context, shard int, r *replica, checks []fsm.C
 	}
 	if fast == 0 {
 		// The common case: all strict, answered in order by the batcher.
-		res, err := r.batcher.submit(ctx, checks)
+		res, err := r.submitStrict(ctx, checks)
 		if err != nil {
 			return nil, err
 		}
@@ -299,7 +299,7 @@ func (n *Node) submit(ctx context.Context, shard int, r *replica, checks []fsm.C
 	}
 	var errs []error // per check of checks, when some strict ones were refused at apply
 	if len(strict) > 0 {
-		res, err := r.batcher.submit(ctx, strict)
+		res, err := r.submitStrict(ctx, strict)
 		var pe *PartialError
 		if errors.As(err, &pe) {
 			// Indexed by strict: answer each check of the call at its own
@@ -339,6 +339,11 @@ func (n *Node) submit(ctx context.Context, shard int, r *replica, checks []fsm.C
 			res, err = r.fast.decideSet(ctx, checks[i:j], c.Elastic)
 			copy(out[i:j], res)
 		}
+		if errors.Is(err, errTakeStrict) {
+			// Strict checks of its keys are in flight (mixGuard): decided
+			// in the log after them, as one of them.
+			err = takeStrict(ctx, r, checks[i:j], out[i:j])
+		}
 		if err != nil {
 			if decided {
 				// Some of these checks counted already: a retry elsewhere
@@ -357,6 +362,29 @@ func (n *Node) submit(ctx context.Context, shard int, r *replica, checks []fsm.C
 		return nil, NewPartialError(out, errs)
 	}
 	return out, nil
+}
+
+// takeStrict writes fast checks (one atomic set, or one check) through the
+// log and answers them into out; a partial refusal at apply (a slot that
+// moved) fails them all, as a refused set, counted nowhere.
+// The batcher judges an elastic policy's room for the entry, as for any
+// strict check.
+func takeStrict(ctx context.Context, r *replica, set []fsm.Check, out []policy.Result) error {
+	res, err := r.submitStrict(ctx, set)
+	var pe *PartialError
+	if errors.As(err, &pe) {
+		for _, e := range pe.Errs {
+			if e != nil {
+				return e
+			}
+		}
+		res, err = pe.Results, nil
+	}
+	if err != nil {
+		return err
+	}
+	copy(out, res)
+	return nil
 }
 
 // sets yields the bounds [i, j) of each atomic set of checks in order: a

@@ -138,6 +138,28 @@ func (s *Shard) ReleaseFast(p *policy.Policy, key string, gen uint64) {
 	}
 }
 
+// FastPendingOn reports whether a state of key under p has fast decisions
+// answered and not yet committed. A strict check of such a state must wait
+// for them to commit: it is decided at apply, on the committed state,
+// which does not count them yet (cluster's mixGuard).
+func (s *Shard) FastPendingOn(p *policy.Policy, key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.ov.entries) == 0 {
+		return false
+	}
+	s.ids = s.ids[:0]
+	for i := 0; i < p.States(); i++ {
+		start := len(s.ids)
+		l, scope := limitOf(p, i)
+		s.ids = appendID(s.ids, []byte(key), scope, l)
+		if s.ov.entries[string(s.ids[start:])] != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // ResetFast discards the overlay: leadership changed, and decisions a
 // former leader answered but never committed are lost (the bound on fast
 // mode's overshoot).

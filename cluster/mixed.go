@@ -1,0 +1,141 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/policy"
+)
+
+// errTakeStrict is a fast lane's refusal of a check whose states have
+// strict checks in flight: nothing was counted, and the check goes
+// through the log as a strict one (submit).
+var errTakeStrict = errors.New("strict checks of the same states in flight")
+
+// mixGuard keeps a shard leader's strict and fast decisions on the same
+// states from missing each other. They meet when a policy's consistency
+// changes: for a while the nodes that take checks hold either version, and
+// checks of one key under both reach the leader. A strict check is decided
+// at apply, on the committed state, which lacks the fast decisions
+// answered and not yet flushed; a fast decision is made on that state
+// plus the overlay, which lacks the strict checks written and not yet
+// applied. Each admitted up to the whole limit on top of the other (a
+// limit of 50 admitted 100 under a mix of both). So a strict check waits
+// for the fast decisions pending on its states to commit before it is
+// written (settle), and a fast check of a key with strict checks in
+// flight is written as a strict one (errTakeStrict). Checked and decided
+// under mu, so one of the two always sees the other.
+type mixGuard struct {
+	mu sync.Mutex
+	// fastSeen: this lane has decided a fast check. Until then no state
+	// has fast decisions pending, and strict checks only count themselves
+	// in anon (no allocation on a shard that only sees strict checks);
+	// while anon is not zero every fast check is written as strict.
+	fastSeen bool
+	anon     int
+	// strict counts the strict checks in flight by policy name and key.
+	strict map[string]int
+}
+
+// mixKey is the map key of a check: policy names hold no NUL byte.
+func mixKey(p *policy.Policy, key string) string { return p.Name + "\x00" + key }
+
+// holdStrict records checks as in flight, to be written through the log,
+// and reports whether a state of one has fast decisions pending. release
+// undoes it once they are answered.
+func (f *fastLane) holdStrict(checks []fsm.Check) (release func(), pending bool) {
+	g := &f.mix
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.fastSeen {
+		g.anon += len(checks)
+		return func() {
+			g.mu.Lock()
+			g.anon -= len(checks)
+			g.mu.Unlock()
+		}, false
+	}
+	if g.strict == nil {
+		g.strict = map[string]int{}
+	}
+	for _, c := range checks {
+		g.strict[mixKey(c.Policy, c.Key)]++
+		if !pending && f.shard.FastPendingOn(c.Policy, c.Key) {
+			pending = true
+		}
+	}
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		for _, c := range checks {
+			k := mixKey(c.Policy, c.Key)
+			if g.strict[k]--; g.strict[k] <= 0 {
+				delete(g.strict, k)
+			}
+		}
+	}, pending
+}
+
+// fastAllowed reports, with g.mu held, whether fast checks of p on keys
+// may be decided from memory: no strict check of theirs is in flight.
+func (g *mixGuard) fastAllowed(p *policy.Policy, keys []string) bool {
+	g.fastSeen = true
+	if g.anon > 0 {
+		return false
+	}
+	for _, k := range keys {
+		if g.strict[mixKey(p, k)] > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// settle waits until no state of checks has fast decisions pending,
+// flushing them. New fast decisions on them are not made meanwhile
+// (holdStrict recorded the checks). Errors mean nothing was written.
+func (f *fastLane) settle(ctx context.Context, checks []fsm.Check) error {
+	for {
+		pending := false
+		for _, c := range checks {
+			if f.shard.FastPendingOn(c.Policy, c.Key) {
+				pending = true
+				break
+			}
+		}
+		if !pending {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%w: fast decisions of the same keys pending: %w", ErrNoLeader, err)
+		}
+		// A flush that failed while this replica still leads put its hits
+		// back; one that lost the leadership discarded the overlay, or
+		// will (dropStale).
+		if f.drain() {
+			if f.r.State() != raft.Leader {
+				return f.notLeader()
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// submitStrict writes checks through the log (the batcher), once the fast
+// decisions pending on their states have committed, and answers them.
+func (r *replica) submitStrict(ctx context.Context, checks []fsm.Check) ([]policy.Result, error) {
+	release, pending := r.fast.holdStrict(checks)
+	defer release()
+	if pending {
+		if err := r.fast.settle(ctx, checks); err != nil {
+			return nil, err
+		}
+	}
+	return r.batcher.submit(ctx, checks)
+}

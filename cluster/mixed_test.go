@@ -1,0 +1,94 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/window"
+)
+
+// fastAndStrict returns the fast and the strict version of one policy
+// with a limit of limit an hour, as the nodes that take checks hold while
+// a change of its consistency spreads.
+func fastAndStrict(limit int64) (fast, strict *policy.Policy) {
+	lim := policy.Limit{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: limit, Window: int64(time.Hour)}}
+	return &policy.Policy{Name: "p", Consistency: policy.Fast, Limits: []policy.Limit{lim}},
+		&policy.Policy{Name: "p", Limits: []policy.Limit{lim}}
+}
+
+// submitOne submits one check of cost 1 and reports whether it was admitted.
+func submitOne(ctx context.Context, t *testing.T, n *Node, p *policy.Policy) bool {
+	t.Helper()
+	res, err := n.Submit(ctx, 0, []fsm.Check{{Key: "k", Policy: p, Cost: 1}})
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	return res[0].Allowed
+}
+
+// A policy switched from fast to strict: a strict check must count the
+// fast decisions answered before it. It was decided at apply on the
+// committed state, which lacked those not flushed yet, and a limit of 5
+// admitted 10.
+func TestStrictCheckCountsPendingFastDecisions(t *testing.T) {
+	n := startOneWith(t, func(c *Config) { c.FastFlushInterval = 5 * time.Second })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := n.replica(0).group.waitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fast, strict := fastAndStrict(5)
+	admitted := 0
+	for range 5 {
+		if submitOne(ctx, t, n, fast) {
+			admitted++
+		}
+	}
+	for range 5 {
+		if submitOne(ctx, t, n, strict) {
+			admitted++
+		}
+	}
+	if admitted != 5 {
+		t.Fatalf("admitted %d with a limit of 5", admitted)
+	}
+}
+
+// Checks of one key under both versions of a policy whose consistency
+// changes, at once: together they never pass the limit. Fast decisions
+// missed the strict checks written and not yet applied, strict checks
+// the fast decisions not yet flushed: a limit of 50 admitted 100.
+func TestMixedConsistencyNeverPassesTheLimit(t *testing.T) {
+	n := startOne(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := n.replica(0).group.waitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fast, strict := fastAndStrict(50)
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		p := fast
+		if g%2 == 0 {
+			p = strict
+		}
+		wg.Go(func() {
+			for range 20 {
+				if submitOne(ctx, t, n, p) {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := admitted.Load(); got != 50 {
+		t.Fatalf("admitted %d of 160 checks with a limit of 50", got)
+	}
+}
