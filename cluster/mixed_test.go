@@ -92,3 +92,32 @@ func TestMixedConsistencyNeverPassesTheLimit(t *testing.T) {
 		t.Fatalf("admitted %d of 160 checks with a limit of 50", got)
 	}
 }
+
+// A reset forgets the fast decisions answered before it, also when it
+// names the policy's new, strict version: it drained the fast lane only
+// for a fast policy, and the pending decisions, flushed after the reset,
+// were counted again.
+func TestResetUnderStrictVersionForgetsFastDecisions(t *testing.T) {
+	n := startOneWith(t, func(c *Config) { c.FastFlushInterval = 5 * time.Second })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := n.replica(0).group.waitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fast, strict := fastAndStrict(5)
+	for range 3 {
+		if !submitOne(ctx, t, n, fast) {
+			t.Fatal("denied under the limit")
+		}
+	}
+	if _, err := n.ResetKey(ctx, 0, "k", strict); err != nil {
+		t.Fatal(err)
+	}
+	res, err := n.Submit(ctx, 0, []fsm.Check{{Key: "k", Policy: strict, Cost: 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Remaining != 5 {
+		t.Fatalf("remaining %d after a reset, want 5", res[0].Remaining)
+	}
+}

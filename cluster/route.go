@@ -429,9 +429,11 @@ func (n *Node) ResetKey(ctx context.Context, shard int, key string, p *policy.Po
 	if !r.fsm.Owns(key) {
 		return 0, fmt.Errorf("%s: %w", shardName(shard), ErrMoved)
 	}
-	if p.Consistency == policy.Fast {
-		r.fast.drain()
-	}
+	// Whatever p's consistency: fast decisions of the key may be pending
+	// under another version of the policy (its consistency changed), and
+	// flushed after the reset they would count again. A lane with nothing
+	// pending returns at once.
+	r.fast.drain()
 	f := r.group.raft.Apply(fsm.EncodeReset(wallclock.Now().UnixNano(), key, p), n.cfg.CommitTimeout)
 	if err := f.Error(); err != nil {
 		return 0, r.batcher.classify(err)
