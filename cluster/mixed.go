@@ -40,11 +40,12 @@ type mixGuard struct {
 	fastSeen bool
 	anon     int
 	// strict counts the strict checks in flight by policy name and key.
-	strict map[string]int
+	strict map[mixKey]int
 }
 
-// mixKey is the map key of a check: policy names hold no NUL byte.
-func mixKey(p *policy.Policy, key string) string { return p.Name + "\x00" + key }
+// mixKey is the map key of a check (no allocation, unlike a joined
+// string).
+type mixKey struct{ policy, key string }
 
 // holdStrict records checks as in flight, to be written through the log,
 // and reports whether a state of one has fast decisions pending. release
@@ -62,24 +63,21 @@ func (f *fastLane) holdStrict(checks []fsm.Check) (release func(), pending bool)
 		}, false
 	}
 	if g.strict == nil {
-		g.strict = map[string]int{}
+		g.strict = map[mixKey]int{}
 	}
 	for _, c := range checks {
-		g.strict[mixKey(c.Policy, c.Key)]++
-		if !pending && f.shard.FastPendingOn(c.Policy, c.Key) {
-			pending = true
-		}
+		g.strict[mixKey{c.Policy.Name, c.Key}]++
 	}
 	return func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		for _, c := range checks {
-			k := mixKey(c.Policy, c.Key)
+			k := mixKey{c.Policy.Name, c.Key}
 			if g.strict[k]--; g.strict[k] <= 0 {
 				delete(g.strict, k)
 			}
 		}
-	}, pending
+	}, f.shard.FastPendingOn(checks)
 }
 
 // fastAllowed reports, with g.mu held, whether fast checks of p on keys
@@ -90,7 +88,7 @@ func (g *mixGuard) fastAllowed(p *policy.Policy, keys []string) bool {
 		return false
 	}
 	for _, k := range keys {
-		if g.strict[mixKey(p, k)] > 0 {
+		if g.strict[mixKey{p.Name, k}] > 0 {
 			return false
 		}
 	}
@@ -102,14 +100,7 @@ func (g *mixGuard) fastAllowed(p *policy.Policy, keys []string) bool {
 // (holdStrict recorded the checks). Errors mean nothing was written.
 func (f *fastLane) settle(ctx context.Context, checks []fsm.Check) error {
 	for {
-		pending := false
-		for _, c := range checks {
-			if f.shard.FastPendingOn(c.Policy, c.Key) {
-				pending = true
-				break
-			}
-		}
-		if !pending {
+		if !f.shard.FastPendingOn(checks) {
 			return nil
 		}
 		if err := ctx.Err(); err != nil {

@@ -138,23 +138,26 @@ func (s *Shard) ReleaseFast(p *policy.Policy, key string, gen uint64) {
 	}
 }
 
-// FastPendingOn reports whether a state of key under p has fast decisions
-// answered and not yet committed. A strict check of such a state must wait
-// for them to commit: it is decided at apply, on the committed state,
-// which does not count them yet (cluster's mixGuard).
-func (s *Shard) FastPendingOn(p *policy.Policy, key string) bool {
+// FastPendingOn reports whether a state of one of checks has fast
+// decisions answered and not yet committed. A strict check of such a
+// state must wait for them to commit: it is decided at apply, on the
+// committed state, which does not count them yet (cluster's mixGuard).
+// One lock for all: strict checks ask it for every call.
+func (s *Shard) FastPendingOn(checks []Check) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.ov.entries) == 0 {
 		return false
 	}
-	s.ids = s.ids[:0]
-	for i := 0; i < p.States(); i++ {
-		start := len(s.ids)
-		l, scope := limitOf(p, i)
-		s.ids = appendID(s.ids, []byte(key), scope, l)
-		if s.ov.entries[string(s.ids[start:])] != nil {
-			return true
+	for _, c := range checks {
+		s.ids = s.ids[:0]
+		for i := 0; i < c.Policy.States(); i++ {
+			start := len(s.ids)
+			l, scope := limitOf(c.Policy, i)
+			s.ids = appendID(s.ids, []byte(c.Key), scope, l)
+			if s.ov.entries[string(s.ids[start:])] != nil {
+				return true
+			}
 		}
 	}
 	return false
