@@ -12,7 +12,11 @@ func checkConfig(opts *options) error {
 	if err != nil {
 		return err
 	}
-	return nodeConfig(opts, sec).WithDefaults().Validate()
+	cfg := nodeConfig(opts, sec)
+	if err := sec.refuseOpen(opts.grpcBind, cfg.RaftBind, cfg.GossipBind); err != nil {
+		return err
+	}
+	return cfg.WithDefaults().Validate()
 }
 
 // nodeConfig is the node's configuration: the flags' plus what the

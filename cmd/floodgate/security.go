@@ -317,27 +317,56 @@ func (s *security) watch(ctx context.Context, log *slog.Logger) {
 	}()
 }
 
+// openPlane is a port that listens beyond loopback with a hole: calls or
+// messages that anyone who reaches it may make, read or forge.
+type openPlane struct{ flag, hole string }
+
+// openPlanes lists each hole of a node whose gRPC, Raft and gossip ports
+// listen at grpcBind, raftBind and gossipBind, one per plane and role: an
+// operator who closes one must still see the others.
+func (s *security) openPlanes(grpcBind, raftBind, gossipBind string) []openPlane {
+	var out []openPlane
+	beyond := func(addr string) bool { return !cluster.IsLoopback(addr) }
+	if beyond(grpcBind) && !s.rules.AdminEnforced() {
+		out = append(out, openPlane{"grpc-addr", "Admin calls are open beyond loopback: anyone who reaches the client port may change the cluster; set --admin-token-file or --admin-cert-names (see the README's Security section)"})
+	}
+	if beyond(grpcBind) && !s.rules.PeerEnforced() {
+		out = append(out, openPlane{"grpc-addr", "Peer calls are open beyond loopback: set --peer-tls-* or --peer-token-file (see the README's Security section)"})
+	}
+	if beyond(raftBind) && s.peer == nil {
+		out = append(out, openPlane{"raft-addr", "the Raft port is plaintext beyond loopback: set --peer-tls-*"})
+	}
+	if beyond(gossipBind) && len(s.gossipKeys) == 0 {
+		out = append(out, openPlane{"gossip-addr", "gossip is plaintext beyond loopback: anyone who reaches the gossip port may read and forge members and rate hints; set --gossip-key-file or --gossip-key (floodgatectl keygen)"})
+	}
+	return out
+}
+
 // warnIfOpen logs when a node listens beyond loopback with calls that
 // anyone who reaches the port may make, or with gossip anyone may read
 // and forge (members, addresses, rate hints).
 func (s *security) warnIfOpen(grpcBind, raftBind, gossipBind string, log *slog.Logger) {
-	for flag, addr := range map[string]string{"grpc-addr": grpcBind, "raft-addr": raftBind, "gossip-addr": gossipBind} {
-		if cluster.IsLoopback(addr) {
-			continue
-		}
-		// Each hole on its own line: an operator who closes one must
-		// still see the others.
-		if flag == "grpc-addr" && !s.rules.AdminEnforced() {
-			log.Warn("Admin calls are open beyond loopback: anyone who reaches the client port may change the cluster; set --admin-token-file or --admin-cert-names (see the README's Security section)", "addr", addr)
-		}
-		if flag == "grpc-addr" && !s.rules.PeerEnforced() {
-			log.Warn("Peer calls are open beyond loopback: set --peer-tls-* or --peer-token-file (see the README's Security section)", "addr", addr)
-		}
-		if flag == "raft-addr" && s.peer == nil {
-			log.Warn("the Raft port is plaintext beyond loopback: set --peer-tls-*", "addr", addr)
-		}
-		if flag == "gossip-addr" && len(s.gossipKeys) == 0 {
-			log.Warn("gossip is plaintext beyond loopback: anyone who reaches the gossip port may read and forge members and rate hints; set --gossip-key-file or --gossip-key (floodgatectl keygen)", "addr", addr)
-		}
+	for _, p := range s.openPlanes(grpcBind, raftBind, gossipBind) {
+		addr := map[string]string{"grpc-addr": grpcBind, "raft-addr": raftBind, "gossip-addr": gossipBind}[p.flag]
+		log.Warn(p.hole, "addr", addr)
 	}
+}
+
+// refuseOpen refuses a node with TLS configured that would listen beyond
+// loopback with a plane left open. TLS promises that every plane is
+// encrypted and that Admin and Peer calls need an identity; such a node
+// used to start with a warning alone, and anyone who reached it then
+// stored policies with no certificate or token (no admin credential),
+// appended to its Raft logs in plaintext (a peer token without peer TLS),
+// or forged gossip members (no gossip key). Without TLS the holes stay
+// warnings: a node on one host's loopback needs none of this.
+func (s *security) refuseOpen(grpcBind, raftBind, gossipBind string) error {
+	if s.client == nil {
+		return nil
+	}
+	var errs []error
+	for _, p := range s.openPlanes(grpcBind, raftBind, gossipBind) {
+		errs = append(errs, fmt.Errorf("%s: TLS is configured, but %s", p.flag, p.hole))
+	}
+	return errors.Join(errs...)
 }

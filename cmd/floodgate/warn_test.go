@@ -2,10 +2,15 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/floodgate/floodgate/tlsconf"
 )
 
 // A node without --gossip-key warns when gossip listens beyond loopback,
@@ -69,5 +74,67 @@ func TestWarnExpiry(t *testing.T) {
 	}
 	if !strings.Contains(lines[0], "in=120h0m0s") {
 		t.Errorf("the warning does not say how long is left: %s", lines[0])
+	}
+}
+
+// With TLS configured, a node that would listen beyond loopback with a
+// plane open refuses to start, naming each hole: it used to warn and
+// serve, and a caller with no certificate nor token stored a policy on a
+// node whose --tls-cert and --peer-tls-* were set. On loopback, or with
+// every plane closed, it starts.
+func TestTLSRefusesOpenPlanes(t *testing.T) {
+	dir := t.TempDir()
+	ca, _ := tlsconf.NewCA("cluster")
+	caFile, _ := ca.WriteCA(dir, "ca")
+	cert, key, err := ca.Issue(dir, "node", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminTok := filepath.Join(dir, "admin.token")
+	if err := os.WriteFile(adminTok, []byte("admin-token-0123456789"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tlsFlags := []string{"--tls-cert", cert, "--tls-key", key, "--peer-tls-cert", cert, "--peer-tls-key", key, "--peer-tls-ca", caFile}
+	everywhere := []string{"--advertise-host", "127.0.0.1", "--grpc-addr", "0.0.0.0:7700", "--raft-addr", "0.0.0.0:7702", "--gossip-addr", "0.0.0.0:7703"}
+	check := func(args ...string) error {
+		o, err := parseOptions(append([]string{"--check-config", "--data-dir", filepath.Join(dir, "data")}, args...), noEnv, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return checkConfig(o)
+	}
+	err = check(append(tlsFlags, everywhere...)...)
+	for _, want := range []string{"grpc-addr: TLS is configured, but Admin calls are open", "gossip-addr: TLS is configured, but gossip is plaintext"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("TLS with holes beyond loopback: %v, want %q", err, want)
+		}
+	}
+	closed := append(append(tlsFlags, everywhere...), "--admin-token-file", adminTok, "--gossip-key", "RD/MfEpCdLGl7JZSd7VYXSVeS5CSpLnrU4Zox8XKsX8=")
+	if err := check(closed...); err != nil {
+		t.Errorf("TLS with every plane closed: %v", err)
+	}
+	if err := check(tlsFlags...); err != nil {
+		t.Errorf("TLS on loopback: %v", err)
+	}
+	if err := check(everywhere...); err != nil {
+		t.Errorf("no TLS beyond loopback (warned, not refused): %v", err)
+	}
+
+	// A peer token in place of peer TLS leaves the Raft port plaintext,
+	// and open to anyone who reaches it.
+	o, err := parseOptions(append(closed, "--check-config"), noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSecurity(o.security)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.peer, s.rules.PeerCAs, s.rules.PeerToken = nil, nil, func() [][]byte { return [][]byte{[]byte("peer-token-0123456789")} }
+	if err := s.refuseOpen("0.0.0.0:7700", "0.0.0.0:7702", "0.0.0.0:7703"); err == nil || !strings.Contains(err.Error(), "raft-addr: TLS is configured, but the Raft port is plaintext") {
+		t.Errorf("TLS with a plaintext Raft port beyond loopback: %v", err)
+	}
+	if err := s.refuseOpen("0.0.0.0:7700", "127.0.0.1:7702", "0.0.0.0:7703"); err != nil {
+		t.Errorf("TLS, Raft on loopback, peer token: %v", err)
 	}
 }
