@@ -13,7 +13,7 @@ func checkConfig(opts *options) error {
 		return err
 	}
 	cfg := nodeConfig(opts, sec)
-	if err := sec.refuseOpen(opts.grpcBind, cfg.RaftBind, cfg.GossipBind); err != nil {
+	if err := sec.refuseOpen(bindsOf(opts, cfg)); err != nil {
 		return err
 	}
 	return cfg.WithDefaults().Validate()

@@ -80,10 +80,10 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 	cfg := nodeConfig(opts, sec)
 	cfg.Logger = log
 	cfg.CheckStore = checkInChild
-	if err := sec.refuseOpen(opts.grpcBind, cfg.RaftBind, cfg.GossipBind); err != nil {
+	if err := sec.refuseOpen(bindsOf(opts, cfg)); err != nil {
 		return err
 	}
-	sec.warnIfOpen(opts.grpcBind, cfg.RaftBind, cfg.GossipBind, log)
+	sec.warnIfOpen(bindsOf(opts, cfg), log)
 	if skew := wallclock.Skew(); skew != 0 {
 		log.Warn("test build: this node's clock is skewed on purpose; never run it in production", "skew", skew)
 	}

@@ -317,27 +317,47 @@ func (s *security) watch(ctx context.Context, log *slog.Logger) {
 	}()
 }
 
+// binds are where a node's ports listen, for the holes they would open
+// beyond loopback.
+type binds struct {
+	grpc, raft, gossip string
+	// profiles is the HTTP address when --pprof serves profiles there
+	// ("": none served).
+	profiles string
+}
+
+// bindsOf returns the listening addresses of a node of opts and cfg.
+func bindsOf(opts *options, cfg cluster.Config) binds {
+	b := binds{grpc: opts.grpcBind, raft: cfg.RaftBind, gossip: cfg.GossipBind}
+	if opts.pprof {
+		b.profiles = opts.httpAddr
+	}
+	return b
+}
+
 // openPlane is a port that listens beyond loopback with a hole: calls or
 // messages that anyone who reaches it may make, read or forge.
-type openPlane struct{ flag, hole string }
+type openPlane struct{ flag, addr, hole string }
 
-// openPlanes lists each hole of a node whose gRPC, Raft and gossip ports
-// listen at grpcBind, raftBind and gossipBind, one per plane and role: an
-// operator who closes one must still see the others.
-func (s *security) openPlanes(grpcBind, raftBind, gossipBind string) []openPlane {
+// openPlanes lists each hole of a node listening at b, one per plane and
+// role: an operator who closes one must still see the others.
+func (s *security) openPlanes(b binds) []openPlane {
 	var out []openPlane
-	beyond := func(addr string) bool { return !cluster.IsLoopback(addr) }
-	if beyond(grpcBind) && !s.rules.AdminEnforced() {
-		out = append(out, openPlane{"grpc-addr", "Admin calls are open beyond loopback: anyone who reaches the client port may change the cluster; set --admin-token-file or --admin-cert-names (see the README's Security section)"})
+	beyond := func(addr string) bool { return addr != "" && !cluster.IsLoopback(addr) }
+	if beyond(b.grpc) && !s.rules.AdminEnforced() {
+		out = append(out, openPlane{"grpc-addr", b.grpc, "Admin calls are open beyond loopback: anyone who reaches the client port may change the cluster; set --admin-token-file or --admin-cert-names (see the README's Security section)"})
 	}
-	if beyond(grpcBind) && !s.rules.PeerEnforced() {
-		out = append(out, openPlane{"grpc-addr", "Peer calls are open beyond loopback: set --peer-tls-* or --peer-token-file (see the README's Security section)"})
+	if beyond(b.grpc) && !s.rules.PeerEnforced() {
+		out = append(out, openPlane{"grpc-addr", b.grpc, "Peer calls are open beyond loopback: set --peer-tls-* or --peer-token-file (see the README's Security section)"})
 	}
-	if beyond(raftBind) && s.peer == nil {
-		out = append(out, openPlane{"raft-addr", "the Raft port is plaintext beyond loopback: set --peer-tls-*"})
+	if beyond(b.profiles) && !s.rules.AdminEnforced() {
+		out = append(out, openPlane{"http-addr", b.profiles, "profiles (--pprof) are open beyond loopback: anyone who reaches the HTTP port may read them (keys, flags) and load the CPU; set --admin-token-file or --admin-cert-names"})
 	}
-	if beyond(gossipBind) && len(s.gossipKeys) == 0 {
-		out = append(out, openPlane{"gossip-addr", "gossip is plaintext beyond loopback: anyone who reaches the gossip port may read and forge members and rate hints; set --gossip-key-file or --gossip-key (floodgatectl keygen)"})
+	if beyond(b.raft) && s.peer == nil {
+		out = append(out, openPlane{"raft-addr", b.raft, "the Raft port is plaintext beyond loopback: set --peer-tls-*"})
+	}
+	if beyond(b.gossip) && len(s.gossipKeys) == 0 {
+		out = append(out, openPlane{"gossip-addr", b.gossip, "gossip is plaintext beyond loopback: anyone who reaches the gossip port may read and forge members and rate hints; set --gossip-key-file or --gossip-key (floodgatectl keygen)"})
 	}
 	return out
 }
@@ -345,10 +365,9 @@ func (s *security) openPlanes(grpcBind, raftBind, gossipBind string) []openPlane
 // warnIfOpen logs when a node listens beyond loopback with calls that
 // anyone who reaches the port may make, or with gossip anyone may read
 // and forge (members, addresses, rate hints).
-func (s *security) warnIfOpen(grpcBind, raftBind, gossipBind string, log *slog.Logger) {
-	for _, p := range s.openPlanes(grpcBind, raftBind, gossipBind) {
-		addr := map[string]string{"grpc-addr": grpcBind, "raft-addr": raftBind, "gossip-addr": gossipBind}[p.flag]
-		log.Warn(p.hole, "addr", addr)
+func (s *security) warnIfOpen(b binds, log *slog.Logger) {
+	for _, p := range s.openPlanes(b) {
+		log.Warn(p.hole, "addr", p.addr)
 	}
 }
 
@@ -360,12 +379,12 @@ func (s *security) warnIfOpen(grpcBind, raftBind, gossipBind string, log *slog.L
 // appended to its Raft logs in plaintext (a peer token without peer TLS),
 // or forged gossip members (no gossip key). Without TLS the holes stay
 // warnings: a node on one host's loopback needs none of this.
-func (s *security) refuseOpen(grpcBind, raftBind, gossipBind string) error {
+func (s *security) refuseOpen(b binds) error {
 	if s.client == nil {
 		return nil
 	}
 	var errs []error
-	for _, p := range s.openPlanes(grpcBind, raftBind, gossipBind) {
+	for _, p := range s.openPlanes(b) {
 		errs = append(errs, fmt.Errorf("%s: TLS is configured, but %s", p.flag, p.hole))
 	}
 	return errors.Join(errs...)

@@ -23,17 +23,17 @@ func TestWarnIfOpenGossip(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
-	s.warnIfOpen("127.0.0.1:7700", "127.0.0.1:7702", "127.0.0.1:7703", log)
+	s.warnIfOpen(binds{grpc: "127.0.0.1:7700", raft: "127.0.0.1:7702", gossip: "127.0.0.1:7703"}, log)
 	if buf.Len() != 0 {
 		t.Fatalf("warned on loopback: %s", buf.String())
 	}
-	s.warnIfOpen("127.0.0.1:7700", "127.0.0.1:7702", "0.0.0.0:7703", log)
+	s.warnIfOpen(binds{grpc: "127.0.0.1:7700", raft: "127.0.0.1:7702", gossip: "0.0.0.0:7703"}, log)
 	if !strings.Contains(buf.String(), "set --gossip-key") {
 		t.Fatalf("no warning for plaintext gossip beyond loopback: %q", buf.String())
 	}
 	buf.Reset()
 	s.gossipKeys = [][]byte{make([]byte, 32)}
-	s.warnIfOpen("127.0.0.1:7700", "127.0.0.1:7702", "0.0.0.0:7703", log)
+	s.warnIfOpen(binds{grpc: "127.0.0.1:7700", raft: "127.0.0.1:7702", gossip: "0.0.0.0:7703"}, log)
 	if buf.Len() != 0 {
 		t.Fatalf("warned with a gossip key: %s", buf.String())
 	}
@@ -48,7 +48,7 @@ func TestWarnIfOpenNamesEveryHole(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	s.warnIfOpen("0.0.0.0:7700", "0.0.0.0:7702", "0.0.0.0:7703", slog.New(slog.NewTextHandler(&buf, nil)))
+	s.warnIfOpen(binds{grpc: "0.0.0.0:7700", raft: "0.0.0.0:7702", gossip: "0.0.0.0:7703"}, slog.New(slog.NewTextHandler(&buf, nil)))
 	for _, want := range []string{"Admin calls are open", "Peer calls are open", "Raft port is plaintext", "gossip is plaintext"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("no warning %q in:\n%s", want, buf.String())
@@ -116,6 +116,15 @@ func TestTLSRefusesOpenPlanes(t *testing.T) {
 	if err := check(tlsFlags...); err != nil {
 		t.Errorf("TLS on loopback: %v", err)
 	}
+	// Profiles need the admin role too (README): served beyond loopback
+	// with none configured, they were open to anyone.
+	profiles := append(append([]string{}, tlsFlags...), "--http-addr", "0.0.0.0:7701")
+	if err := check(append(profiles, "--pprof")...); err == nil || !strings.Contains(err.Error(), "http-addr: TLS is configured, but profiles (--pprof) are open") {
+		t.Errorf("TLS with open profiles beyond loopback: %v", err)
+	}
+	if err := check(profiles...); err != nil {
+		t.Errorf("TLS, HTTP beyond loopback without profiles: %v", err)
+	}
 	if err := check(everywhere...); err != nil {
 		t.Errorf("no TLS beyond loopback (warned, not refused): %v", err)
 	}
@@ -131,10 +140,10 @@ func TestTLSRefusesOpenPlanes(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.peer, s.rules.PeerCAs, s.rules.PeerToken = nil, nil, func() [][]byte { return [][]byte{[]byte("peer-token-0123456789")} }
-	if err := s.refuseOpen("0.0.0.0:7700", "0.0.0.0:7702", "0.0.0.0:7703"); err == nil || !strings.Contains(err.Error(), "raft-addr: TLS is configured, but the Raft port is plaintext") {
+	if err := s.refuseOpen(binds{grpc: "0.0.0.0:7700", raft: "0.0.0.0:7702", gossip: "0.0.0.0:7703"}); err == nil || !strings.Contains(err.Error(), "raft-addr: TLS is configured, but the Raft port is plaintext") {
 		t.Errorf("TLS with a plaintext Raft port beyond loopback: %v", err)
 	}
-	if err := s.refuseOpen("0.0.0.0:7700", "127.0.0.1:7702", "0.0.0.0:7703"); err != nil {
+	if err := s.refuseOpen(binds{grpc: "0.0.0.0:7700", raft: "127.0.0.1:7702", gossip: "0.0.0.0:7703"}); err != nil {
 		t.Errorf("TLS, Raft on loopback, peer token: %v", err)
 	}
 }
