@@ -140,7 +140,22 @@ func (n *Node) checkJoinTargets(ctx context.Context) error {
 	return nil
 }
 
-// joinCheckTimeout bounds checkJoinTargets, all addresses together: a
+// checkResumeTargets refuses --join addresses of another cluster when
+// this node resumes a cluster of several members (otherCluster): its
+// announce would make it a member of both.
+func (n *Node) checkResumeTargets(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, joinCheckTimeout) // for all of it
+	defer cancel()
+	addrs, _ := n.resolveJoin(ctx, n.cfg.Join)
+	for _, addr := range addrs {
+		if err := n.otherCluster(ctx, addr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// joinCheckTimeout bounds checkJoinTargets and checkResumeTargets, all addresses together: a
 // node resuming its own cluster must not wait long on unreachable ones.
 const joinCheckTimeout = 2 * time.Second
 
@@ -186,6 +201,14 @@ func (n *Node) announce() {
 		addrs, _ := n.resolveJoin(ctx, n.cfg.Join)
 		for _, addr := range addrs {
 			actx, acancel := context.WithTimeout(ctx, joinAttemptTimeout)
+			if err := n.otherCluster(actx, addr); err != nil {
+				// Unreachable at start, of another cluster now: never
+				// asked to add this node (it is not ready meanwhile).
+				acancel()
+				n.refused.Store(&err)
+				n.log.Error("a --join address belongs to another cluster: not announcing this node there", "via", addr, "err", err)
+				continue
+			}
 			_, _, err := n.peers.AddNode(actx, addr, n.self(), ProveGossipKey(n.gossipKey(), n.cfg.NodeID))
 			acancel()
 			if err == nil {

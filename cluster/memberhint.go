@@ -2,12 +2,22 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/hashicorp/raft"
 )
 
 // notMemberHint is what a node that joins says while no member has added
 // it: it may have left its cluster before, and cannot resume it.
 const notMemberHint = "a node that left its cluster (floodgatectl leave) cannot resume it from its data dir: start it with an empty --data-dir and --join; a joining node waits for a member to add it"
+
+// removedHint is what a node resuming from a data dir whose meta group no
+// longer holds it says: it left (floodgatectl leave) or was taken out, and
+// waits for nothing. Before, it said voters were down or moved, and to
+// keep the data dir, while they ran where it said.
+const removedHint = "this node was removed from its cluster (floodgatectl leave): its data dir's meta group no longer holds it, and no member will contact it; " +
+	"start it with --join and a member's address to join again as a new member (this data dir may stay), or with an empty --data-dir"
 
 // memberHint says why a node is not a member yet. A node resuming from its
 // data dir waits for its meta group to elect a leader, and telling its
@@ -21,6 +31,11 @@ func (n *Node) memberHint(resuming bool) string {
 	}
 	var voters []string
 	if cfg, err := n.metaGroup().configuration(); err == nil {
+		if len(cfg.Servers) > 0 && !slices.ContainsFunc(cfg.Servers, func(s raft.Server) bool { return string(s.ID) == n.cfg.NodeID }) {
+			// Its own log took it out of the meta group: no leader will
+			// ever contact it, however many voters run.
+			return removedHint
+		}
 		for _, s := range cfg.Servers {
 			addr := string(s.Address)
 			if a, err := (addrBook{n}).ServerAddr(s.ID); err == nil {

@@ -47,6 +47,9 @@ func (n *Node) Start(ctx context.Context) error {
 				return err
 			}
 		} else if len(n.cfg.Join) > 0 {
+			if err := n.checkResumeTargets(ctx); err != nil {
+				return err
+			}
 			n.wg.Add(1)
 			go n.announce()
 		}
@@ -125,6 +128,9 @@ func (n *Node) waitMember(ctx context.Context, caughtUp bool) error {
 		}
 	}
 	if err := n.accept(); err != nil {
+		return fmt.Errorf("data-dir: %w", err)
+	}
+	if err := recordCluster(n.cfg.DataDir, n.View().ClusterID); err != nil {
 		return fmt.Errorf("data-dir: %w", err)
 	}
 	n.mu.Lock()

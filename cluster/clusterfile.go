@@ -1,0 +1,63 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// clusterFile names the cluster a data dir's Raft state belongs to. A
+// node resuming a cluster of several members learns its cluster's id from
+// its meta state only once a leader has told it what is committed (its
+// log is not applied before, and its meta group rarely has a snapshot),
+// yet it announces itself to its --join addresses at once: it must know
+// then whether they are of its cluster.
+const clusterFile = "cluster"
+
+// recordCluster writes id into dir's cluster file unless it holds it.
+func recordCluster(dir, id string) error {
+	if id == "" || recordedCluster(dir) == id {
+		return nil
+	}
+	return writeDurable(filepath.Join(dir, clusterFile), []byte(id+"\n"))
+}
+
+// recordedCluster is the cluster id dir's cluster file holds, or "" (a
+// data dir of a release before the file, or a node never a member).
+func recordedCluster(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, clusterFile))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// ownCluster is the cluster this node's data dir belongs to: the one its
+// meta state names, else the one recorded in its cluster file, else "".
+func (n *Node) ownCluster() string {
+	if id := n.View().ClusterID; id != "" {
+		return id
+	}
+	return recordedCluster(n.cfg.DataDir)
+}
+
+// otherCluster returns the error for a --join address that answers as a
+// member of a cluster other than this node's own, else nil (an address
+// that does not answer, a fresh node, this node under another address,
+// a member of its own cluster, or a node that knows no cluster yet).
+// Adding this node there would make it a member of two clusters: the
+// other's meta leader would send its log into this node's Raft groups.
+func (n *Node) otherCluster(ctx context.Context, addr string) error {
+	own := n.ownCluster()
+	if own == "" {
+		return nil
+	}
+	id, other, err := n.peers.Hello(ctx, addr)
+	if err != nil || id == n.cfg.NodeID || other == "" || other == own {
+		return nil
+	}
+	return fmt.Errorf("%w: join: %s belongs to cluster %s, but this data dir holds cluster %s: "+
+		"give --join addresses of %s to resume it, or start with an empty --data-dir to join %s", ErrConfig, addr, other, own, own, other)
+}
