@@ -30,8 +30,6 @@ type fastLane struct {
 	timeout    time.Duration
 	notLeader  func() error
 
-	barrier sync.Mutex // one leadership barrier at a time
-
 	mu       sync.Mutex
 	room     *sync.Cond // signalled when pending cost drops or state changes
 	term     uint64     // the leadership term pending hits belong to
@@ -44,6 +42,8 @@ type fastLane struct {
 	// for a shutdown's transfer) and for good once refused.
 	handing int
 	refused bool
+	// passing is the leadership barrier under way, if any.
+	passing *fastBarrier
 
 	// mix keeps strict and fast decisions of the same states in step
 	// (mixed.go). Taken after mu, before the shard's lock.
@@ -58,6 +58,14 @@ type fastLane struct {
 type fastHit struct {
 	hit fsm.Hit
 	gen uint64
+}
+
+// fastBarrier is a leadership barrier of term under way: its callers wait
+// for done (no longer than their own deadlines), then read err.
+type fastBarrier struct {
+	term uint64
+	done chan struct{}
+	err  error
 }
 
 func newFastLane(r *raft.Raft, shard *fsm.Shard, cfg Config, notLeader func() error) *fastLane {
@@ -125,7 +133,7 @@ func (f *fastLane) decideSet(ctx context.Context, set []fsm.Check, elastic bool)
 // maxPending plus one decision's cost: waiting for room for the whole of a
 // costly check would starve it behind cheaper ones under load.
 func (f *fastLane) lock(ctx context.Context, keys ...string) error {
-	term, err := f.leading()
+	term, err := f.leading(ctx)
 	if err != nil {
 		return err
 	}
@@ -190,50 +198,75 @@ func (f *fastLane) counted(h fsm.Hit, gen uint64) {
 // answer from memory. The first time in a term it waits for a Raft barrier:
 // a new leader's state machine may not have applied everything the former
 // leader committed (and answered) yet, and an overlay built on it would
-// forget those counts.
-func (f *fastLane) leading() (uint64, error) {
+// forget those counts. One barrier runs at a time, and callers wait for it
+// no longer than ctx: a barrier that does not pass (the state machine is
+// behind, or commits stall while the followers still answer heartbeats)
+// must not hold them past --leader-wait.
+func (f *fastLane) leading(ctx context.Context) (uint64, error) {
 	if f.r.State() != raft.Leader {
 		return 0, f.notLeader()
 	}
 	term := f.r.CurrentTerm()
 	f.mu.Lock()
-	ok, stale := f.ready == term, term < f.term
-	f.mu.Unlock()
 	switch {
-	case ok:
+	case f.ready == term:
+		f.mu.Unlock()
 		return term, nil
-	case stale:
+	case term < f.term:
+		f.mu.Unlock()
 		return 0, f.notLeader()
 	}
-	f.barrier.Lock()
-	defer f.barrier.Unlock()
-	f.mu.Lock()
-	ok = f.ready == term
+	b := f.passing
+	if b == nil || b.term != term {
+		b = &fastBarrier{term: term, done: make(chan struct{})}
+		f.passing = b
+		go f.pass(b)
+	}
 	f.mu.Unlock()
-	if ok {
-		return term, nil
-	}
-	if err := f.r.Barrier(f.timeout).Error(); err != nil {
+	select {
+	case <-b.done:
+	case <-ctx.Done():
 		// Nothing was counted: safe to retry, here or elsewhere.
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-			return 0, f.notLeader()
-		}
-		return 0, fmt.Errorf("%w: leadership barrier: %v", ErrNoLeader, err)
+		return 0, fmt.Errorf("%w: leadership barrier: %w", ErrNoLeader, ctx.Err())
 	}
-	if f.r.State() != raft.Leader || f.r.CurrentTerm() != term {
-		return 0, f.notLeader()
+	if b.err != nil {
+		return 0, b.err
+	}
+	return term, nil
+}
+
+// pass runs b's barrier and, once it passed while this replica still leads
+// in b's term, lets the lane answer in that term.
+func (f *fastLane) pass(b *fastBarrier) {
+	defer close(b.done)
+	err := f.r.Barrier(f.timeout).Error()
+	switch {
+	case errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost):
+		b.err = f.notLeader()
+	case err != nil:
+		b.err = fmt.Errorf("%w: leadership barrier: %v", ErrNoLeader, err)
+	case f.r.State() != raft.Leader || f.r.CurrentTerm() != b.term:
+		b.err = f.notLeader()
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if term > f.term {
-		// A new leadership: what an earlier term answered and did not
-		// commit is gone, and so is its overlay.
-		f.shard.ResetFast()
-		f.pending, f.cost, f.term = nil, 0, term
-		f.room.Broadcast()
+	if f.passing == b {
+		f.passing = nil // the next caller starts another, if this one failed
 	}
-	f.ready = term
-	return term, nil
+	stale := b.term < f.term
+	if b.err == nil && !stale {
+		if b.term > f.term {
+			// A new leadership: what an earlier term answered and did not
+			// commit is gone, and so is its overlay.
+			f.shard.ResetFast()
+			f.pending, f.cost, f.term = nil, 0, b.term
+			f.room.Broadcast()
+		}
+		f.ready = b.term
+	}
+	f.mu.Unlock()
+	if b.err == nil && stale {
+		b.err = f.notLeader()
+	}
 }
 
 // pendingCost is the cost answered and not yet committed.

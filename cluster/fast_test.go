@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/window"
@@ -255,5 +257,103 @@ func TestFastLaneBound(t *testing.T) {
 		lane.drain()
 		lane.close()
 		rig.stop(t)
+	})
+}
+
+// A leader cut off from its followers with fast decisions answered and
+// not committed, then killed, loses at most what it answered and did not
+// commit: under 2 × (--fast-max-pending + the largest cost of one check),
+// the README's bound, however long the flush interval and however long it
+// goes on believing it leads (its lease), because a full lane with a batch
+// stuck in flight answers nothing more. Everything else answered, by the
+// old leader and the new one, is counted.
+func TestFastFailoverLosesWithinTheBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newMemGroup(t, 3)
+		defer g.close()
+		cfg := testFastConfig()
+		cfg.FastFlushInterval = time.Hour // only a full lane flushes
+		const maxCost = 3
+		lanes := make([]*fastLane, len(g.rafts))
+		for i := range lanes {
+			lanes[i] = newFastLane(g.rafts[i], g.shards[i], cfg, func() error { return &NotLeaderError{Group: "shard-0"} })
+		}
+		defer func() {
+			for _, l := range lanes {
+				l.close()
+			}
+		}()
+		// Callers stay with the old leader while it believes it leads.
+		var pinned atomic.Int64
+		pinned.Store(-1)
+		route := func() int {
+			if p := int(pinned.Load()); p >= 0 && g.rafts[p].State() == raft.Leader {
+				return p
+			}
+			return g.leader()
+		}
+		var admitted atomic.Int64
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Go(func() {
+				for n := int64(w); ; n++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if li := route(); li >= 0 {
+						cost := 1 + n%maxCost
+						ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+						res, err := lanes[li].decide(ctx, fsm.Check{Key: "k", Policy: fastPolicy, Cost: cost})
+						cancel()
+						if err == nil && res.Allowed {
+							admitted.Add(cost)
+						}
+					}
+					time.Sleep(time.Millisecond)
+				}
+			})
+		}
+		time.Sleep(200 * time.Millisecond)
+		old := g.waitLeader(t)
+		pinned.Store(int64(old))
+		for lanes[old].pendingCost() < cfg.FastMaxPending/2 {
+			time.Sleep(time.Millisecond)
+		}
+		// Cut off: its batches stall, and it answers until its lease ends.
+		g.trans[old].DisconnectAll()
+		for i := range g.trans {
+			if i != old {
+				g.trans[i].Disconnect(g.trans[old].LocalAddr())
+			}
+		}
+		answeredBefore := admitted.Load()
+		for g.rafts[old].State() == raft.Leader {
+			time.Sleep(time.Millisecond)
+		}
+		_ = g.rafts[old].Shutdown().Error() // then kill -9: no drain, no hand-over
+		answeredByOld := admitted.Load()
+		for g.leader() < 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(300 * time.Millisecond) // the new leader answers
+		close(stop)
+		wg.Wait()
+		for i, l := range lanes {
+			if i != old {
+				l.drain()
+			}
+		}
+		if answeredByOld == answeredBefore || admitted.Load() == answeredByOld {
+			t.Fatalf("admitted %d before the partition, %d until the old leader stepped down, %d in all: the test checked nothing",
+				answeredBefore, answeredByOld, admitted.Load())
+		}
+		bound := 2 * (cfg.FastMaxPending + maxCost)
+		lost := admitted.Load() - committedCount(t, g, "k")
+		if lost <= 0 || lost >= bound {
+			t.Errorf("a failover lost %d of the %d admitted, want some and under the bound %d", lost, admitted.Load(), bound)
+		}
 	})
 }
