@@ -16,6 +16,10 @@ import (
 // and stable state, one raft-boltdb file per group.
 const boltFile = "raft.db"
 
+// migratedSyncDir makes the rename of a moved bolt file durable (tests
+// watch it).
+var migratedSyncDir = raftlog.SyncDir
+
 // stableKeys are the keys hashicorp/raft keeps in its stable store.
 var (
 	stableUint64 = []string{"CurrentTerm", "LastVoteTerm"}
@@ -41,6 +45,13 @@ func migrateBolt(dir, name string, wal *raftlog.Store) error {
 	}
 	if err == nil {
 		err = os.Rename(path, path+".migrated")
+	}
+	if err == nil {
+		// The rename must reach the disk before raft writes to the shared
+		// log: a power cut that brought raft.db back would move it again,
+		// and the move drops the group's log first, losing every entry,
+		// term and vote written since (acknowledged, counted by a quorum).
+		err = migratedSyncDir(dir)
 	}
 	if err != nil {
 		return fmt.Errorf("migrate %s into the shared log: %w", path, err)

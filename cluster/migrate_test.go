@@ -74,3 +74,40 @@ func TestMigrateBoltLog(t *testing.T) {
 		t.Errorf("second move changed the log: last %d", last)
 	}
 }
+
+// The rename that marks a group's bolt file moved is synced (its
+// directory) before migrateBolt returns: a power cut must not bring the
+// file back, or the next start would drop the group's shared log and move
+// the old bolt log in again, losing what raft wrote since.
+func TestMigrateBoltRenameIsDurable(t *testing.T) {
+	dir := t.TempDir()
+	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, boltFile)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bolt.StoreLogs([]*raft.Log{{Index: 1, Term: 1, Data: []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bolt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wal, err := raftlog.Open(filepath.Join(dir, walDir), raftlog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wal.Close()
+	synced := false
+	old := migratedSyncDir
+	t.Cleanup(func() { migratedSyncDir = old })
+	migratedSyncDir = func(d string) error {
+		_, err := os.Stat(filepath.Join(dir, boltFile+".migrated"))
+		synced = d == dir && err == nil
+		return old(d)
+	}
+	if err := migrateBolt(dir, "shard-1", wal); err != nil {
+		t.Fatal(err)
+	}
+	if !synced {
+		t.Fatal("the bolt file was renamed and its directory never synced after: a power cut can bring it back and move it again over newer entries")
+	}
+}
