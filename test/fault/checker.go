@@ -16,7 +16,8 @@ type Spec struct {
 	Linearizable bool
 	// Slack is how far the keys of one shard may together be admitted above
 	// their limits, and how much of what they admitted may be lost: fast
-	// mode's bound, 2 × --fast-max-pending per failover of the shard. Zero
+	// mode's bound, 2 × (--fast-max-pending + the largest cost of a check)
+	// per failover of the shard. Zero
 	// means exact.
 	Slack int64
 	// LinTimeout bounds the porcupine search per key.

@@ -9,6 +9,11 @@ import (
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 )
 
+// maxCost is the largest cost of a check the load sends: fast mode's
+// bound grows with it (README: 2 × (--fast-max-pending + the largest
+// cost) per failover).
+const maxCost = 3
+
 // Load is a bounded, paced stream of checks on the hot keys, sent by one
 // worker per caller (or several) and recorded in a history.
 type Load struct {
@@ -95,7 +100,7 @@ func (l *Load) worker(ctx context.Context, stop <-chan struct{}, deadline time.T
 		key := l.Keys[l.pick(rng)]
 		cost := int64(0)
 		if rng.IntN(4) != 0 {
-			cost = 1 + rng.Int64N(3)
+			cost = 1 + rng.Int64N(maxCost)
 		}
 		if c.Up != nil && !c.Up() {
 			continue

@@ -357,7 +357,7 @@ func run(t *testing.T, s scenario) {
 	if !s.exact {
 		for _, f := range e.h.Faults() {
 			if f.LeaderLost {
-				spec.Slack += 2 * maxPending
+				spec.Slack += 2 * (maxPending + maxCost)
 			}
 		}
 	}
