@@ -70,9 +70,17 @@ func newBatcher(group string, r *raft.Raft, cfg Config, notLeader func() error, 
 // submit evaluates checks in the shard and returns one result per check.
 // A NotLeaderError means nothing was written; ErrUnavailable means the
 // outcome is unknown.
-func (b *batcher) submit(ctx context.Context, checks []fsm.Check) (res []policy.Result, err error) {
+func (b *batcher) submit(ctx context.Context, checks []fsm.Check) ([]policy.Result, error) {
+	res, _, err := b.submitReq(ctx, checks)
+	return res, err
+}
+
+// submitReq is submit; when its caller gave up after the loop took the
+// checks (the outcome unknown), it also returns their request, which is
+// decided later or never: undecided waits for that.
+func (b *batcher) submitReq(ctx context.Context, checks []fsm.Check) (res []policy.Result, undecidedReq *request, err error) {
 	if b.r.State() != raft.Leader {
-		return nil, b.notLeader()
+		return nil, nil, b.notLeader()
 	}
 	ctx, span := tracing.Start(ctx, "raft.commit", attribute.String("floodgate.group", b.group), attribute.Int("floodgate.checks", len(checks)))
 	defer func() {
@@ -86,24 +94,34 @@ func (b *batcher) submit(ctx context.Context, checks []fsm.Check) (res []policy.
 	select {
 	case b.in <- req:
 	case <-b.stop:
-		return nil, b.notLeader()
+		return nil, nil, b.notLeader()
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %w", ErrNoLeader, ctx.Err())
+		return nil, nil, fmt.Errorf("%w: %w", ErrNoLeader, ctx.Err())
 	}
 	select {
 	case <-req.done:
-		return req.results, req.err
+		return req.results, nil, req.err
 	case <-b.done:
 		// The loop has stopped; it answers everything it took, so a request
 		// still unanswered never reached the log.
 		select {
 		case <-req.done:
-			return req.results, req.err
+			return req.results, nil, req.err
 		default:
-			return nil, b.notLeader()
+			return nil, nil, b.notLeader()
 		}
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%s: %w: %w", b.group, ErrUnavailable, ctx.Err())
+		return nil, req, fmt.Errorf("%s: %w: %w", b.group, ErrUnavailable, ctx.Err())
+	}
+}
+
+// undecided waits until req, which its caller gave up on, is decided
+// (applied or refused) or can no longer be (the loop stopped: it answers
+// all it took).
+func (b *batcher) undecided(req *request) {
+	select {
+	case <-req.done:
+	case <-b.done:
 	}
 }
 

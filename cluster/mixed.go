@@ -48,19 +48,16 @@ type mixGuard struct {
 type mixKey struct{ policy, key string }
 
 // holdStrict records checks as in flight, to be written through the log,
-// and reports whether a state of one has fast decisions pending. release
-// undoes it once they are answered.
-func (f *fastLane) holdStrict(checks []fsm.Check) (release func(), pending bool) {
+// and reports whether a state of one has fast decisions pending.
+// releaseStrict, given the same checks and anon, undoes it once they are
+// decided. Values, not a closure: every strict call pays for this.
+func (f *fastLane) holdStrict(checks []fsm.Check) (anon, pending bool) {
 	g := &f.mix
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.fastSeen {
 		g.anon += len(checks)
-		return func() {
-			g.mu.Lock()
-			g.anon -= len(checks)
-			g.mu.Unlock()
-		}, false
+		return true, false
 	}
 	if g.strict == nil {
 		g.strict = map[mixKey]int{}
@@ -68,16 +65,24 @@ func (f *fastLane) holdStrict(checks []fsm.Check) (release func(), pending bool)
 	for _, c := range checks {
 		g.strict[mixKey{c.Policy.Name, c.Key}]++
 	}
-	return func() {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		for _, c := range checks {
-			k := mixKey{c.Policy.Name, c.Key}
-			if g.strict[k]--; g.strict[k] <= 0 {
-				delete(g.strict, k)
-			}
+	return false, f.shard.FastPendingOn(checks)
+}
+
+// releaseStrict forgets checks recorded by holdStrict.
+func (f *fastLane) releaseStrict(checks []fsm.Check, anon bool) {
+	g := &f.mix
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if anon {
+		g.anon -= len(checks)
+		return
+	}
+	for _, c := range checks {
+		k := mixKey{c.Policy.Name, c.Key}
+		if g.strict[k]--; g.strict[k] <= 0 {
+			delete(g.strict, k)
 		}
-	}, f.shard.FastPendingOn(checks)
+	}
 }
 
 // fastAllowed reports, with g.mu held, whether fast checks of p on keys
@@ -121,12 +126,29 @@ func (f *fastLane) settle(ctx context.Context, checks []fsm.Check) error {
 // submitStrict writes checks through the log (the batcher), once the fast
 // decisions pending on their states have committed, and answers them.
 func (r *replica) submitStrict(ctx context.Context, checks []fsm.Check) ([]policy.Result, error) {
-	release, pending := r.fast.holdStrict(checks)
-	defer release()
+	return submitStrict(ctx, r.fast, r.batcher, checks)
+}
+
+// submitStrict is replica.submitStrict on lane f and batcher b. The checks
+// stay recorded until they are decided, not only until their caller gives
+// up: written and not yet applied, they must still turn fast checks of
+// their keys into strict ones.
+func submitStrict(ctx context.Context, f *fastLane, b *batcher, checks []fsm.Check) ([]policy.Result, error) {
+	anon, pending := f.holdStrict(checks)
 	if pending {
-		if err := r.fast.settle(ctx, checks); err != nil {
+		if err := f.settle(ctx, checks); err != nil {
+			f.releaseStrict(checks, anon)
 			return nil, err
 		}
 	}
-	return r.batcher.submit(ctx, checks)
+	res, undecided, err := b.submitReq(ctx, checks)
+	if undecided == nil {
+		f.releaseStrict(checks, anon)
+		return res, err
+	}
+	go func() {
+		b.undecided(undecided)
+		f.releaseStrict(checks, anon)
+	}()
+	return res, err
 }

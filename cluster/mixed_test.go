@@ -2,9 +2,12 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/floodgate/floodgate/fsm"
@@ -119,5 +122,54 @@ func TestResetUnderStrictVersionForgetsFastDecisions(t *testing.T) {
 	}
 	if res[0].Remaining != 5 {
 		t.Fatalf("remaining %d after a reset, want 5", res[0].Remaining)
+	}
+}
+
+// A strict check whose caller gave up after it was written (its commit
+// stalled past the caller's deadline) may still be applied: until it is,
+// fast checks of its key must go through the log after it, not be decided
+// from memory without it. The guard forgot it when its caller returned,
+// and the fast decisions then missed it, as in the case above. Whether or
+// not the lane had seen a fast check before (the guard's two ways of
+// counting strict checks).
+func TestStrictCheckGivenUpHoldsFastChecksOfItsKeyUntilDecided(t *testing.T) {
+	for _, seen := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fast seen %v", seen), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rig := newBatcherRig(t, 10, true)
+				close(rig.g.gate)
+				lane := newFastLane(rig.r, rig.g.shard, testFastConfig(), func() error { return rig.nl })
+				// The new leader's barrier passes first: it waits for the
+				// log, which stalls below.
+				if _, err := lane.leading(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if seen {
+					if _, err := lane.decide(context.Background(), fsm.Check{Key: "other", Policy: fastPolicy, Cost: 1}); err != nil {
+						t.Fatal(err)
+					}
+					lane.drain()
+				}
+				strict := *fastPolicy // the same policy, its strict version
+				strict.Consistency = policy.Strict
+				rig.g.gate = make(chan struct{}) // commits stall from now on
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				_, err := submitStrict(ctx, lane, rig.b, []fsm.Check{{Key: "k", Policy: &strict, Cost: 1}})
+				cancel()
+				if !errors.Is(err, ErrUnavailable) {
+					t.Fatalf("seen %v: a strict check whose commit stalled: %v, want ErrUnavailable (outcome unknown)", seen, err)
+				}
+				if _, err := lane.decide(context.Background(), fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1}); !errors.Is(err, errTakeStrict) {
+					t.Errorf("seen %v: a fast check of its key while it is undecided: %v, want errTakeStrict", seen, err)
+				}
+				close(rig.g.gate)
+				synctest.Wait() // the strict check is applied
+				if _, err := lane.decide(context.Background(), fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1}); err != nil {
+					t.Errorf("seen %v: a fast check once the strict one was applied: %v", seen, err)
+				}
+				lane.close()
+				rig.stop(t)
+			})
+		})
 	}
 }

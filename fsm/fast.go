@@ -35,6 +35,7 @@ type overlayState struct {
 func (s *Shard) FastEval(p *policy.Policy, key string, cost, now int64, elastic bool) (policy.Result, uint64, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.noteOverlay()
 	now = max(now, s.now, s.ov.now)
 	s.ov.now = now
 	t := &s.tt
@@ -71,6 +72,7 @@ func (s *Shard) FastEval(p *policy.Policy, key string, cost, now int64, elastic 
 func (s *Shard) FastEvalSet(p *policy.Policy, keys []string, costs []int64, now int64, elastic bool) (out []policy.Result, hits []Hit, gen uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.noteOverlay()
 	now = max(now, s.now, s.ov.now)
 	s.ov.now = now
 	at, distinct, cost := distinctKeys(len(keys), func(i, j int) bool { return keys[i] == keys[j] }, func(i int) int64 { return costs[i] })
@@ -122,6 +124,7 @@ func (s *Shard) FastEvalSet(p *policy.Policy, keys []string, costs []int64, now 
 func (s *Shard) ReleaseFast(p *policy.Policy, key string, gen uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.noteOverlay()
 	if gen != s.ov.gen {
 		return
 	}
@@ -144,6 +147,9 @@ func (s *Shard) ReleaseFast(p *policy.Policy, key string, gen uint64) {
 // committed state, which does not count them yet (cluster's mixGuard).
 // One lock for all: strict checks ask it for every call.
 func (s *Shard) FastPendingOn(checks []Check) bool {
+	if s.ovLen.Load() == 0 {
+		return false // without the lock, which applies hold
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.ov.entries) == 0 {
@@ -163,12 +169,17 @@ func (s *Shard) FastPendingOn(checks []Check) bool {
 	return false
 }
 
+// noteOverlay publishes the overlay's size, with mu held, after each
+// change: FastPendingOn reads it without mu.
+func (s *Shard) noteOverlay() { s.ovLen.Store(int64(len(s.ov.entries))) }
+
 // ResetFast discards the overlay: leadership changed, and decisions a
 // former leader answered but never committed are lost (the bound on fast
 // mode's overshoot).
 func (s *Shard) ResetFast() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.noteOverlay()
 	s.ov.gen++
 	s.ov.entries = map[string]*overlayState{}
 }

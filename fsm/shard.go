@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -57,7 +58,11 @@ type Shard struct {
 	// last sweep, which sweeps once per entry at most.
 	applied, refusalSweep uint64
 	ov                    overlay
-	own                   *ownership // slot ownership (own.go); nil in a legacy shard
+	// ovLen is len(ov.entries), written with mu held (noteOverlay) and
+	// read without it: strict calls ask for pending fast decisions on
+	// every call, and the overlay is empty but while fast checks run.
+	ovLen atomic.Int64
+	own   *ownership // slot ownership (own.go); nil in a legacy shard
 	// snapSize is the size of the last whole capture's buffer, plus room.
 	snapSize int
 	// sparseExports counts exports that read a watch's list (watch.go),
