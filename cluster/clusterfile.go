@@ -54,10 +54,23 @@ func (n *Node) otherCluster(ctx context.Context, addr string) error {
 	if own == "" {
 		return nil
 	}
-	id, other, err := n.peers.Hello(ctx, addr)
-	if err != nil || id == n.cfg.NodeID || other == "" || other == own {
-		return nil
+	if other := n.clusterAt(ctx, addr); other != "" && other != own {
+		return otherClusterError(addr, other, own)
 	}
+	return nil
+}
+
+// clusterAt is the cluster the node at addr says it belongs to: "" when it
+// does not answer, is this node, or knows none yet.
+func (n *Node) clusterAt(ctx context.Context, addr string) string {
+	id, c, err := n.peers.Hello(ctx, addr)
+	if err != nil || id == n.cfg.NodeID {
+		return ""
+	}
+	return c
+}
+
+func otherClusterError(addr, other, own string) error {
 	return fmt.Errorf("%w: join: %s belongs to cluster %s, but this data dir holds cluster %s: "+
 		"give --join addresses of %s to resume it, or start with an empty --data-dir to join %s", ErrConfig, addr, other, own, own, other)
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/floodgate/floodgate/fsm"
@@ -140,16 +141,32 @@ func (n *Node) checkJoinTargets(ctx context.Context) error {
 	return nil
 }
 
-// checkResumeTargets refuses --join addresses of another cluster when
-// this node resumes a cluster of several members (otherCluster): its
-// announce would make it a member of both.
+// checkResumeTargets refuses to resume when this node's --join addresses
+// answer as members of another cluster and none as a member of its own:
+// its announce would make it a member of both. One stale address (a
+// reused IP) beside members of its own cluster is only skipped by the
+// announce. The addresses are asked at once, so one that does not answer
+// costs joinCheckTimeout at most, not that for each.
 func (n *Node) checkResumeTargets(ctx context.Context) error {
+	own := n.ownCluster()
+	if own == "" {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, joinCheckTimeout) // for all of it
 	defer cancel()
 	addrs, _ := n.resolveJoin(ctx, n.cfg.Join)
-	for _, addr := range addrs {
-		if err := n.otherCluster(ctx, addr); err != nil {
-			return err
+	clusters := make([]string, len(addrs))
+	var wg sync.WaitGroup
+	for i, addr := range addrs {
+		wg.Go(func() { clusters[i] = n.clusterAt(ctx, addr) })
+	}
+	wg.Wait()
+	if slices.Contains(clusters, own) {
+		return nil
+	}
+	for i, c := range clusters {
+		if c != "" {
+			return otherClusterError(addrs[i], c, own)
 		}
 	}
 	return nil
@@ -200,15 +217,17 @@ func (n *Node) announce() {
 	for attempt := 1; ; attempt++ {
 		addrs, _ := n.resolveJoin(ctx, n.cfg.Join)
 		for _, addr := range addrs {
-			actx, acancel := context.WithTimeout(ctx, joinAttemptTimeout)
-			if err := n.otherCluster(actx, addr); err != nil {
+			hctx, hcancel := context.WithTimeout(ctx, joinAttemptTimeout)
+			if err := n.otherCluster(hctx, addr); err != nil {
 				// Unreachable at start, of another cluster now: never
 				// asked to add this node (it is not ready meanwhile).
-				acancel()
+				hcancel()
 				n.refused.Store(&err)
 				n.log.Error("a --join address belongs to another cluster: not announcing this node there", "via", addr, "err", err)
 				continue
 			}
+			hcancel()
+			actx, acancel := context.WithTimeout(ctx, joinAttemptTimeout)
 			_, _, err := n.peers.AddNode(actx, addr, n.self(), ProveGossipKey(n.gossipKey(), n.cfg.NodeID))
 			acancel()
 			if err == nil {

@@ -46,3 +46,33 @@ func TestResumeRefusesJoinOfAnotherCluster(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// One stale --join address (a reused IP, now another cluster's) beside a
+// member of the node's own cluster does not stop it: it resumes through
+// its own cluster, and is never announced to the other.
+func TestResumeSkipsAStaleJoinAddressOfAnotherCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two in-process clusters")
+	}
+	a := inproc.SlotCluster(t, 1, 32)[0]
+	b := inproc.SlotCluster(t, 2, 32)
+	moved := b[1]
+	moved.Stop()
+	cfg := moved.Cfg
+	cfg.Join = []string{a.Cfg.GRPCAddr, b[0].Cfg.GRPCAddr}
+	n, err := inproc.TryStart(t, cfg)
+	if err != nil {
+		t.Fatalf("resuming with one address of its own cluster among its --join: %v", err)
+	}
+	defer n.Stop()
+	if got := n.Node.View().ClusterID; got != b[0].Node.View().ClusterID {
+		t.Errorf("resumed into cluster %q, want its own, %s", got, b[0].Node.View().ClusterID)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := a.Node.View().Node(cfg.NodeID); m != nil {
+			t.Fatalf("cluster %s lists %s, a member of cluster %s", a.Node.View().ClusterID, cfg.NodeID, b[0].Node.View().ClusterID)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
