@@ -19,6 +19,16 @@ const notMemberHint = "a node that left its cluster (floodgatectl leave) cannot 
 const removedHint = "this node was removed from its cluster (floodgatectl leave): its data dir's meta group no longer holds it, and no member will contact it; " +
 	"start it with --join and a member's address to join again as a new member (this data dir may stay), or with an empty --data-dir"
 
+// InOwnMetaConfiguration reports whether this node's own copy of the meta
+// group's configuration still holds it: false once the entry that took it
+// out (floodgatectl leave) reached it, and then it waits for nothing when
+// it resumes (removedHint).
+func (n *Node) InOwnMetaConfiguration() bool {
+	cfg, err := n.metaGroup().configuration()
+	return err != nil || len(cfg.Servers) == 0 ||
+		slices.ContainsFunc(cfg.Servers, func(s raft.Server) bool { return string(s.ID) == n.cfg.NodeID })
+}
+
 // memberHint says why a node is not a member yet. A node resuming from its
 // data dir waits for its meta group to elect a leader, and telling its
 // operator to empty the data dir there would throw the cluster's counts
@@ -29,13 +39,13 @@ func (n *Node) memberHint(resuming bool) string {
 	if !resuming {
 		return notMemberHint
 	}
+	if !n.InOwnMetaConfiguration() {
+		// Its own log took it out of the meta group: no leader will ever
+		// contact it, however many voters run.
+		return removedHint
+	}
 	var voters []string
 	if cfg, err := n.metaGroup().configuration(); err == nil {
-		if len(cfg.Servers) > 0 && !slices.ContainsFunc(cfg.Servers, func(s raft.Server) bool { return string(s.ID) == n.cfg.NodeID }) {
-			// Its own log took it out of the meta group: no leader will
-			// ever contact it, however many voters run.
-			return removedHint
-		}
 		for _, s := range cfg.Servers {
 			addr := string(s.Address)
 			if a, err := (addrBook{n}).ServerAddr(s.ID); err == nil {

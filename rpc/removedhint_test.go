@@ -31,6 +31,14 @@ func TestRemovedNodeResumingSaysItWasRemoved(t *testing.T) {
 		}
 		return nil
 	})
+	// The entry that took it out of the meta group reaches it (raft
+	// replicates a removal to the removed server): what it resumes from.
+	inproc.Eventually(t, 30*time.Second, "the removal replicated to the node", func() error {
+		if gone.Node.InOwnMetaConfiguration() {
+			return context.DeadlineExceeded
+		}
+		return nil
+	})
 	gone.Stop()
 	cfg := gone.Cfg
 	cfg.Join = nil
