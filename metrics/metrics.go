@@ -26,7 +26,8 @@ var (
 		Help: "Rate-limit decisions answered by this node, by policy, deciding limit, outcome and consistency.",
 	}, []string{"policy", "limit", "outcome", "consistency"})
 
-	// CheckErrors counts checks answered with an error, by gRPC code.
+	// CheckErrors counts checks answered with an error, by gRPC code:
+	// refused before dispatch (not ready, invalid) or failed on the way.
 	CheckErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "floodgate_check_errors_total",
 		Help: "Checks that failed (no decision), by gRPC status code.",

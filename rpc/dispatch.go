@@ -200,6 +200,16 @@ func (s *Server) count(checks []fsm.Check, res []policy.Result, errs []error) {
 	}
 }
 
+// refuse counts the n checks of a request refused before any dispatch
+// (the node not ready yet, a request that does not validate) as check
+// errors, and returns err as the status their caller gets. Without it a
+// node that answers every check Unavailable while it starts, or a whole
+// cluster that cannot become ready, showed no failed check at all.
+func refuse(n int, err error) error {
+	metrics.CheckErrors.WithLabelValues(codeOf(err).String()).Add(float64(n))
+	return toStatus(err)
+}
+
 // awaitRouting waits before routing moved checks again: for the slot table
 // to change, or a short pause (the move may still be between its freeze
 // and its flip). It reports false once the wait is over.

@@ -74,3 +74,30 @@ func value(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// A check refused before it reaches a leader (a request that does not
+// validate) is a check answered with an error, counted by its code, once
+// per check of the request, on every interface.
+func TestRefusedChecksAreCounted(t *testing.T) {
+	node := inproc.Cluster(t, 1)[0]
+	ctx := context.Background()
+	invalid := metrics.CheckErrors.WithLabelValues("InvalidArgument")
+	before := value(t, invalid)
+	bad := &pb.AllowRequest{Key: "k", Limit: &pb.Limit{Algorithm: pb.Algorithm_FIXED_WINDOW, Limit: 0, WindowMs: 60_000}}
+	if _, err := node.Limiter().Allow(ctx, bad); err == nil {
+		t.Fatal("Allow with limit 0 answered")
+	}
+	if _, err := node.Limiter().AllowBatch(ctx, &pb.AllowBatchRequest{Requests: []*pb.AllowRequest{{Key: "j", Limit: bad.Limit}, bad}}); err == nil {
+		t.Fatal("AllowBatch with limit 0 answered")
+	}
+	rls := rlsv3.NewRateLimitServiceClient(node.Conn())
+	if _, err := rls.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*rlcommon.RateLimitDescriptor{{
+		Entries: []*rlcommon.RateLimitDescriptor_Entry{{Key: "user", Value: "1"}},
+		Limit:   &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 0, Unit: 2},
+	}}}); err == nil {
+		t.Fatal("ShouldRateLimit with an override of 0 answered")
+	}
+	if got := value(t, invalid) - before; got != 4 {
+		t.Errorf("floodgate_check_errors_total{code=\"InvalidArgument\"} rose by %v, want 4 (1 Allow, 2 in the batch, 1 descriptor)", got)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/policy"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
@@ -53,7 +54,10 @@ func TestChecksWaitUntilTheNodeIsReady(t *testing.T) {
 	rl := pb.NewRateLimiterClient(conn)
 	inline := &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 10, WindowMs: 60_000}
 
-	// Not started: no shard count, no policies.
+	// Not started: no shard count, no policies. Each refused check counts
+	// as a failed one: a node (or a cluster) stuck starting fails them all.
+	refused := metrics.CheckErrors.WithLabelValues(codes.Unavailable.String())
+	before := value(t, refused)
 	for name, call := range map[string]func() error{
 		"inline": func() error { _, err := rl.Allow(ctx, &pb.AllowRequest{Key: "k", Limit: inline}); return err },
 		"policy": func() error { _, err := rl.Allow(ctx, &pb.AllowRequest{Key: "k", Policy: "api"}); return err },
@@ -65,6 +69,9 @@ func TestChecksWaitUntilTheNodeIsReady(t *testing.T) {
 		if err := call(); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "starting") {
 			t.Errorf("%s before start: %v, want Unavailable (starting)", name, err)
 		}
+	}
+	if got := value(t, refused) - before; got != 3 {
+		t.Errorf("floodgate_check_errors_total{code=\"Unavailable\"} rose by %v for 3 checks refused while starting, want 3", got)
 	}
 	// A peer's forward is refused as not-leader: nothing counted, retryable.
 	pol := policy.Policy{Limits: []policy.Limit{{Limit: inlineLimit()}}}

@@ -37,11 +37,11 @@ func NewRLSServer(s *Server) *RLSServer { return &RLSServer{s: s} }
 // deny), counting nothing.
 func (r *RLSServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if err := r.s.ready(); err != nil {
-		return nil, toStatus(err)
+		return nil, refuse(len(req.GetDescriptors()), err)
 	}
 	checks, tooBig, err := rlsChecks(req, r.s.node.View().Policy, r.s.cfg.MaxLogLength)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, refuse(len(req.GetDescriptors()), err)
 	}
 	peekTooBigSets(checks, tooBig)
 	at, limited := atomicSets(checks)

@@ -45,11 +45,11 @@ func NewServer(node *cluster.Node, peers *Peers, cfg Config) *Server {
 // Allow implements pb.RateLimiterServer.
 func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResponse, error) {
 	if err := s.ready(); err != nil {
-		return nil, toStatus(err)
+		return nil, refuse(1, err)
 	}
 	c, err := s.parseCheck(ctx, req, "", nil)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, refuse(1, err)
 	}
 	res, errs := s.decide(ctx, []fsm.Check{c})
 	if errs[0] != nil {
@@ -63,14 +63,14 @@ func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 // one call, all shards at once.
 func (s *Server) AllowBatch(ctx context.Context, req *pb.AllowBatchRequest) (*pb.AllowBatchResponse, error) {
 	if err := validate.Batch(len(req.Requests)); err != nil {
-		return nil, toStatus(err)
+		return nil, refuse(len(req.Requests), err)
 	}
 	if err := s.ready(); err != nil {
-		return nil, toStatus(err)
+		return nil, refuse(len(req.Requests), err)
 	}
 	checks, err := s.parseBatch(ctx, req.Requests)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, refuse(len(req.Requests), err)
 	}
 	res, errs := s.decide(ctx, checks)
 	out := &pb.AllowBatchResponse{Results: make([]*pb.AllowBatchItem, len(checks))}

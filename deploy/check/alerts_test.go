@@ -109,6 +109,9 @@ func TestAlertsFire(t *testing.T) {
 			fault: map[string]func(float64) float64{`floodgate_check_errors_total{code="Unavailable",instance="n1"}`: func(m float64) float64 {
 				return 60 * (0.5*m + 60*max(0, m-from)) // 60/s more against 3,000 decisions/s
 			}}},
+		{name: "every check failing after a restart", fires: "FloodgateCheckErrors", by: 20 * time.Minute, says: "% of floodgate checks fail",
+			fault: restartedFailing(from)},
+		{name: "an idle cluster after a restart", fault: restartedIdle(from)},
 		{name: "new keys refused", fires: "FloodgateKeyStatesFull", by: 20 * time.Minute, says: "refuses 200 checks of new keys a second",
 			fault: map[string]func(float64) float64{`floodgate_key_states_refused_total{instance="n2"}`: func(m float64) float64 {
 				return 60 * 200 * max(0, m-from)
@@ -207,6 +210,51 @@ func rollingRestart(m float64) map[string]func(float64) float64 {
 				v += 2
 			}
 			return v
+		}
+	}
+	return out
+}
+
+// restartedFailing is every node restarted at minute m into a cluster
+// that answers no check: a new process has no floodgate_decisions_total
+// series until its first decision, and its errors count from 0.
+func restartedFailing(m float64) map[string]func(float64) float64 {
+	out := map[string]func(float64) float64{}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		out[`floodgate_decisions_total{instance="`+n+`",outcome="allowed"}`] = func(at float64) float64 {
+			if at >= m {
+				return math.NaN()
+			}
+			return 60 * 1000 * at
+		}
+		out[`floodgate_check_errors_total{code="Unavailable",instance="`+n+`"}`] = func(at float64) float64 {
+			if at >= m {
+				return 60 * 100 * (at - m)
+			}
+			return 60 * 0.5 * at
+		}
+	}
+	return out
+}
+
+// restartedIdle is every node restarted at minute m and asked nothing
+// since: no decisions series, errors served as 0 (0/0 is no alert).
+func restartedIdle(m float64) map[string]func(float64) float64 {
+	out := map[string]func(float64) float64{}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		out[`floodgate_decisions_total{instance="`+n+`",outcome="allowed"}`] = func(at float64) float64 {
+			if at >= m {
+				return math.NaN()
+			}
+			return 60 * 1000 * at
+		}
+		for _, code := range []string{"Unavailable", "InvalidArgument"} {
+			out[`floodgate_check_errors_total{code="`+code+`",instance="`+n+`"}`] = func(at float64) float64 {
+				if at >= m {
+					return 0
+				}
+				return 60 * 0.5 * at
+			}
 		}
 	}
 	return out
