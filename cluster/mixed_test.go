@@ -24,6 +24,20 @@ func fastAndStrict(limit int64) (fast, strict *policy.Policy) {
 		&policy.Policy{Name: "p", Limits: []policy.Limit{lim}}
 }
 
+// leadingNode starts a one-node cluster, its config changed by change
+// (startOneWith), and returns it once it leads shard 0, with a context for the
+// test's calls.
+func leadingNode(t *testing.T, change func(*Config)) (*Node, context.Context) {
+	t.Helper()
+	n := startOneWith(t, change)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	if err := n.replica(0).group.waitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return n, ctx
+}
+
 // submitOne submits one check of cost 1 and reports whether it was admitted.
 func submitOne(ctx context.Context, t *testing.T, n *Node, p *policy.Policy) bool {
 	t.Helper()
@@ -40,12 +54,7 @@ func submitOne(ctx context.Context, t *testing.T, n *Node, p *policy.Policy) boo
 // committed state, which lacked those not flushed yet, and a limit of 5
 // admitted 10.
 func TestStrictCheckCountsPendingFastDecisions(t *testing.T) {
-	n := startOneWith(t, func(c *Config) { c.FastFlushInterval = 5 * time.Second })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := n.replica(0).group.waitLeader(ctx); err != nil {
-		t.Fatal(err)
-	}
+	n, ctx := leadingNode(t, func(c *Config) { c.FastFlushInterval = 5 * time.Second })
 	fast, strict := fastAndStrict(5)
 	admitted := 0
 	for range 5 {
@@ -68,12 +77,7 @@ func TestStrictCheckCountsPendingFastDecisions(t *testing.T) {
 // missed the strict checks written and not yet applied, strict checks
 // the fast decisions not yet flushed: a limit of 50 admitted 100.
 func TestMixedConsistencyNeverPassesTheLimit(t *testing.T) {
-	n := startOne(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := n.replica(0).group.waitLeader(ctx); err != nil {
-		t.Fatal(err)
-	}
+	n, ctx := leadingNode(t, nil)
 	fast, strict := fastAndStrict(50)
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
@@ -101,12 +105,7 @@ func TestMixedConsistencyNeverPassesTheLimit(t *testing.T) {
 // for a fast policy, and the pending decisions, flushed after the reset,
 // were counted again.
 func TestResetUnderStrictVersionForgetsFastDecisions(t *testing.T) {
-	n := startOneWith(t, func(c *Config) { c.FastFlushInterval = 5 * time.Second })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := n.replica(0).group.waitLeader(ctx); err != nil {
-		t.Fatal(err)
-	}
+	n, ctx := leadingNode(t, func(c *Config) { c.FastFlushInterval = 5 * time.Second })
 	fast, strict := fastAndStrict(5)
 	for range 3 {
 		if !submitOne(ctx, t, n, fast) {

@@ -27,6 +27,22 @@ func snapModels(ms map[string]*model) map[string]*model {
 }
 
 // diff says how s differs from ms (nil when it matches).
+// matchCut returns nil when the log reopened after a cut, s, holds one of
+// the states hist[lo..acked+1] (the acknowledged one or one in flight, or
+// an earlier one where losing writes is allowed), newest first; else why
+// each differed (empty, not nil, when there was none to compare).
+func matchCut(s *Store, hist []map[string]*model, lo, acked int) []error {
+	errs := []error{}
+	for j := min(acked+1, len(hist)-1); j >= lo; j-- {
+		e := diff(s, hist[j])
+		if e == nil {
+			return nil
+		}
+		errs = append(errs, e)
+	}
+	return errs
+}
+
 func diff(s *Store, ms map[string]*model) error {
 	for n, m := range ms {
 		g := s.Group(n)
@@ -189,18 +205,9 @@ func runCutMid(t *testing.T, seed uint64, nops int, noSync bool) {
 		if noSync {
 			lo = 0
 		}
-		var errs []error
-		ok := false
-		for j := min(c.acked+1, len(hist)-1); j >= lo; j-- {
-			e := diff(cs, hist[j])
-			if e == nil {
-				ok = true
-				break
-			}
-			errs = append(errs, e)
-		}
+		errs := matchCut(cs, hist, lo, c.acked)
 		cs.Close()
-		if !ok {
+		if errs != nil {
 			t.Fatalf("seed %d noSync %v: cut after %d ops (last %v) matches no allowed state: %v",
 				seed, noSync, c.acked, history[max(0, c.acked-5):min(len(history), c.acked+1)], errs[:min(3, len(errs))])
 		}

@@ -212,18 +212,9 @@ func runTornCuts(t *testing.T, seed uint64, nops int) {
 		if err != nil {
 			t.Fatalf("seed %d: cut %d after %d acknowledged ops: open: %v", seed, i, c.acked, err)
 		}
-		var errs []error
-		ok := false
-		for j := min(c.acked+1, len(hist)-1); j >= c.acked; j-- {
-			e := diff(cs, hist[j])
-			if e == nil {
-				ok = true
-				break
-			}
-			errs = append(errs, e)
-		}
+		errs := matchCut(cs, hist, c.acked, c.acked)
 		cs.Close()
-		if !ok {
+		if errs != nil {
 			t.Fatalf("seed %d: cut %d after %d acknowledged ops matches no allowed state: %v", seed, i, c.acked, errs)
 		}
 	}
