@@ -401,7 +401,7 @@ func decodeResults(shard int, rs []*peerv1.ForwardResult) ([]policy.Result, erro
 			if errs == nil {
 				errs = make([]error, len(rs))
 			}
-			errs[i] = fmt.Errorf("%w: refused by the shard leader: %s", ErrInvalid, r.Message)
+			errs[i] = fmt.Errorf("%w: refused by the shard leader: %s", ErrInvalid, relayedField(r.Message))
 		case peerv1.ForwardResult_MOVED:
 			if errs == nil {
 				errs = make([]error, len(rs))

@@ -9,8 +9,11 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/policy"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
+	"github.com/floodgate/floodgate/rpc/validate"
+	"github.com/floodgate/floodgate/window"
 )
 
 // PeerServer.Forward answers each forwarded check alone: checkItem can
@@ -58,5 +61,47 @@ func TestDecodeFullCheck(t *testing.T) {
 	}
 	if c := codeOf(pe.Errs[1]); c != codes.ResourceExhausted {
 		t.Errorf("a client would see %v", c)
+	}
+}
+
+// A check a peer refuses as invalid is named there by its place in the
+// node-to-node call, which mixes several clients' checks: the client, whose
+// answer sits at its own check's place, is told the field inside its check
+// and not a place in a call it never saw.
+func TestDecodeInvalidNamesTheFieldNotThePlaceInTheCall(t *testing.T) {
+	p := &policy.Policy{Name: "p"}
+	in := []*peerv1.ForwardCheck{{Shard: 1}, {Shard: 1}, {Shard: 2}, {Shard: 2, Joined: true}}
+	checks := []fsm.Check{{Policy: p}, {Policy: p}, {Policy: p}, {Policy: p}}
+	errs := make([]error, len(in))
+	errs[1] = validate.AtField(validate.Elem("checks", 1)+"policy.", &window.FieldError{Field: "limits[0].window", Msg: "over the cap"})
+	errs[3] = validate.AtField(validate.Elem("checks", 3), &window.FieldError{Field: "cost", Msg: "too much"})
+	forwardSets(in, checks, errs)
+	rs := make([]*peerv1.ForwardResult, len(in))
+	for i, err := range errs {
+		rs[i] = forwardResult([]policy.Result{{Allowed: true}}, 0, err)
+	}
+	_, err := decodeResults(1, rs)
+	pe, ok := err.(*cluster.PartialError)
+	if !ok {
+		t.Fatalf("decoded as %v", err)
+	}
+	want := []string{"",
+		"invalid request: refused by the shard leader: policy.limits[0].limit.window_ms: over the cap",
+		"invalid request: refused by the shard leader: one atomic set: cost: too much",
+		"invalid request: refused by the shard leader: one atomic set: cost: too much"}
+	for i, w := range want {
+		got := ""
+		if pe.Errs[i] != nil {
+			got = pe.Errs[i].Error()
+		}
+		if got != w {
+			t.Errorf("check %d: %q, want %q", i, got, w)
+		}
+	}
+	// A message that does not start with a place is relayed as it is.
+	for _, m := range []string{"checks: too many", "checks[x].key: empty", "key: must not be empty"} {
+		if got := relayedField(m); got != m {
+			t.Errorf("relayedField(%q) = %q", m, got)
+		}
 	}
 }

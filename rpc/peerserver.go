@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"google.golang.org/grpc/codes"
@@ -156,13 +157,43 @@ func forwardSets(in []*peerv1.ForwardCheck, checks []fsm.Check, errs []error) {
 		}
 		if bad != nil && j > i+1 {
 			for k := i; k < j; k++ {
-				errs[k] = fmt.Errorf("checks[%d..%d], one atomic set: %w", i, j-1, bad)
+				errs[k] = fmt.Errorf("checks[%d..%d], %s: %w", i, j-1, atomicSet, bad)
 			}
 		} else if bad != nil {
 			errs[i] = bad
 		}
 		i = j
 	}
+}
+
+// atomicSet names, in a refused check's message, the atomic set it was
+// refused with (forwardSets).
+const atomicSet = "one atomic set"
+
+// relayedField rewrites the message of a check a peer refused as invalid
+// (checkItem, forwardSets) for the client whose check it is. The peer
+// names the check by its place in the node-to-node call ("checks[7].policy
+// ..." or "checks[6..8], one atomic set: ..."), a call that mixes the
+// checks of several clients, so the place means nothing to any of them;
+// the client's answer already sits at the check's own place. The field
+// inside the check stays ("policy.limits[0].limit.window_ms: ...").
+func relayedField(msg string) string {
+	msg = strings.TrimPrefix(msg, ErrInvalid.Error()+": ")
+	rest, ok := strings.CutPrefix(msg, "checks[")
+	if !ok {
+		return msg
+	}
+	place, after, ok := strings.Cut(rest, "]")
+	if !ok || strings.Trim(place, "0123456789.") != "" {
+		return msg
+	}
+	if set, ok := strings.CutPrefix(after, ", "+atomicSet+": "); ok {
+		return atomicSet + ": " + relayedField(set)
+	}
+	if field, ok := strings.CutPrefix(after, "."); ok {
+		return field
+	}
+	return msg
 }
 
 // forwardResult encodes the j-th result of a shard, or its error: the
