@@ -38,6 +38,23 @@ func statusCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// replicasEach says how many replicas a group is placed on: the cluster's
+// replication factor, or as many as there are active nodes when they are
+// fewer (cluster.placementOf), with the factor the cluster will grow back
+// to, so that two active nodes never read as three copies.
+func replicasEach(st *pb.StatusResponse) string {
+	active := 0
+	for _, n := range st.Nodes {
+		if n.State == "active" {
+			active++
+		}
+	}
+	if active >= int(st.Replicas) {
+		return fmt.Sprintf("%d replicas each", st.Replicas)
+	}
+	return fmt.Sprintf("%d of %d replicas each (%d active %s)", active, st.Replicas, active, plural(active, "node", "nodes"))
+}
+
 func printStatus(g *globals, st *pb.StatusResponse, shards bool) error {
 	unit := "shards"
 	if st.Slots > 0 {
@@ -46,11 +63,11 @@ func printStatus(g *globals, st *pb.StatusResponse, shards bool) error {
 		if len(st.ShardStatus) == 1 {
 			groups = "group"
 		}
-		fmt.Fprintf(g.out, "cluster %s: %d slots over %d %s, %d replicas each; %s; answered by %s; meta leader %s\n\n",
-			st.ClusterId, st.Slots, len(st.ShardStatus), groups, st.Replicas, rebalancing(st), st.NodeId, orNone(st.MetaLeader))
+		fmt.Fprintf(g.out, "cluster %s: %d slots over %d %s, %s; %s; answered by %s; meta leader %s\n\n",
+			st.ClusterId, st.Slots, len(st.ShardStatus), groups, replicasEach(st), rebalancing(st), st.NodeId, orNone(st.MetaLeader))
 	} else {
-		fmt.Fprintf(g.out, "cluster %s: %d shards, %d replicas each; answered by %s; meta leader %s\n\n",
-			st.ClusterId, st.Shards, st.Replicas, st.NodeId, orNone(st.MetaLeader))
+		fmt.Fprintf(g.out, "cluster %s: %d shards, %s; answered by %s; meta leader %s\n\n",
+			st.ClusterId, st.Shards, replicasEach(st), st.NodeId, orNone(st.MetaLeader))
 	}
 	tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSTATE\tHEALTH\tGRPC\tRAFT\tREGION\tMETA\tREPLICAS\tLEADS\tVERSION")

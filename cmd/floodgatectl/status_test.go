@@ -38,3 +38,26 @@ func TestRebalancing(t *testing.T) {
 		}
 	}
 }
+
+// A group is placed on min(replicas, active nodes) (cluster.placementOf):
+// the header must not promise three copies on two nodes.
+func TestReplicasEach(t *testing.T) {
+	for _, tc := range []struct {
+		states []string
+		want   string
+	}{
+		{[]string{"active", "active", "active"}, "3 replicas each"},
+		{[]string{"active", "active", "active", "active"}, "3 replicas each"},
+		{[]string{"active", "active"}, "2 of 3 replicas each (2 active nodes)"},
+		{[]string{"active", "dead", "active"}, "2 of 3 replicas each (2 active nodes)"},
+		{[]string{"active", "leaving", "leaving"}, "1 of 3 replicas each (1 active node)"},
+	} {
+		st := &pb.StatusResponse{Replicas: 3}
+		for i, s := range tc.states {
+			st.Nodes = append(st.Nodes, &pb.NodeStatus{Id: string(rune('a' + i)), State: s})
+		}
+		if got := replicasEach(st); got != tc.want {
+			t.Errorf("%v: %q, want %q", tc.states, got, tc.want)
+		}
+	}
+}
