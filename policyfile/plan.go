@@ -12,15 +12,6 @@ import (
 	"github.com/floodgate/floodgate/window"
 )
 
-// Check validates policies as the server would store them together, with
-// the sliding-log cap of a node's --max-log-length: maxLog, 0 for its
-// default (window.DefaultMaxLogLength), window.MaxLogLength to leave it to
-// the node. Errors name the field.
-func Check(policies []*pb.Policy, maxLog int64) error {
-	_, err := validate.Policies(policies, maxLog)
-	return err
-}
-
 // Plan is what applying a file changes: policies to create, to replace
 // (they differ), to delete (in the cluster, not in the file; only with
 // prune), and those left as they are. Names are sorted.

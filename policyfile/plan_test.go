@@ -129,7 +129,7 @@ func TestCheckNamesTheField(t *testing.T) {
 	// The cap on sliding logs is a node's: its default, or the node's own
 	// to judge.
 	long := parse(t, "policies: [{name: a, limits: [{algorithm: sliding_log, limit: 20000, window: 1m}]}]")
-	if err := Check(long, 0); err == nil || !strings.Contains(err.Error(), "policies[0].limits[0].limit.limit: a sliding_log") {
+	if err := Check(long, 0); err == nil || !strings.Contains(err.Error(), "policies[0].limits[0].limit: a sliding_log") {
 		t.Errorf("a log of 20000 under the default cap: %v", err)
 	}
 	if err := Check(long, window.MaxLogLength); err != nil {

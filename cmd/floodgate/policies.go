@@ -10,7 +10,6 @@ import (
 	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/policyfile"
-	"github.com/floodgate/floodgate/rpc/validate"
 )
 
 // readPolicyFile parses and validates --policies before anything starts.
@@ -27,7 +26,7 @@ func readPolicyFile(file string, maxLog int64) ([]*policy.Policy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("policies: %s: %w", file, err)
 	}
-	ps, err := validate.Policies(pps, maxLog)
+	ps, err := policyfile.Validate(pps, maxLog)
 	if err != nil {
 		return nil, fmt.Errorf("policies: %s: %w", file, err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/floodgate/floodgate/policyfile"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/window"
 )
 
 // policyCmd groups the commands that manage named policies, stored in the
@@ -35,7 +36,10 @@ func policySetCmd(g *globals) *cobra.Command {
 			"  floodgatectl policy list -o yaml | floodgatectl policy set -f -",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			policies, err := readPolicies(cmd, file)
+			// Checked here first, so that a refusal names the file's
+			// fields and its windows as durations; the cap on sliding logs
+			// is the node's.
+			policies, err := readValidPolicies(cmd, file, window.MaxLogLength)
 			if err != nil {
 				return err
 			}
@@ -48,7 +52,7 @@ func policySetCmd(g *globals) *cobra.Command {
 			defer cancel()
 			resp, err := admin(conn).SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: policies})
 			if err != nil {
-				return err
+				return inFile(err, "the cluster refused this file, and changed nothing", policies, policies)
 			}
 			if g.json {
 				return g.printJSON(resp)

@@ -68,7 +68,8 @@ var policyIndex = regexp.MustCompile(`policies\[(\d+)\]`)
 // refusalOf is the refusal msg, whose policies[k] count among sent, with
 // them renamed to where they are in file: policies[0] of a plan that
 // sends only the file's fourth policy is the file's policies[3], as
-// `policy validate` names it.
+// `policy validate` names it; their fields are spelt as in the file
+// (policyfile.FileFields).
 func refusalOf(code codes.Code, msg, prefix string, sent, file []*pb.Policy) *refusal {
 	r := &refusal{code: code, prefix: prefix}
 	r.why = policyIndex.ReplaceAllStringFunc(msg, func(m string) string {
@@ -85,5 +86,6 @@ func refusalOf(code codes.Code, msg, prefix string, sent, file []*pb.Policy) *re
 		}
 		return fmt.Sprintf("policies[%d]", j)
 	})
+	r.why = policyfile.FileFields(r.why)
 	return r
 }

@@ -83,7 +83,7 @@ func TestPolicyApplyDryRunAsksTheCluster(t *testing.T) {
 	longer := write("longer.yaml", stored+"  - name: logp\n    limits: [{algorithm: sliding_log, limit: 20000, window: 1m}]\n")
 	// The node's refusal names the file's policies[1], which apply sends
 	// as the plan's policies[0].
-	const refused = "policies[1].limits[0].limit.limit: a sliding_log keeps one timestamp per request and is capped at 100"
+	const refused = "policies[1].limits[0].limit: a sliding_log keeps one timestamp per request and is capped at 100"
 	for _, tc := range []struct {
 		name      string
 		oldNode   bool // a node without ValidatePolicies
@@ -98,7 +98,7 @@ func TestPolicyApplyDryRunAsksTheCluster(t *testing.T) {
 		{"valid", false, []string{"-f", short, "--dry-run"}, "", "+ logp\n= api\ndry run: nothing changed\n", false, true, 0},
 		{"applied", false, []string{"-f", long}, "the cluster refused this file, and changed nothing: invalid request: " + refused, "+ logp\n", false, false, 1},
 		{"old node", true, []string{"-f", long, "--dry-run"}, "", "dry run: nothing changed\n", true, false, 0},
-		{"old node, offline refusal", true, []string{"-f", longer, "--dry-run"}, "policies[1].limits[0].limit.limit: a sliding_log keeps one timestamp per request and is capped at 10000", "+ logp\n", true, false, 0},
+		{"old node, offline refusal", true, []string{"-f", longer, "--dry-run"}, "policies[1].limits[0].limit: a sliding_log keeps one timestamp per request and is capped at 10000", "+ logp\n", true, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := &cappedAdmin{policies: map[string]*pb.Policy{"api": {Name: "api", Limits: []*pb.PolicyLimit{

@@ -29,8 +29,10 @@ func (f *badFixture) ctlCases(t *testing.T) int {
 		{"bad window", head + "  - {algorithm: sliding_log, limit: 1, window: 1 fortnight}\n", "policies[0].limits[0].window:"},
 		{"limit not a number", head + "  - {algorithm: sliding_log, limit: ten, window: 1s}\n", "policies[0].limits[0].limit:"},
 		{"fractional limit", head + "  - {algorithm: sliding_log, limit: 1.9, window: 1s}\n", "policies[0].limits[0].limit: line 4: want a whole number, got 1.9"},
-		{"zero limit (server)", head + "  - {algorithm: sliding_log, limit: 0, window: 1s}\n", "policies[0].limits[0].limit.limit:"},
-		{"log over --max-log-length (server)", head + "  - {algorithm: sliding_log, limit: 5000, window: 1m}\n", "policies[0].limits[0].limit.limit:"},
+		{"zero limit", head + "  - {algorithm: sliding_log, limit: 0, window: 1s}\n", "policies[0].limits[0].limit: must be between 1 and"},
+		{"zero window", head + "  - {algorithm: sliding_log, limit: 1, window: 0s}\n", "policies[0].limits[0].window: missing or 0"},
+		{"window over a year", head + "  - {algorithm: sliding_log, limit: 1, window: 9000h}\n", "policies[0].limits[0].window: 9000h is more than a year (8784h)"},
+		{"log over --max-log-length (server)", head + "  - {algorithm: sliding_log, limit: 5000, window: 1m}\n", "policies[0].limits[0].limit: a sliding_log keeps one timestamp"},
 		{"bad name (server)", "policies:\n- name: bad name\n  limits:\n  - {algorithm: sliding_log, limit: 1, window: 1s}\n", "policies[0].name:"},
 	}
 	addr := f.c.Nodes[0].GRPC
