@@ -46,8 +46,8 @@ func TestFileFields(t *testing.T) {
 	for in, want := range map[string]string{
 		"invalid request: policies[2].reduced.limit.window_ms: got 0":       "invalid request: policies[2].reduced.window: got 0",
 		"policies[0].limits[11].limit.limit: too many; policies[3] is fine": "policies[0].limits[11].limit: too many; policies[3] is fine",
-		"policies[0].name: a limit.window_ms is not a name":                  "policies[0].name: a limit.window_ms is not a name",
-		"limit.window_ms: an inline limit, not a file's":                     "limit.window_ms: an inline limit, not a file's",
+		"policies[0].name: a limit.window_ms is not a name":                 "policies[0].name: a limit.window_ms is not a name",
+		"limit.window_ms: an inline limit, not a file's":                    "limit.window_ms: an inline limit, not a file's",
 	} {
 		if got := FileFields(in); got != want {
 			t.Errorf("FileFields(%q) = %q, want %q", in, got, want)
