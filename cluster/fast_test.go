@@ -357,3 +357,59 @@ func TestFastFailoverLosesWithinTheBound(t *testing.T) {
 		}
 	})
 }
+
+// A fast peek (cost 0) counts nothing, so it writes nothing: no Raft
+// entry, no room taken in the lane, no pending state that would make a
+// strict check of its key wait (mixGuard): policy.Count makes a peek's
+// outcome Denied, which the lane does not replicate.
+func TestFastPeekWritesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newMemGroup(t, 3)
+		defer g.close()
+		li := g.leader()
+		cfg := testFastConfig()
+		lane := newFastLane(g.rafts[li], g.shards[li], cfg, func() error { return &NotLeaderError{Group: "shard-0"} })
+		defer lane.close()
+		// The lane's first decision waits for its term's barrier, an entry.
+		if _, err := lane.decide(context.Background(), fsm.Check{Key: "warm", Policy: fastPolicy, Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * cfg.FastFlushInterval)
+		synctest.Wait()
+		before := g.rafts[li].LastIndex()
+		for range 5 {
+			res, err := lane.decide(context.Background(), fsm.Check{Key: "k", Policy: fastPolicy, Cost: 0})
+			if err != nil || !res.Allowed {
+				t.Fatalf("peek: %+v, %v", res, err)
+			}
+		}
+		if n := g.shards[li].FastPending(); n != 0 {
+			t.Fatalf("%d overlay states pending after peeks", n)
+		}
+		lane.mu.Lock()
+		cost, hits := lane.cost, len(lane.pending)
+		lane.mu.Unlock()
+		if cost != 0 || hits != 0 {
+			t.Fatalf("peeks hold %d hits of cost %d in the lane", hits, cost)
+		}
+		time.Sleep(3 * cfg.FastFlushInterval)
+		synctest.Wait()
+		if after := g.rafts[li].LastIndex(); after != before {
+			t.Fatalf("peeks wrote %d Raft entries", after-before)
+		}
+		// A peek sees the decisions pending before it, and a count after
+		// peeks is counted once.
+		if _, err := lane.decide(context.Background(), fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+		peek, err := lane.decide(context.Background(), fsm.Check{Key: "k", Policy: fastPolicy, Cost: 0})
+		if err != nil || peek.Remaining != fastPolicy.Limits[0].Limit.Limit-1 {
+			t.Fatalf("peek after a count: %+v, %v", peek, err)
+		}
+		time.Sleep(3 * cfg.FastFlushInterval)
+		synctest.Wait()
+		if got := committedCount(t, g, "k"); got != 1 {
+			t.Fatalf("%d committed, want 1", got)
+		}
+	})
+}
