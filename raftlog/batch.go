@@ -25,10 +25,10 @@ const innerMark = 0xFFFFFFFF
 // type byte.
 const batchPrefix = recHeaderSize + 1
 
-// appendBatch appends to dst a batch holding the records of ops, in order.
-// The record of ops[i] then starts at batchPrefix plus the lengths of the
-// records before it.
-func appendBatch(dst []byte, ops []*op) []byte {
+// appendBatch appends to dst a batch holding the records of ops, in order,
+// for a segment of salt. The record of ops[i] then starts at batchPrefix
+// plus the lengths of the records before it.
+func appendBatch(dst []byte, ops []*op, salt uint32) []byte {
 	start := len(dst)
 	dst = append(dst, make([]byte, recHeaderSize)...)
 	dst = append(dst, recBatch)
@@ -43,7 +43,7 @@ func appendBatch(dst []byte, ops []*op) []byte {
 	p := dst[start+recHeaderSize:]
 	binary.LittleEndian.PutUint32(dst[start:], uint32(len(p)))
 	binary.LittleEndian.PutUint32(dst[start+4:], checksum(p))
-	binary.LittleEndian.PutUint32(dst[start+8:], checksum(dst[start:start+8]))
+	binary.LittleEndian.PutUint32(dst[start+8:], checksum(dst[start:start+8])^salt)
 	return dst
 }
 

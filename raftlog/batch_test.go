@@ -16,7 +16,7 @@ import (
 func topRecords(data []byte) []byte {
 	var types []byte
 	for off := segHeaderSize; off < len(data); {
-		p, n, err := parseRecord(data[off:])
+		p, n, err := parseRecord(data[off:], fileSalt(data))
 		if err != nil {
 			break
 		}
@@ -98,7 +98,7 @@ func TestTornBatchIsCut(t *testing.T) {
 			big := pageSpanning("a", 4)
 			r1, _ := encodeEntries(recAppend, "a", []*raft.Log{big})
 			r2, _ := encodeEntries(recAppend, "b", entries("b", 1, 2, 1))
-			data = appendBatch(data, []*op{{rec: r1}, {rec: r2}})
+			data = appendBatch(data, []*op{{rec: r1}, {rec: r2}}, fileSalt(data))
 			from, to := end, (end/4096+1)*4096 // the page with the batch's start
 			if lost == "last page" {
 				from, to = (len(data)-1)/4096*4096, len(data) // r2 and the batch's end
@@ -127,11 +127,11 @@ func TestTornBatchIsCut(t *testing.T) {
 func TestRecordsInsideABatchAreNotFoundAlone(t *testing.T) {
 	r1, _ := encodeEntries(recAppend, "a", entries("a", 1, 2, 1))
 	r2, _ := encodeEntries(recAppend, "b", entries("b", 1, 2, 1))
-	batch := appendBatch(nil, []*op{{rec: r1}, {rec: r2}})
-	if recordAfter(batch) {
+	batch := appendBatch(nil, []*op{{rec: r1}, {rec: r2}}, 0)
+	if recordAfter(batch, 0) {
 		t.Error("a scan of a batch whose header is lost finds a whole record")
 	}
-	if !recordAfter(append(append([]byte{0}, r1...), r2...)) {
+	if !recordAfter(append(append([]byte{0}, r1...), r2...), 0) {
 		t.Error("the same records side by side are not found: the scan finds nothing")
 	}
 	var got []string

@@ -12,12 +12,18 @@
 // # Records
 //
 // The log is a sequence of segment files (NNNNNNNN.seg, rotated at
-// Options.SegmentSize). A segment starts with a 16-byte header (magic, its
-// sequence number) followed by records. A record is
+// Options.SegmentSize). A segment starts with a 16-byte header (magic and
+// format byte, its sequence number, a random salt) followed by records. A
+// record is
 //
-//	u32 payload length | u32 crc32c(payload) | u32 crc32c(the first 8 bytes) | payload
+//	u32 payload length | u32 crc32c(payload) | u32 crc32c(the first 8 bytes) ^ salt | payload
 //
-// (little-endian). The last segment's file is preallocated a few MiB past
+// (little-endian). Entry data is stored as it is and a client chooses its
+// keys, so a key may hold bytes that read as a whole record; the salt,
+// which no client knows, keeps such a record from reading as whole in the
+// segment, where it would make a torn write look like damage in the middle
+// of the log (Recovery). Segments of format 1, written before salts, have
+// none (0). The last segment's file is preallocated a few MiB past
 // its last record (zeros), so that an append writes inside the file and
 // its fdatasync need not journal a new file size: about a third less CPU
 // per flush on ext4. A clean close, and the start of a newer segment, cut

@@ -154,6 +154,8 @@ func TestTornGroupCommitWithALaterRecordIsRefused(t *testing.T) {
 	big := pageSpanning("a", 4)
 	b1, _ := encodeEntries(recAppend, "a", []*raft.Log{big})
 	b2, _ := encodeEntries(recAppend, "b", entries("b", 1, 2, 1))
+	saltRecord(b1, fileSalt(data))
+	saltRecord(b2, fileSalt(data))
 	data = append(append(data, b1...), b2...)
 	for i := end; i < (end/4096+1)*4096; i++ {
 		data[i] = 0 // the first page of the write never reached the disk
@@ -233,7 +235,9 @@ func TestTornRotationFirstPageLost(t *testing.T) {
 	if len(cp) <= 4096 {
 		t.Fatalf("checkpoint of %d bytes: the test needs one over a page", len(cp))
 	}
-	full := append(segHeader(2), cp...)
+	salt := newSalt()
+	full := append(segHeader(2, salt), cp...)
+	saltRecord(full[segHeaderSize:], salt)
 	clear(full[:4096]) // the first page never reached the disk
 	if err := os.WriteFile(filepath.Join(dir, segName(2)), full, 0o644); err != nil {
 		t.Fatal(err)

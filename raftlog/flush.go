@@ -165,13 +165,22 @@ func (s *Store) writeBatch(batch []*op, buf []byte) ([]byte, error) {
 	out := batch[0].rec
 	switch {
 	case batched:
-		buf = appendBatch(buf, batch)
+		buf = appendBatch(buf, batch, seg.salt)
 		out = buf
-	case len(batch) > 1:
+	default:
+		// Records of their own carry the segment's salt. A queued op's
+		// record is the flusher's: salted in place, no copy.
 		for _, o := range batch {
-			buf = append(buf, o.rec...)
+			if len(o.rec) > 0 {
+				saltRecord(o.rec, seg.salt)
+			}
 		}
-		out = buf
+		if len(batch) > 1 {
+			for _, o := range batch {
+				buf = append(buf, o.rec...)
+			}
+			out = buf
+		}
 	}
 	base := seg.size
 	seg.reserve(int64(len(out)), s.ops)

@@ -174,12 +174,15 @@ func decodeEntry(b []byte, index uint64, out *raft.Log) error {
 	return nil
 }
 
-// parseRecord reads the record at the start of b, returning its payload
-// and whole length.
-func parseRecord(b []byte) (payload []byte, n int, err error) { return parseFramed(b, 0) }
+// parseRecord reads the record at the start of b, in a segment whose
+// records are salted with salt, returning its payload and whole length.
+func parseRecord(b []byte, salt uint32) (payload []byte, n int, err error) {
+	return parseFramed(b, salt)
+}
 
 // parseFramed is parseRecord of a record whose header checksum is XORed
-// with mark: 0 for a record of its own, innerMark inside a batch.
+// with mark: its segment's salt for a record of its own, innerMark inside
+// a batch.
 func parseFramed(b []byte, mark uint32) (payload []byte, n int, err error) {
 	if len(b) < recHeaderSize {
 		return nil, 0, errShortHeader

@@ -30,7 +30,7 @@ func TestEntryRoundTrip(t *testing.T) {
 
 func TestRecordRoundTrip(t *testing.T) {
 	rec, spans := encodeEntries(recAppend, "shard-7", entries("shard-7", 41, 43, 2))
-	p, n, err := parseRecord(append(rec, 1, 2, 3))
+	p, n, err := parseRecord(append(rec, 1, 2, 3), 0)
 	if err != nil || n != len(rec) {
 		t.Fatalf("parse = %d, %v", n, err)
 	}
@@ -55,7 +55,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		{encodeDrop("g"), record{typ: recDrop, group: "g"}},
 		{encodeSet("g", []byte("k"), []byte("v")), record{typ: recSet, group: "g", key: []byte("k"), val: []byte("v")}},
 	} {
-		p, _, err := parseRecord(c.rec)
+		p, _, err := parseRecord(c.rec, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +65,7 @@ func TestRecordRoundTrip(t *testing.T) {
 			t.Fatalf("decode = %+v, %v; want %+v", r, err, c.want)
 		}
 	}
-	p, _, _ = parseRecord(encodeCheckpoint([]groupKV{{"a", []byte("k"), []byte("1")}, {"b", []byte("k"), nil}}))
+	p, _, _ = parseRecord(encodeCheckpoint([]groupKV{{"a", []byte("k"), []byte("1")}, {"b", []byte("k"), nil}}), 0)
 	if r, err := decodeRecord(p); err != nil || len(r.kvs) != 2 || r.kvs[1].group != "b" {
 		t.Fatalf("checkpoint = %+v, %v", r, err)
 	}
@@ -88,7 +88,7 @@ func TestParseRecordErrors(t *testing.T) {
 		if c.b == nil {
 			continue
 		}
-		if _, _, err := parseRecord(c.b); err != c.want {
+		if _, _, err := parseRecord(c.b, 0); err != c.want {
 			t.Errorf("%s: %v; want %v", name, err, c.want)
 		}
 	}
@@ -113,7 +113,7 @@ func FuzzReplay(f *testing.F) {
 	f.Add(make([]byte, 40))
 	f.Fuzz(func(t *testing.T, tail []byte) {
 		dir := t.TempDir()
-		seg := append(segHeader(1), encodeCheckpoint(nil)...)
+		seg := append(segHeader(1, 0), encodeCheckpoint(nil)...)
 		if err := os.WriteFile(filepath.Join(dir, segName(1)), append(seg, tail...), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package raftlog
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -181,4 +182,13 @@ func pageSpanning(g string, index uint64) *raft.Log {
 		l.Data[i] = byte(i%251 + 1)
 	}
 	return l
+}
+
+// fileSalt is the salt of the records of a segment's bytes (0 in a segV1
+// segment or one whose header is lost).
+func fileSalt(data []byte) uint32 {
+	if len(data) >= segHeaderSize && data[7] == segV2 {
+		return binary.LittleEndian.Uint32(data[12:])
+	}
+	return 0
 }

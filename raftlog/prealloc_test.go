@@ -130,7 +130,7 @@ func TestCrashInsidePreallocation(t *testing.T) {
 	t.Run("damage before the last record", func(t *testing.T) {
 		d := copyDir(t, dir)
 		b := append([]byte(nil), clean...)
-		_, n, _ := parseRecord(b[lastRecord(b):])
+		_, n, _ := parseRecord(b[lastRecord(b):], fileSalt(b))
 		b[end-int64(n)-3] ^= 0x40 // inside the second last record
 		if err := os.WriteFile(filepath.Join(d, filepath.Base(path)), b, 0o644); err != nil {
 			t.Fatal(err)
@@ -203,7 +203,7 @@ func TestPreallocationIsBestEffort(t *testing.T) {
 func lastRecord(data []byte) int {
 	off, last := segHeaderSize, segHeaderSize
 	for off < len(data) {
-		_, n, err := parseRecord(data[off:])
+		_, n, err := parseRecord(data[off:], fileSalt(data))
 		if err != nil {
 			break
 		}

@@ -152,7 +152,7 @@ func tearWrite(t *testing.T, rng *rand.Rand, dir, name string) {
 func recordsEnd(data []byte) int64 {
 	off := segHeaderSize
 	for off < len(data) {
-		_, n, err := parseRecord(data[off:])
+		_, n, err := parseRecord(data[off:], fileSalt(data))
 		if err != nil {
 			break
 		}

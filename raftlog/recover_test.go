@@ -218,6 +218,7 @@ func TestOlderSegmentDamageRefused(t *testing.T) {
 		e := newEncoder(99, 0)
 		rec := e.finish()
 		b, _ := os.ReadFile(last)
+		saltRecord(rec, fileSalt(b))
 		os.WriteFile(last, append(b, rec...), 0o644)
 		if _, err := Open(d, Options{}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "newer") {
 			t.Fatalf("open = %v", err)
@@ -245,7 +246,7 @@ func TestTornRotation(t *testing.T) {
 	s.Close()
 	files := segFiles(t, dir)
 	next := filepath.Join(dir, segName(uint32(len(files)+1)))
-	full := append(segHeader(uint32(len(files)+1)), encodeCheckpoint(nil)...)
+	full := append(segHeader(uint32(len(files)+1), 0), encodeCheckpoint(nil)...)
 	for _, cut := range []int{0, 5, segHeaderSize, segHeaderSize + 7, len(full) - 1} {
 		d := copyDir(t, dir)
 		p := filepath.Join(d, filepath.Base(next))

@@ -2,6 +2,7 @@ package raftlog
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -58,18 +59,24 @@ func (s *Store) replaySegment(seq uint32, last bool) (*segment, error) {
 			"rebuild the node from its peers", ErrCorrupt, path, off, why)
 	}
 	off, nrec := segHeaderSize, 0
-	if !checkSegHeader(data, seq) {
+	salt, ok, herr := checkSegHeader(data, seq)
+	if herr != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, herr)
+	}
+	if !ok {
 		// Torn while being created: its write may have reached the disk
 		// in part, in any order, but nothing whole (no record) survives.
-		if !last || (len(data) >= segHeaderSize && !allZero(data) && recordAfter(data)) {
+		// Its salt, if its bytes made it, or none (segV1).
+		if !last || (len(data) >= segHeaderSize && !allZero(data) &&
+			(recordAfter(data, 0) || recordAfter(data, binary.LittleEndian.Uint32(data[12:])))) {
 			return nil, corrupt(0, "not a segment header")
 		}
 		off = len(data) // torn while being created
 	}
 	for off < len(data) {
-		p, n, perr := parseRecord(data[off:])
+		p, n, perr := parseRecord(data[off:], salt)
 		if perr != nil {
-			if !last || !torn(data[off:], perr, n) {
+			if !last || !torn(data[off:], perr, n, salt) {
 				return nil, corrupt(off, perr)
 			}
 			break
@@ -125,14 +132,15 @@ func (s *Store) replaySegment(seq uint32, last bool) (*segment, error) {
 			return nil, fmt.Errorf("cut torn tail of %s: %w", path, err)
 		}
 	}
-	return &segment{seq: seq, path: path, f: f, size: int64(off)}, nil
+	return &segment{seq: seq, salt: salt, path: path, f: f, size: int64(off)}, nil
 }
 
-// torn reports whether damage at the start of rest can only be a write
-// cut short by a crash: nothing whole could come after it. A record whose
-// header holds but whose payload does not is torn only if it is the last,
-// followed by no byte but the zeros a preallocated file reads as.
-func torn(rest []byte, err error, n int) bool {
+// torn reports whether damage at the start of rest, in a segment of salt,
+// can only be a write cut short by a crash: nothing whole could come after
+// it. A record whose header holds but whose payload does not is torn only
+// if it is the last, followed by no byte but the zeros a preallocated file
+// reads as.
+func torn(rest []byte, err error, n int, salt uint32) bool {
 	switch {
 	case allZero(rest):
 		return true
@@ -148,16 +156,16 @@ func torn(rest []byte, err error, n int) bool {
 	}
 	// Nothing whole follows: the last write, whose pages reached the disk
 	// out of order (writeback has none), lost one in the middle.
-	return !recordAfter(rest)
+	return !recordAfter(rest, salt)
 }
 
 func allZero(b []byte) bool { return len(bytes.Trim(b, "\x00")) == 0 }
 
-// recordAfter reports whether a whole record starts anywhere in rest past
-// its first byte.
-func recordAfter(rest []byte) bool {
+// recordAfter reports whether a whole record of a segment of salt starts
+// anywhere in rest past its first byte.
+func recordAfter(rest []byte, salt uint32) bool {
 	for i := 1; i+recHeaderSize <= len(rest); i++ {
-		if _, _, err := parseRecord(rest[i:]); err == nil {
+		if _, _, err := parseRecord(rest[i:], salt); err == nil {
 			return true
 		}
 	}

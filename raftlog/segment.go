@@ -1,6 +1,7 @@
 package raftlog
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,15 +14,33 @@ import (
 )
 
 const (
-	segMagic      = "FGRLOG\x00\x01" // format version in the last byte
+	segMagic      = "FGRLOG\x00" // then the format version, one byte
 	segHeaderSize = 16
 	segSuffix     = ".seg"
 )
+
+// Segment formats. Version 1: the sequence number as 8 bytes, records'
+// header checksums as they are. Version 2: the sequence number as 4 bytes,
+// then a random salt that every record of the segment XORs into its header
+// checksum. Entry data is written as it is, and a client chooses its keys:
+// a key could hold bytes that read as a whole record. Unsalted, such a key
+// behind a torn write (its first page lost) made replay take the write for
+// damage in the middle of the log; a client cannot know a segment's salt,
+// so a record it forges no longer reads as whole.
+const (
+	segV1 byte = 1
+	segV2 byte = 2
+)
+
+// errNewerSegment is a segment header of a format this release does not
+// know: written by a newer floodgate.
+var errNewerSegment = errors.New("a segment format this release does not know (written by a newer floodgate?)")
 
 // segment is one file of the log. Only the flusher writes it (and, before
 // it starts, replay); readers use ReadAt, which needs no lock of its own.
 type segment struct {
 	seq  uint32
+	salt uint32 // XORed into its records' header checksums (segV2)
 	path string
 	f    *os.File
 	size int64 // bytes of valid records written so far
@@ -107,18 +126,51 @@ func listSegments(dir string) ([]uint32, error) {
 	return seqs, nil
 }
 
-// segHeader returns the header of segment seq.
-func segHeader(seq uint32) []byte {
+// segHeader returns the header of segment seq whose records are salted
+// with salt (segV2).
+func segHeader(seq, salt uint32) []byte {
 	h := make([]byte, segHeaderSize)
 	copy(h, segMagic)
-	binary.LittleEndian.PutUint64(h[8:], uint64(seq))
+	h[7] = segV2
+	binary.LittleEndian.PutUint32(h[8:], seq)
+	binary.LittleEndian.PutUint32(h[12:], salt)
 	return h
 }
 
-// checkSegHeader reports whether b starts with segment seq's header.
-func checkSegHeader(b []byte, seq uint32) bool {
-	return len(b) >= segHeaderSize && string(b[:8]) == segMagic &&
-		binary.LittleEndian.Uint64(b[8:]) == uint64(seq)
+// checkSegHeader reads b's header as segment seq's: ok and the salt of its
+// records (0 in a segV1 segment); errNewerSegment for a format this
+// release does not know; not ok for anything else.
+func checkSegHeader(b []byte, seq uint32) (salt uint32, ok bool, err error) {
+	if len(b) < segHeaderSize || string(b[:7]) != segMagic {
+		return 0, false, nil
+	}
+	switch b[7] {
+	case segV1:
+		return 0, binary.LittleEndian.Uint64(b[8:]) == uint64(seq), nil
+	case segV2:
+		return binary.LittleEndian.Uint32(b[12:]), binary.LittleEndian.Uint32(b[8:]) == seq, nil
+	}
+	return 0, false, errNewerSegment
+}
+
+// newSalt draws a segment's salt: never 0 (a record's own checksum) nor
+// innerMark (a record inside a batch), so neither is taken for the other.
+func newSalt() uint32 {
+	var b [4]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			panic(err) // crypto/rand does not fail on Linux
+		}
+		if s := binary.LittleEndian.Uint32(b[:]); s != 0 && s != innerMark {
+			return s
+		}
+	}
+}
+
+// saltRecord XORs salt into the header checksum of the record at the
+// start of rec, as a segment of that salt holds it.
+func saltRecord(rec []byte, salt uint32) {
+	binary.LittleEndian.PutUint32(rec[8:], binary.LittleEndian.Uint32(rec[8:])^salt)
 }
 
 // createSegment makes segment seq holding its header and first, then
@@ -130,7 +182,9 @@ func createSegment(dir string, seq uint32, first []byte, ops fileOps) (*segment,
 	if err != nil {
 		return nil, err
 	}
-	buf := append(segHeader(seq), first...)
+	salt := newSalt()
+	buf := append(segHeader(seq, salt), first...)
+	saltRecord(buf[segHeaderSize:], salt)
 	if err := ops.write(f, buf, 0); err != nil {
 		f.Close()
 		return nil, err
@@ -143,7 +197,7 @@ func createSegment(dir string, seq uint32, first []byte, ops fileOps) (*segment,
 		f.Close()
 		return nil, err
 	}
-	return &segment{seq: seq, path: path, f: f, size: int64(len(buf))}, nil
+	return &segment{seq: seq, salt: salt, path: path, f: f, size: int64(len(buf))}, nil
 }
 
 // SyncDir flushes dir's entries (new, renamed and removed files).

@@ -1,0 +1,157 @@
+package raftlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/raft"
+)
+
+// forgedKey is entry data a client could send (a key is stored as it is):
+// past its first page, a whole record, checksummed as an unsalted segment
+// would hold it, or as one of the given salt.
+func forgedKey(salt uint32) []byte {
+	rec := encodeSet("x", []byte("CurrentTerm"), []byte("forged"))
+	saltRecord(rec, salt)
+	data := make([]byte, 2*4096)
+	for i := range data {
+		data[i] = byte(i%251 + 1)
+	}
+	return append(data, rec...)
+}
+
+// A write torn by a power cut (its first page lost) whose later pages hold
+// a client's key that reads as a whole record is cut as torn, like any torn
+// write: a client cannot know the segment's salt, so the record it forged
+// is not whole there. Unsalted, replay took it for damage in the middle of
+// the log and refused the whole log: the node had to be rebuilt.
+func TestTornWriteWithAForgedRecordIsCut(t *testing.T) {
+	for _, forged := range []string{"unsalted", "another salt"} {
+		t.Run(forged, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openT(t, dir, Options{})
+			if err := s.Group("a").StoreLogs(entries("a", 1, 3, 1)); err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			path := filepath.Join(dir, segName(1))
+			data, _ := os.ReadFile(path)
+			salt := fileSalt(data)
+			if salt == 0 {
+				t.Fatal("a new segment is not salted")
+			}
+			guess := uint32(0)
+			if forged == "another salt" {
+				guess = salt ^ 0x5a5a
+			}
+			l := entry("a", 4, 1)
+			l.Data = forgedKey(guess)
+			rec, _ := encodeEntries(recAppend, "a", []*raft.Log{l})
+			saltRecord(rec, salt)
+			end := len(data)
+			data = append(data, rec...)
+			for i := end; i < (end/4096+1)*4096; i++ {
+				data[i] = 0 // the write's first page never reached the disk
+			}
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			s2, err := Open(dir, Options{})
+			if err != nil {
+				t.Fatalf("open after a power cut during a write holding a forged record = %v", err)
+			}
+			defer s2.Close()
+			m := newModel()
+			m.store(entries("a", 1, 3, 1))
+			checkGroup(t, s2.Group("a"), m)
+			checkGroup(t, s2.Group("x"), newModel())
+		})
+	}
+}
+
+// The same forged key in a write that reached the disk whole is an entry
+// like any other: it replays as written, and nothing of it is read as a
+// record of its own.
+func TestForgedRecordInAWholeWriteIsData(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir, Options{})
+	l := entry("a", 1, 1)
+	l.Data = forgedKey(0)
+	if err := s.Group("a").StoreLogs([]*raft.Log{l}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s2 := openT(t, dir, Options{})
+	m := newModel()
+	m.store([]*raft.Log{l})
+	checkGroup(t, s2.Group("a"), m)
+	checkGroup(t, s2.Group("x"), newModel())
+}
+
+// A log written before salts (segV1: the sequence number in 8 bytes, no
+// salt) still reads, and goes on in that segment unsalted; segments
+// started after it are salted.
+func TestUnsaltedSegmentsStillRead(t *testing.T) {
+	dir := t.TempDir()
+	h := make([]byte, segHeaderSize)
+	copy(h, segMagic)
+	h[7] = segV1
+	binary.LittleEndian.PutUint64(h[8:], 1)
+	rec, _ := encodeEntries(recAppend, "a", entries("a", 1, 3, 1))
+	data := append(append(h, encodeCheckpoint(nil)...), rec...)
+	if err := os.WriteFile(filepath.Join(dir, segName(1)), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := openT(t, dir, Options{SegmentSize: 4096})
+	m := newModel()
+	m.store(entries("a", 1, 3, 1))
+	checkGroup(t, s.Group("a"), m)
+	for i := uint64(4); i <= 40; i++ {
+		e := pageSpanning("a", i)
+		if err := s.Group("a").StoreLogs([]*raft.Log{e}); err != nil {
+			t.Fatal(err)
+		}
+		m.store([]*raft.Log{e})
+	}
+	s.Close()
+	files := segFiles(t, dir)
+	if len(files) < 2 {
+		t.Fatalf("segments = %v, want a rotation", files)
+	}
+	for i, f := range files {
+		b, _ := os.ReadFile(f)
+		if v := b[7]; (i == 0 && v != segV1) || (i > 0 && v != segV2) {
+			t.Errorf("%s: format %d", filepath.Base(f), v)
+		}
+	}
+	s2 := openT(t, dir, Options{SegmentSize: 4096})
+	checkGroup(t, s2.Group("a"), m)
+}
+
+// A segment of a format this release does not know stops the open, naming
+// it, as written by a newer floodgate: never read as damage or cut.
+func TestNewerSegmentFormatRefused(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir, Options{})
+	if err := s.Group("a").StoreLogs(entries("a", 1, 3, 1)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	path := filepath.Join(dir, segName(1))
+	data, _ := os.ReadFile(path)
+	data[7] = segV2 + 1
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(dir, Options{})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "newer floodgate") || !strings.Contains(err.Error(), segName(1)) {
+		t.Fatalf("open = %v", err)
+	}
+	if after, _ := os.ReadFile(path); len(after) != len(data) {
+		t.Fatalf("the segment was cut to %d of %d bytes", len(after), len(data))
+	}
+}
