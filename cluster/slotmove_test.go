@@ -113,12 +113,17 @@ func newMoveRig(t *testing.T) *moveRig {
 	metaFSM := fsm.NewMeta()
 	rig.meta = oneRaft(t, "meta", metaFSM)
 	rig.r0, rig.r1 = oneRaft(t, "g0", rig.g0), oneRaft(t, "g1", rig.g1)
+	lane := func(r *raft.Raft, s *fsm.Shard) *fastLane {
+		l := newFastLane(r, s, testFastConfig(), func() error { return &NotLeaderError{} })
+		t.Cleanup(l.close)
+		return l
+	}
 	rig.n = &Node{
 		cfg: Config{NodeID: "n1", CommitTimeout: time.Second}, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		meta: &Group{raft: rig.meta}, metaFSM: metaFSM,
 		shards: map[int]*replica{
-			0: {id: 0, group: &Group{raft: rig.r0}, fsm: rig.g0.shard},
-			1: {id: 1, group: &Group{raft: rig.r1}, fsm: rig.g1},
+			0: {id: 0, group: &Group{raft: rig.r0}, fsm: rig.g0.shard, fast: lane(rig.r0, rig.g0.shard)},
+			1: {id: 1, group: &Group{raft: rig.r1}, fsm: rig.g1, fast: lane(rig.r1, rig.g1)},
 		},
 	}
 	// Group 0 owns the 4 slots; group 1 is new and owns none.
@@ -237,6 +242,58 @@ func TestImportByLaggingLeaderIsWritten(t *testing.T) {
 		}
 		if v := rig.n.View(); v.Move(2) != nil {
 			t.Errorf("move 2 still open: %+v", v.Move(2))
+		}
+	})
+}
+
+// reconcile runs group g's slot reconciler once on view v, as the
+// group's leader does on every pass, and waits for it.
+func (rig *moveRig) reconcile(g int, v *fsm.MetaView) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	rig.n.reconcileSlots(ctx, rig.n.shards[g], v)
+	synctest.Wait()
+}
+
+// move runs a move of slots from one group to the other through the
+// reconcilers, from its plan to the source's drop.
+func (rig *moveRig) move(from, to int, slots ...uint32) {
+	rig.t.Helper()
+	rig.metaApply(fsm.MetaPlanMoves, &metav1.PlanMoves{Moves: []*metav1.Move{{From: uint32(from), To: uint32(to), Slots: slots}}})
+	id := rig.n.View().NextMove - 1
+	rig.reconcile(from, rig.n.View()) // freeze, flip
+	rig.reconcile(to, rig.n.View())   // import, close
+	rig.reconcile(from, rig.n.View()) // drop
+	if v := rig.n.View(); !v.MoveDone(id) {
+		rig.t.Fatalf("move %d not done: %+v", id, v.Move(id))
+	}
+}
+
+// A leader whose meta view is behind (a lagging or cut-off replica of the
+// meta group; preferred leaders take over groups on their own log's
+// progress alone) may still see as planned a move long finished. The
+// freeze it then writes must not take a slot that has since come back
+// to the group by a later move: the slot stayed frozen by the old move,
+// which is done, so the group dropped it at its next pass, while the table
+// names the group: owned by none, its counts gone.
+func TestStaleFreezeSparesSlotsBackByALaterMove(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rig := newMoveRig(t)
+		k := keyOfSlot(3)
+		rig.count(rig.r0, k, 3)
+		rig.metaApply(fsm.MetaPlanMoves, &metav1.PlanMoves{Moves: []*metav1.Move{{From: 0, To: 1, Slots: []uint32{3}}}})
+		stale := rig.n.View() // move 1 planned
+		rig.reconcile(0, rig.n.View())
+		rig.reconcile(1, rig.n.View())
+		rig.reconcile(0, rig.n.View())
+		rig.move(1, 0, 3) // move 2 brings slot 3 back
+		if got := rig.count(rig.r0, k, 1); got != 4 {
+			t.Fatalf("group 0 counts %d after the moves, want 4", got)
+		}
+		rig.reconcile(0, stale)
+		rig.reconcile(0, rig.n.View())
+		if got := rig.count(rig.r0, k, 0); got != 4 {
+			t.Errorf("group 0 counts %d (-1: not owned) after a stale freeze, want 4", got)
 		}
 	})
 }

@@ -241,7 +241,12 @@ func (s *Shard) applyOwn(typ byte, body []byte) error {
 			return r.err
 		}
 		for _, x := range sl {
-			if o.state[x] == slotOwned {
+			// A slot a later move brought back is not the move's: the
+			// freeze is a stale leader's (its meta view still has the
+			// move planned, long after it finished). Frozen by it, the
+			// slot would be dropped as the finished move's leftover,
+			// while the table names this group.
+			if o.state[x] == slotOwned && o.last[x] < move {
 				o.state[x] = move + 1
 			}
 		}
