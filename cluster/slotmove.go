@@ -162,11 +162,17 @@ func freeze(lane *fastLane, r *raft.Raft, move uint64, slots []uint32, timeout t
 }
 
 // importMove copies the move's slots from a source replica that applied
-// the freeze into this group, then closes the move.
+// the freeze into this group, then closes the move. Whether the import is
+// in already is the group's record of it (MoveApplied), never which slots
+// the group owns: a new leader's state machine may be behind its log, and
+// one still holding the slots from before an earlier move took them away
+// would close the move without importing (no group owning the slots once
+// it caught up). The record only grows, so a lagging one errs toward an
+// import again, which applies as a no-op.
 func (n *Node) importMove(ctx context.Context, r *replica, mv *fsm.SlotMove, v *fsm.MetaView) {
 	start := time.Now()
 	var exported time.Duration // how long the export took: 0 if none
-	if !ownsAll(r.fsm.Ownership().Owned, mv.Slots) {
+	if _, imported := r.fsm.MoveApplied(mv.ID, mv.Slots); !imported {
 		export, err := n.exportFrom(ctx, mv, v)
 		exported = time.Since(start)
 		if err != nil {
@@ -278,14 +284,4 @@ func awaitFuture(ctx context.Context, f raft.Future) error {
 	case <-ctx.Done():
 		return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
 	}
-}
-
-// ownsAll reports whether every slot of want is in owned (both ascending).
-func ownsAll(owned, want []uint32) bool {
-	for _, s := range want {
-		if _, ok := slices.BinarySearch(owned, s); !ok {
-			return false
-		}
-	}
-	return true
 }

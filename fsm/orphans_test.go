@@ -326,3 +326,21 @@ func TestRefusedImportKeepsOrphans(t *testing.T) {
 	}
 	checkCounts(t, g.s)
 }
+
+// A freeze of a finished move (a stale leader's) leaves alone a slot a
+// later move brought back: frozen by it, the slot would be dropped as that
+// move's leftover while the group is its owner.
+func TestStaleFreezeSparesReturnedSlot(t *testing.T) {
+	a, b := newGroup(t, 0, 4, 0, 1), newGroup(t, 1, 4, 2, 3)
+	k := keyIn(1, 4, 0)
+	a.allow(k, 5)
+	b.mustApply(EncodeImport(3, 0, []uint32{1}, a.moveAway(3, 1)))
+	a.mustApply(EncodeImport(7, 1, []uint32{1}, b.moveAway(7, 1)))
+	a.mustApply(EncodeFreeze(3, []uint32{1}))
+	if info := a.s.Ownership(); len(info.Frozen) != 0 || !a.s.Owns(k) {
+		t.Fatalf("a stale freeze took the slot back by move 7: %+v", info)
+	}
+	if ok, refused := a.allow(k, 2); !ok || refused {
+		t.Errorf("admitted %v, refused %v: want the second check of two admitted", ok, refused)
+	}
+}

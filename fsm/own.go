@@ -34,8 +34,10 @@ var (
 	ErrNotFrozen = errors.New("slots not frozen by that move")
 )
 
-// maxExport caps an export: one import entry carries it.
-const maxExport = 64 << 20
+// MaxExport caps a move's export: one import entry carries it, and one
+// gRPC answer when the target asks a peer for it (rpc sizes that answer
+// by it).
+const MaxExport = 64 << 20
 
 // Slot states in ownership.state: absent, owned, or frozen by move m
 // (stored as m+1, m ≥ 1).
@@ -241,7 +243,12 @@ func (s *Shard) applyOwn(typ byte, body []byte) error {
 			return r.err
 		}
 		for _, x := range sl {
-			if o.state[x] == slotOwned {
+			// A slot a later move brought back is not the move's: the
+			// freeze is a stale leader's (its meta view still has the
+			// move planned, long after it finished). Frozen by it, the
+			// slot would be dropped as the finished move's leftover,
+			// while the table names this group.
+			if o.state[x] == slotOwned && o.last[x] < move {
 				o.state[x] = move + 1
 			}
 		}
@@ -356,8 +363,8 @@ func (s *Shard) ExportSlots(move uint64, slots []uint32) ([]byte, error) {
 		return nil, err
 	}
 	w, err := s.export(c)
-	if err == nil && len(w) > maxExport {
-		err = fmt.Errorf("export of %d slots is %d bytes, over %d", len(slots), len(w), maxExport)
+	if err == nil && len(w) > MaxExport {
+		err = fmt.Errorf("export of %d slots is %d bytes, over %d", len(slots), len(w), MaxExport)
 	}
 	return w, err
 }

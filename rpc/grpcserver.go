@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/metrics"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
@@ -16,6 +17,14 @@ import (
 // maxMessage bounds gRPC messages: a full batch of 1,000 checks with 1 KiB
 // keys, with room to spare.
 const maxMessage = 16 << 20
+
+// maxExportMessage bounds a slot move's export in one answer
+// (Peer.ExportSlots): the state machine's cap, and room for the framing.
+// The answers a server sends are bounded by it, and a peer asking for an
+// export takes that much (gRPC's own default is 4 MiB: a move of more
+// states than that, asked of a peer, failed on every try and never
+// finished, its slots refused meanwhile).
+const maxExportMessage = fsm.MaxExport + 1<<20
 
 // streamWorkers is how many calls run on reused goroutines at once (more
 // get a goroutine of their own): a check waits for a commit, so this is
@@ -30,7 +39,7 @@ const streamWorkers = 256
 // RateLimiter service is returned too, for the HTTP API to call in-process.
 func NewGRPCServer(node *cluster.Node, peers *Peers, cfg Config, opts ...grpc.ServerOption) (*grpc.Server, *health.Server, *Server) {
 	opts = append(append([]grpc.ServerOption{
-		grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage),
+		grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxExportMessage),
 		// Handlers run on long-lived workers whose stacks have grown
 		// already: a goroutine per call spent a tenth of a node's CPU
 		// growing its stack under load.

@@ -152,7 +152,7 @@ func (p *Peers) AddNode(ctx context.Context, addr string, n *metav1.Node, proof 
 // ExportSlots implements cluster.Peers.
 func (p *Peers) ExportSlots(ctx context.Context, addr string, group int, move uint64, slots []uint32) ([]byte, error) {
 	resp, err := peerv1.NewPeerClient(p.conn(addr)).ExportSlots(ctx, &peerv1.ExportSlotsRequest{
-		Group: uint32(group), Move: move, Slots: slots})
+		Group: uint32(group), Move: move, Slots: slots}, grpc.MaxCallRecvMsgSize(maxExportMessage))
 	if err != nil {
 		return nil, fromStatus(err)
 	}

@@ -1,0 +1,75 @@
+package rpc_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/cluster"
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/test/inproc"
+)
+
+// A move whose export is larger than gRPC's default answer (4 MiB) still
+// goes through when the target's leader holds no replica of the source
+// and asks the source's leader for it (Peer.ExportSlots): one replica per
+// group, so the second node's new group imports half the first one's
+// states over the network. The export went out, and the client refused
+// it (ResourceExhausted) on every pass: the move never finished and its
+// slots answered no check.
+func TestLargeExportCrossesNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two in-process nodes and 10 MB of key states")
+	}
+	const slots = 8
+	one := func(c *cluster.Config) { c.Shards, c.Slots, c.Replicas = 0, slots, 1 }
+	nodes := inproc.ClusterOf(t, 1, one)
+	lim := &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 5, WindowMs: time.Hour.Milliseconds()}
+	pad := strings.Repeat("p", 400)
+	for b := range 24 {
+		reqs := make([]*pb.AllowRequest, 1000)
+		for j := range reqs {
+			reqs[j] = &pb.AllowRequest{Key: fmt.Sprintf("%s-%d-%d", pad, b, j), Limit: lim}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		resp, err := nodes[0].Limiter().AllowBatch(ctx, &pb.AllowBatchRequest{Requests: reqs})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range resp.Results {
+			if r.Error != nil {
+				t.Fatalf("batch %d: %s", b, r.Error.Message)
+			}
+		}
+	}
+	cfg := inproc.Config(t, "n2")
+	one(&cfg)
+	cfg.Join = []string{nodes[0].Cfg.GRPCAddr}
+	inproc.Start(t, cfg)
+	inproc.Eventually(t, 60*time.Second, "half the slots moved to n2's group", func() error {
+		st := statusOf(t, nodes[0])
+		if len(st.ShardStatus) != 2 || st.Moves > 0 {
+			return fmt.Errorf("%d groups, %d moves in flight", len(st.ShardStatus), st.Moves)
+		}
+		for _, g := range st.ShardStatus {
+			if g.Slots != slots/2 {
+				return fmt.Errorf("group %d owns %d slots", g.Id, g.Slots)
+			}
+		}
+		return nil
+	})
+	// Every key kept its count of one.
+	for b := range 24 {
+		key := fmt.Sprintf("%s-%d-%d", pad, b, 7)
+		resp, err := nodes[0].Limiter().Allow(context.Background(), &pb.AllowRequest{Key: key, Limit: lim, Cost: ptr(int64(0))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Remaining != 4 {
+			t.Errorf("key %d-7 has %d left, want 4", b, resp.Remaining)
+		}
+	}
+}
