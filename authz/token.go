@@ -2,6 +2,7 @@ package authz
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -62,6 +63,9 @@ func (t *Token) Reload() error {
 		case strings.ContainsAny(tok, " \t\r"):
 			return fmt.Errorf("%s: the token on line %d of %s has white space inside it", t.flag, n+1, t.file)
 		}
+		if err := sendable(tok); err != nil {
+			return fmt.Errorf("%s: the token on line %d of %s %w", t.flag, n+1, t.file, err)
+		}
 		toks = append(toks, []byte(tok))
 	}
 	if len(toks) == 0 {
@@ -74,6 +78,24 @@ func (t *Token) Reload() error {
 	}
 	t.v.Store(&toks)
 	t.seen.Store(&st)
+	return nil
+}
+
+// sendable refuses a token that cannot travel in an authorization header:
+// gRPC sends only printable ASCII there, and fails every call whose
+// header holds another byte. Such a token (a byte-order mark an editor
+// wrote, a no-break space pasted in, a letter with an accent) would load,
+// and then every call sending it would fail: a node's every Peer call, at
+// start or from a reload that replaced working tokens.
+func sendable(tok string) error {
+	if strings.HasPrefix(tok, "\ufeff") {
+		return errors.New("starts with a byte-order mark: save the file as plain UTF-8 or ASCII, without one")
+	}
+	for i := 0; i < len(tok); i++ {
+		if c := tok[i]; c < 0x21 || c > 0x7e {
+			return fmt.Errorf("has byte %#02x at position %d: a token is printable ASCII, as an authorization header carries", c, i+1)
+		}
+	}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -134,5 +135,48 @@ func TestBearerSchemeCaseInsensitive(t *testing.T) {
 	}
 	if _, ok := bearerToken("Basic " + adminTok); ok {
 		t.Error("a Basic credential read as a bearer token")
+	}
+}
+
+// A token gRPC cannot send (a byte-order mark an editor wrote, a no-break
+// space pasted in, an accented letter, a control character) is refused
+// at load and at reload, naming the flag and the line, and the previous
+// tokens stay. It used to load, and every call sending it then failed
+// with "header key "authorization" contains value with non-printable
+// ASCII characters": a peer token rotated that way cut the node off from
+// every other.
+func TestTokenRefusesUnsendable(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte(adminTok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := LoadToken("peer-token-file", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{
+		"byte-order mark": "\ufeff" + adminTok + "\n",
+		"no-break space":  "abcdefgh\u00a0ijklmnopq\n",
+		"accented letter": "abcdefgh\u00e9ijklmnopq\n",
+		"vertical tab":    "abcdefgh\vijklmnopq\n",
+		"NUL":             "abcdefgh\x00ijklmnopq\n",
+		"second line":     adminTok + "\nabcdefgh\x7fijklmnopq\n",
+	} {
+		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		line := "line 1 "
+		if name == "second line" {
+			line = "line 2 "
+		}
+		if err := tok.Reload(); err == nil || !strings.Contains(err.Error(), "peer-token-file: ") || !strings.Contains(err.Error(), line) {
+			t.Errorf("%s: reload got %v, want a refusal naming peer-token-file and %s", name, err, line)
+		}
+		if _, err := LoadToken("peer-token-file", file); err == nil {
+			t.Errorf("%s: loaded", name)
+		}
+		if got := tok.Values(); len(got) != 1 || string(got[0]) != adminTok {
+			t.Errorf("%s: a refused reload replaced the tokens: %q", name, got)
+		}
 	}
 }
