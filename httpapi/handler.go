@@ -80,7 +80,7 @@ var (
 
 func (a *api) allow(w http.ResponseWriter, r *http.Request) {
 	var req pb.AllowRequest
-	if !decode(w, r, &req) {
+	if !noQuery(w, r) || !decode(w, r, &req) {
 		return
 	}
 	resp, err := a.l.Allow(r.Context(), &req)
@@ -96,7 +96,7 @@ func (a *api) allow(w http.ResponseWriter, r *http.Request) {
 // headers cannot describe many limits, so it sends none.
 func (a *api) allowBatch(w http.ResponseWriter, r *http.Request) {
 	var req pb.AllowBatchRequest
-	if !decode(w, r, &req) {
+	if !noQuery(w, r) || !decode(w, r, &req) {
 		return
 	}
 	resp, err := a.l.AllowBatch(r.Context(), &req)
@@ -257,6 +257,23 @@ func inlineLimit(q url.Values) (*pb.Limit, error) {
 		l.Buckets = int32(b)
 	}
 	return l, nil
+}
+
+// noQuery answers 400 and reports false when a POST route, which takes
+// its request in the body only, is given query parameters: dropped
+// without a word, a ?cost=0 asking for a peek would count at cost 1.
+func noQuery(w http.ResponseWriter, r *http.Request) bool {
+	if r.URL.RawQuery == "" {
+		return true
+	}
+	first, _, _ := strings.Cut(strings.TrimLeft(r.URL.RawQuery, "&"), "&")
+	name, _, _ := strings.Cut(first, "=")
+	if n, err := url.QueryUnescape(name); err == nil {
+		name = n
+	}
+	name = strconv.Quote(name)
+	writeError(w, badRequest("%s: unknown parameter: %s %s takes no query parameters, its request is the JSON body", name, r.Method, r.URL.Path))
+	return false
 }
 
 // decode reads a protojson body into m, or answers 400 (413 when too

@@ -225,6 +225,32 @@ func TestPostAllowAndBatch(t *testing.T) {
 	resp.Body.Close()
 }
 
+// The POST routes take their request in the body only: a query parameter
+// is refused with 400 naming it, and nothing is counted. It used to be
+// dropped without a word, so POST /v1/allow?cost=0, meant as a peek,
+// counted at cost 1.
+func TestPostRefusesQueryParameters(t *testing.T) {
+	l := &fakeLimiter{limit: 5}
+	s := serve(t, l, Draft)
+	check, batch := `{"key":"a","policy":"api"}`, `{"requests":[{"key":"a","policy":"api"}]}`
+	for path, body := range map[string]string{"/v1/allow?cost=0": check, "/v1/allow:batch?cost=0&x=1": batch,
+		"/v1/allow?cost": check, "/v1/allow?&cost=%30": check} {
+		resp, err := http.Post(s.URL+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body errorBody
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || err != nil || !strings.HasPrefix(body.Error.Message, `"cost": unknown parameter`) {
+			t.Errorf("POST %s: %d %+v %v, want 400 naming \"cost\"", path, resp.StatusCode, body, err)
+		}
+	}
+	if len(l.seen) != 0 {
+		t.Errorf("%d checks counted for refused requests", len(l.seen))
+	}
+}
+
 func TestErrorsMapToHTTPStatus(t *testing.T) {
 	for c, want := range map[codes.Code]int{
 		codes.InvalidArgument: 400, codes.Unavailable: 503, codes.DeadlineExceeded: 504,
