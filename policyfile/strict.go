@@ -92,6 +92,16 @@ func (d *strictDecoder) decode(n *yaml.Node, v reflect.Value, path string) error
 		seen := map[string]bool{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, val := n.Content[i], n.Content[i+1]
+			if k.Kind == yaml.AliasNode {
+				// An alias's Value is its anchor's name, not the key it
+				// stands for: *x, where &x names "api", is the key "api".
+				line := k.Line
+				k = &yaml.Node{Kind: k.Alias.Kind, Tag: k.Alias.Tag, Value: k.Alias.Value, Line: line}
+			}
+			if k.Kind != yaml.ScalarNode {
+				n = k
+				return at("want a field name (%s), got %s", strings.Join(yamlKeys(v.Type()), ", "), describe(k))
+			}
 			idx := fieldIndex(v.Type(), k.Value)
 			if idx < 0 {
 				n = k

@@ -162,6 +162,10 @@ func TestParsePoliciesErrors(t *testing.T) {
 		{"leading zero burst", head + "  - {algorithm: token_bucket, limit: 5, window: 1m, burst: 0_100}\n", []string{"policies[0].limits[1].burst: line 5: want a decimal number, got 0_100"}},
 		{"leading zero soft_percent", head + "  soft_percent: 08\n", []string{"policies[0].soft_percent: line 5: want a decimal number, got 08"}},
 		{"leading zero tagged", head + "  - {algorithm: sliding_log, limit: !!int \"010\", window: 1m}\n", []string{"policies[0].limits[1].limit: line 5: want a decimal number"}},
+		// An alias key used to be read by its anchor's name: *limit,
+		// where &limit names "p", set the limit.
+		{"alias key", "policies:\n- name: &limit p\n  limits:\n  - {algorithm: sliding_log, *limit : 7, window: 1m}\n", []string{`policies[0].limits[0]: line 4: unknown field "p"`}},
+		{"mapping key", head + "  ? {a: 1}\n  : 2\n", []string{`policies[0]: line 5: want a field name (name, mode`, "got a mapping"}},
 		{"key_by not a list", head + "  key_by: user\n", []string{`policies[0].key_by: line 5: want a list, got "user"`}},
 		{"limits not a list", "policies:\n- name: p\n  limits: {algorithm: gcra}\n", []string{"policies[0].limits: line 3: want a list, got a mapping"}},
 		{"name not a scalar", "policies:\n- name: [a, b]\n", []string{"policies[0].name: line 2: want a single value, got a list"}},
