@@ -122,6 +122,33 @@ func TestParseNumberBases(t *testing.T) {
 	}
 }
 
+// A file that is not UTF-8 text is refused at the line and column of the
+// first byte YAML cannot read: yaml.v3 said only "invalid trailing UTF-8
+// octet", nowhere. A file in UTF-16 (with its byte-order mark, as
+// PowerShell writes) is read; one larger than MaxFileBytes is refused
+// before it is parsed.
+func TestParseText(t *testing.T) {
+	const file = "policies:\n- name: p\n  # caf\xe9 au lait\n  limits:\n  - {algorithm: sliding_log, limit: 7, window: 1m}\n"
+	for in, want := range map[string]string{
+		file:                             "line 3, column 8: byte 0xe9 is not UTF-8",
+		"policies:\r\n- name: p\xff\r\n": "line 2, column 10: byte 0xff is not UTF-8",
+		"policies:\n- name: p\n  limits: []\n\x00":                   "line 4, column 1: control character U+0000",
+		"policies:\n- name: \"p\x1b[31m\"\n":                         "line 2, column 11: control character U+001B",
+		"policies: []\n#" + strings.Repeat("x", MaxFileBytes) + "\n": "more than 16 MiB",
+	} {
+		if _, err := Parse(strings.NewReader(in)); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%.40q: %v, want %q", in, err, want)
+		}
+	}
+	utf16 := []byte{0xff, 0xfe} // little-endian, as PowerShell's > writes
+	for _, r := range "policies:\n- name: caf\u00e9\n  limits:\n  - {algorithm: sliding_log, limit: 7, window: 1m}\n" {
+		utf16 = append(utf16, byte(r), byte(r>>8))
+	}
+	if ps, err := Parse(bytes.NewReader(utf16)); err != nil || ps[0].Name != "caf\u00e9" {
+		t.Errorf("UTF-16: %v %v", ps, err)
+	}
+}
+
 func TestParsePoliciesErrors(t *testing.T) {
 	const head = "policies:\n- name: p\n  limits:\n  - {algorithm: sliding_log, limit: 1, window: 1s}\n"
 	for _, tc := range []struct {
