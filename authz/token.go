@@ -29,6 +29,11 @@ type Token struct {
 	v          atomic.Pointer[[][]byte]
 	check      atomic.Pointer[func([][]byte) error]
 	seen       atomic.Pointer[filewatch.Stamp] // the file's state when last loaded, for Watch
+	// reloading is held (sent to) by a Reload: a SIGHUP's and the watch's
+	// would otherwise each store what they read, the older read last. A
+	// channel rather than a sync.Mutex, so that a reload waiting for
+	// another is durably blocked in a testing/synctest bubble.
+	reloading chan struct{}
 }
 
 // SetCheck makes every later Reload take new tokens only once check
@@ -38,7 +43,7 @@ func (t *Token) SetCheck(check func(tokens [][]byte) error) { t.check.Store(&che
 // LoadToken reads the tokens in file; errors name flag, the setting that
 // named the file.
 func LoadToken(flag, file string) (*Token, error) {
-	t := &Token{flag: flag, file: file}
+	t := &Token{flag: flag, file: file, reloading: make(chan struct{}, 1)}
 	if err := t.Reload(); err != nil {
 		return nil, err
 	}
@@ -46,7 +51,11 @@ func LoadToken(flag, file string) (*Token, error) {
 }
 
 // Reload reads the file again. On error the previous tokens stay.
+// Reloads run one at a time, so the last to return took the file as it
+// was when it started (or later).
 func (t *Token) Reload() error {
+	t.reloading <- struct{}{}
+	defer func() { <-t.reloading }()
 	st := filewatch.Of(t.file)
 	b, err := os.ReadFile(t.file)
 	if err != nil {

@@ -8,12 +8,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc/metadata"
+
+	"github.com/floodgate/floodgate/filewatch"
 )
 
 // writeToken installs body at file by rename, as a Kubernetes Secret
@@ -179,4 +182,51 @@ func TestTokenRefusesUnsendable(t *testing.T) {
 			t.Errorf("%s: a refused reload replaced the tokens: %q", name, got)
 		}
 	}
+}
+
+// Reloads of one file are taken one after another: a SIGHUP's and the
+// watch's, or two SIGHUPs, never leave the tokens of the older read in
+// use. A reload that read the file before a rotation used to store its
+// tokens after one that read it after, so the revoked token stayed
+// accepted; and with the stamp of the newer read stored last, the watch
+// saw nothing left to reload.
+func TestTokenReloadsDoNotInterleave(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	base := time.Now().Add(-time.Hour)
+	writeToken(t, file, adminTok+"\n", base)
+	synctest.Test(t, func(t *testing.T) {
+		tok, err := LoadToken("admin-token-file", file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The first reload stops between reading the file and taking its
+		// tokens, in the check; the second runs meanwhile.
+		read, release := make(chan struct{}), make(chan struct{})
+		tok.SetCheck(func(v [][]byte) error {
+			if string(v[0]) == adminTok {
+				close(read)
+				<-release
+			}
+			return nil
+		})
+		var wg sync.WaitGroup
+		var errA, errB error
+		wg.Go(func() { errA = tok.Reload() })
+		<-read
+		const next = "rotated-token-9876543210"
+		writeToken(t, file, next+"\n", base.Add(time.Minute))
+		wg.Go(func() { errB = tok.Reload() })
+		synctest.Wait() // the second reload is done, or waits for the first
+		close(release)
+		wg.Wait()
+		if errA != nil || errB != nil {
+			t.Fatal(errA, errB)
+		}
+		if got := tok.Values(); len(got) != 1 || string(got[0]) != next {
+			t.Errorf("after both reloads: %q, want the rotated token alone", got)
+		}
+		if *tok.seen.Load() != filewatch.Of(file) {
+			t.Error("the stamp recorded is not the file's as last read")
+		}
+	})
 }
