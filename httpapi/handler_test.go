@@ -199,6 +199,32 @@ func TestBadInputIs400NamingTheField(t *testing.T) {
 	}
 }
 
+// A number too large for its field is said to be out of range, naming
+// the parameter; it used to be called "not a whole number", which
+// 99999999999999999999 is.
+func TestQueryNumbersOutOfRange(t *testing.T) {
+	f := &fakeLimiter{limit: 9}
+	s := serve(t, f, Draft)
+	for query, want := range map[string]string{
+		"key=k&cost=9223372036854775808":                                                   `cost: "9223372036854775808" is out of range`,
+		"key=k&cost=-9223372036854775809":                                                  `cost: "-9223372036854775809" is out of range`,
+		"key=k&limit=99999999999999999999&window=1m":                                       `limit: "99999999999999999999" is out of range`,
+		"key=k&limit=5&window=1m&algorithm=token_bucket&burst=1" + strings.Repeat("0", 19): `burst: "1` + strings.Repeat("0", 19) + `" is out of range`,
+		"key=k&limit=5&window=1m&algorithm=sliding_counter&buckets=2147483648":             `buckets: "2147483648" is out of range (a 32-bit integer)`,
+		"key=k&cost=1.5": `cost: "1.5" is not a whole number`,
+	} {
+		resp, body := get(t, s.URL+"/api/v1/limit?"+query)
+		var e errorBody
+		if resp.StatusCode != http.StatusBadRequest || json.Unmarshal([]byte(body), &e) != nil || !strings.HasPrefix(e.Error.Message, want) ||
+			strings.Contains(e.Error.Message, "out of range") == strings.Contains(e.Error.Message, "whole number") {
+			t.Errorf("%s: %d %s, want 400 %q", query, resp.StatusCode, body, want)
+		}
+	}
+	if len(f.seen) != 0 {
+		t.Errorf("%d refused checks reached the limiter", len(f.seen))
+	}
+}
+
 func TestPostAllowAndBatch(t *testing.T) {
 	s := serve(t, &fakeLimiter{limit: 1}, Draft)
 	resp, err := http.Post(s.URL+"/v1/allow", "application/json", strings.NewReader(`{"key":"a","policy":"api"}`))
