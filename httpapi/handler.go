@@ -229,6 +229,13 @@ func inlineLimit(q url.Values) (*pb.Limit, error) {
 		}
 		l.Algorithm = pb.Algorithm(a)
 	}
+	for _, name := range []string{"limit", "window"} {
+		if !q.Has(name) {
+			// Not given, rather than given as "": say so, not that ""
+			// is not a number.
+			return nil, badRequest("%s: missing: an inline limit takes limit and window (and algorithm, burst, buckets), or give a policy", name)
+		}
+	}
 	var err error
 	if l.Limit, err = wholeNumber("limit", q.Get("limit"), 64); err != nil {
 		return nil, err

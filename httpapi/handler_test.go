@@ -225,6 +225,28 @@ func TestQueryNumbersOutOfRange(t *testing.T) {
 	}
 }
 
+// An inline limit given in part is told which parameter is missing; it
+// used to be told that "" is not a whole number (or not a duration), as
+// if the parameter had been given empty.
+func TestQueryInlineLimitMissingParameter(t *testing.T) {
+	f := &fakeLimiter{limit: 9}
+	s := serve(t, f, Draft)
+	for query, want := range map[string]string{
+		"key=k&algorithm=gcra":            "limit: missing",
+		"key=k&window=1m":                 "limit: missing",
+		"key=k&limit=5":                   "window: missing",
+		"key=k&limit=5&buckets=6":         "window: missing",
+		"key=k&window=1m&burst=2&limit=5": "",
+	} {
+		resp, body := get(t, s.URL+"/api/v1/limit?"+query)
+		var e errorBody
+		_ = json.Unmarshal([]byte(body), &e)
+		if want == "" && resp.StatusCode != 200 || want != "" && (resp.StatusCode != http.StatusBadRequest || !strings.HasPrefix(e.Error.Message, want)) {
+			t.Errorf("%s: %d %s, want %q", query, resp.StatusCode, body, want)
+		}
+	}
+}
+
 func TestPostAllowAndBatch(t *testing.T) {
 	s := serve(t, &fakeLimiter{limit: 1}, Draft)
 	resp, err := http.Post(s.URL+"/v1/allow", "application/json", strings.NewReader(`{"key":"a","policy":"api"}`))
