@@ -108,7 +108,7 @@ func sendable(tok string) error {
 	return nil
 }
 
-// Watch reloads the file whenever its modification time or size changes,
+// Watch reloads the file whenever it changes (filewatch.Stamp),
 // looking every interval, until ctx ends: a Kubernetes Secret updated in
 // place reaches the node without a SIGHUP, which a distroless container
 // has no kill command to send. A failed load goes to onError once per
