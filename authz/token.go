@@ -2,6 +2,7 @@ package authz
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -28,6 +29,11 @@ type Token struct {
 	v          atomic.Pointer[[][]byte]
 	check      atomic.Pointer[func([][]byte) error]
 	seen       atomic.Pointer[filewatch.Stamp] // the file's state when last loaded, for Watch
+	// reloading is held (sent to) by a Reload: a SIGHUP's and the watch's
+	// would otherwise each store what they read, the older read last. A
+	// channel rather than a sync.Mutex, so that a reload waiting for
+	// another is durably blocked in a testing/synctest bubble.
+	reloading chan struct{}
 }
 
 // SetCheck makes every later Reload take new tokens only once check
@@ -37,7 +43,7 @@ func (t *Token) SetCheck(check func(tokens [][]byte) error) { t.check.Store(&che
 // LoadToken reads the tokens in file; errors name flag, the setting that
 // named the file.
 func LoadToken(flag, file string) (*Token, error) {
-	t := &Token{flag: flag, file: file}
+	t := &Token{flag: flag, file: file, reloading: make(chan struct{}, 1)}
 	if err := t.Reload(); err != nil {
 		return nil, err
 	}
@@ -45,7 +51,11 @@ func LoadToken(flag, file string) (*Token, error) {
 }
 
 // Reload reads the file again. On error the previous tokens stay.
+// Reloads run one at a time, so the last to return took the file as it
+// was when it started (or later).
 func (t *Token) Reload() error {
+	t.reloading <- struct{}{}
+	defer func() { <-t.reloading }()
 	st := filewatch.Of(t.file)
 	b, err := os.ReadFile(t.file)
 	if err != nil {
@@ -62,6 +72,9 @@ func (t *Token) Reload() error {
 		case strings.ContainsAny(tok, " \t\r"):
 			return fmt.Errorf("%s: the token on line %d of %s has white space inside it", t.flag, n+1, t.file)
 		}
+		if err := sendable(tok); err != nil {
+			return fmt.Errorf("%s: the token on line %d of %s %w", t.flag, n+1, t.file, err)
+		}
 		toks = append(toks, []byte(tok))
 	}
 	if len(toks) == 0 {
@@ -77,7 +90,25 @@ func (t *Token) Reload() error {
 	return nil
 }
 
-// Watch reloads the file whenever its modification time or size changes,
+// sendable refuses a token that cannot travel in an authorization header:
+// gRPC sends only printable ASCII there, and fails every call whose
+// header holds another byte. Such a token (a byte-order mark an editor
+// wrote, a no-break space pasted in, a letter with an accent) would load,
+// and then every call sending it would fail: a node's every Peer call, at
+// start or from a reload that replaced working tokens.
+func sendable(tok string) error {
+	if strings.HasPrefix(tok, "\ufeff") {
+		return errors.New("starts with a byte-order mark: save the file as plain UTF-8 or ASCII, without one")
+	}
+	for i := 0; i < len(tok); i++ {
+		if c := tok[i]; c < 0x21 || c > 0x7e {
+			return fmt.Errorf("has byte %#02x at position %d: a token is printable ASCII, as an authorization header carries", c, i+1)
+		}
+	}
+	return nil
+}
+
+// Watch reloads the file whenever it changes (filewatch.Stamp),
 // looking every interval, until ctx ends: a Kubernetes Secret updated in
 // place reaches the node without a SIGHUP, which a distroless container
 // has no kill command to send. A failed load goes to onError once per

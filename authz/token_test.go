@@ -7,12 +7,16 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc/metadata"
+
+	"github.com/floodgate/floodgate/filewatch"
 )
 
 // writeToken installs body at file by rename, as a Kubernetes Secret
@@ -135,4 +139,94 @@ func TestBearerSchemeCaseInsensitive(t *testing.T) {
 	if _, ok := bearerToken("Basic " + adminTok); ok {
 		t.Error("a Basic credential read as a bearer token")
 	}
+}
+
+// A token gRPC cannot send (a byte-order mark an editor wrote, a no-break
+// space pasted in, an accented letter, a control character) is refused
+// at load and at reload, naming the flag and the line, and the previous
+// tokens stay. It used to load, and every call sending it then failed
+// with "header key "authorization" contains value with non-printable
+// ASCII characters": a peer token rotated that way cut the node off from
+// every other.
+func TestTokenRefusesUnsendable(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte(adminTok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := LoadToken("peer-token-file", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{
+		"byte-order mark": "\ufeff" + adminTok + "\n",
+		"no-break space":  "abcdefgh\u00a0ijklmnopq\n",
+		"accented letter": "abcdefgh\u00e9ijklmnopq\n",
+		"vertical tab":    "abcdefgh\vijklmnopq\n",
+		"NUL":             "abcdefgh\x00ijklmnopq\n",
+		"second line":     adminTok + "\nabcdefgh\x7fijklmnopq\n",
+	} {
+		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		line := "line 1 "
+		if name == "second line" {
+			line = "line 2 "
+		}
+		if err := tok.Reload(); err == nil || !strings.Contains(err.Error(), "peer-token-file: ") || !strings.Contains(err.Error(), line) {
+			t.Errorf("%s: reload got %v, want a refusal naming peer-token-file and %s", name, err, line)
+		}
+		if _, err := LoadToken("peer-token-file", file); err == nil {
+			t.Errorf("%s: loaded", name)
+		}
+		if got := tok.Values(); len(got) != 1 || string(got[0]) != adminTok {
+			t.Errorf("%s: a refused reload replaced the tokens: %q", name, got)
+		}
+	}
+}
+
+// Reloads of one file are taken one after another: a SIGHUP's and the
+// watch's, or two SIGHUPs, never leave the tokens of the older read in
+// use. A reload that read the file before a rotation used to store its
+// tokens after one that read it after, so the revoked token stayed
+// accepted; and with the stamp of the newer read stored last, the watch
+// saw nothing left to reload.
+func TestTokenReloadsDoNotInterleave(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	base := time.Now().Add(-time.Hour)
+	writeToken(t, file, adminTok+"\n", base)
+	synctest.Test(t, func(t *testing.T) {
+		tok, err := LoadToken("admin-token-file", file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The first reload stops between reading the file and taking its
+		// tokens, in the check; the second runs meanwhile.
+		read, release := make(chan struct{}), make(chan struct{})
+		tok.SetCheck(func(v [][]byte) error {
+			if string(v[0]) == adminTok {
+				close(read)
+				<-release
+			}
+			return nil
+		})
+		var wg sync.WaitGroup
+		var errA, errB error
+		wg.Go(func() { errA = tok.Reload() })
+		<-read
+		const next = "rotated-token-9876543210"
+		writeToken(t, file, next+"\n", base.Add(time.Minute))
+		wg.Go(func() { errB = tok.Reload() })
+		synctest.Wait() // the second reload is done, or waits for the first
+		close(release)
+		wg.Wait()
+		if errA != nil || errB != nil {
+			t.Fatal(errA, errB)
+		}
+		if got := tok.Values(); len(got) != 1 || string(got[0]) != next {
+			t.Errorf("after both reloads: %q, want the rotated token alone", got)
+		}
+		if *tok.seen.Load() != filewatch.Of(file) {
+			t.Error("the stamp recorded is not the file's as last read")
+		}
+	})
 }

@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// Stamp is what a watch compares: each file's modification time and size
-// (a file that cannot be read stamps empty).
+// Stamp is what a watch compares: each file's modification time and size,
+// and where the system gives them its inode and change time (a file that
+// cannot be read stamps empty).
 type Stamp string
 
 // Of stamps files ("" entries are skipped).
@@ -20,7 +21,7 @@ func Of(files ...string) Stamp {
 			continue
 		}
 		if fi, err := os.Stat(f); err == nil {
-			fmt.Fprintf(&b, "%d:%d", fi.ModTime().UnixNano(), fi.Size())
+			fmt.Fprintf(&b, "%d:%d%s", fi.ModTime().UnixNano(), fi.Size(), identity(fi))
 		}
 		b.WriteByte(';')
 	}

@@ -77,3 +77,49 @@ func TestWatch(t *testing.T) {
 		}
 	})
 }
+
+// A file rewritten with contents of the same size under the same
+// modification time is a change: two tokens of one length made in the
+// same second and installed by a tool that keeps modification times
+// (tar's whole seconds, zip's two, rsync -a, cp -p) stamped alike, and
+// the second was never loaded. The change time, which only the kernel
+// sets, tells them apart, as does the new file a rename installs.
+func TestStampSeesSameSizeSameModTime(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "token")
+	mod := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	install := func(body string, rename bool) {
+		t.Helper()
+		target := path
+		if rename {
+			target = path + ".new"
+		}
+		if err := os.WriteFile(target, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(target, mod, mod); err != nil {
+			t.Fatal(err)
+		}
+		if rename {
+			if err := os.Rename(target, path); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	install("token-aaaaaaaaaaaaaaaa", false)
+	before := Of(path)
+	time.Sleep(20 * time.Millisecond) // past the kernel clock tick change times are taken from
+	install("token-bbbbbbbbbbbbbbbb", false)
+	if Of(path) == before {
+		t.Error("rewritten in place, same size and modification time: same stamp")
+	}
+	before = Of(path)
+	time.Sleep(20 * time.Millisecond)
+	install("token-cccccccccccccccc", true)
+	if Of(path) == before {
+		t.Error("installed by rename, same size and modification time: same stamp")
+	}
+	if Of(path) != Of(path) {
+		t.Error("an unchanged file stamps differently")
+	}
+}

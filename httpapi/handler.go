@@ -80,7 +80,7 @@ var (
 
 func (a *api) allow(w http.ResponseWriter, r *http.Request) {
 	var req pb.AllowRequest
-	if !decode(w, r, &req) {
+	if !noQuery(w, r) || !decode(w, r, &req) {
 		return
 	}
 	resp, err := a.l.Allow(r.Context(), &req)
@@ -96,7 +96,7 @@ func (a *api) allow(w http.ResponseWriter, r *http.Request) {
 // headers cannot describe many limits, so it sends none.
 func (a *api) allowBatch(w http.ResponseWriter, r *http.Request) {
 	var req pb.AllowBatchRequest
-	if !decode(w, r, &req) {
+	if !noQuery(w, r) || !decode(w, r, &req) {
 		return
 	}
 	resp, err := a.l.AllowBatch(r.Context(), &req)
@@ -204,9 +204,9 @@ func limitRequest(q url.Values) (*pb.AllowRequest, error) {
 	}
 	if q.Has("cost") {
 		s := q.Get("cost")
-		c, err := strconv.ParseInt(s, 10, 64)
+		c, err := wholeNumber("cost", s, 64)
 		if err != nil {
-			return nil, badRequest("cost: %q is not a whole number", s)
+			return nil, err
 		}
 		req.Cost = &c
 	}
@@ -229,9 +229,16 @@ func inlineLimit(q url.Values) (*pb.Limit, error) {
 		}
 		l.Algorithm = pb.Algorithm(a)
 	}
+	for _, name := range []string{"limit", "window"} {
+		if !q.Has(name) {
+			// Not given, rather than given as "": say so, not that ""
+			// is not a number.
+			return nil, badRequest("%s: missing: an inline limit takes limit and window (and algorithm, burst, buckets), or give a policy", name)
+		}
+	}
 	var err error
-	if l.Limit, err = strconv.ParseInt(q.Get("limit"), 10, 64); err != nil {
-		return nil, badRequest("limit: %q is not a whole number", q.Get("limit"))
+	if l.Limit, err = wholeNumber("limit", q.Get("limit"), 64); err != nil {
+		return nil, err
 	}
 	d, err := time.ParseDuration(q.Get("window"))
 	if err != nil {
@@ -243,20 +250,51 @@ func inlineLimit(q url.Values) (*pb.Limit, error) {
 	}
 	l.WindowMs = d.Milliseconds()
 	if s := q.Get("burst"); s != "" {
-		if l.Burst, err = strconv.ParseInt(s, 10, 64); err != nil {
-			return nil, badRequest("burst: %q is not a whole number", s)
+		if l.Burst, err = wholeNumber("burst", s, 64); err != nil {
+			return nil, err
 		}
 	}
 	if s := q.Get("buckets"); s != "" {
 		// A sliding counter's buckets, as the API's field: by default the
 		// most up to 60 that divide the window.
-		b, err := strconv.ParseInt(s, 10, 32)
+		b, err := wholeNumber("buckets", s, 32)
 		if err != nil {
-			return nil, badRequest("buckets: %q is not a whole number", s)
+			return nil, err
 		}
 		l.Buckets = int32(b)
 	}
 	return l, nil
+}
+
+// wholeNumber parses parameter name's value s as a decimal integer of
+// bits bits. A number too large for them is said to be so: "is not a
+// whole number" would be wrong about 99999999999999999999.
+func wholeNumber(name, s string, bits int) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, bits)
+	if errors.Is(err, strconv.ErrRange) {
+		return 0, badRequest("%s: %q is out of range (a %d-bit integer)", name, s, bits)
+	}
+	if err != nil {
+		return 0, badRequest("%s: %q is not a whole number", name, s)
+	}
+	return n, nil
+}
+
+// noQuery answers 400 and reports false when a POST route, which takes
+// its request in the body only, is given query parameters: dropped
+// without a word, a ?cost=0 asking for a peek would count at cost 1.
+func noQuery(w http.ResponseWriter, r *http.Request) bool {
+	if r.URL.RawQuery == "" {
+		return true
+	}
+	first, _, _ := strings.Cut(strings.TrimLeft(r.URL.RawQuery, "&"), "&")
+	name, _, _ := strings.Cut(first, "=")
+	if n, err := url.QueryUnescape(name); err == nil {
+		name = n
+	}
+	name = strconv.Quote(name)
+	writeError(w, badRequest("%s: unknown parameter: %s %s takes no query parameters, its request is the JSON body", name, r.Method, r.URL.Path))
+	return false
 }
 
 // decode reads a protojson body into m, or answers 400 (413 when too

@@ -199,6 +199,54 @@ func TestBadInputIs400NamingTheField(t *testing.T) {
 	}
 }
 
+// A number too large for its field is said to be out of range, naming
+// the parameter; it used to be called "not a whole number", which
+// 99999999999999999999 is.
+func TestQueryNumbersOutOfRange(t *testing.T) {
+	f := &fakeLimiter{limit: 9}
+	s := serve(t, f, Draft)
+	for query, want := range map[string]string{
+		"key=k&cost=9223372036854775808":                                                   `cost: "9223372036854775808" is out of range`,
+		"key=k&cost=-9223372036854775809":                                                  `cost: "-9223372036854775809" is out of range`,
+		"key=k&limit=99999999999999999999&window=1m":                                       `limit: "99999999999999999999" is out of range`,
+		"key=k&limit=5&window=1m&algorithm=token_bucket&burst=1" + strings.Repeat("0", 19): `burst: "1` + strings.Repeat("0", 19) + `" is out of range`,
+		"key=k&limit=5&window=1m&algorithm=sliding_counter&buckets=2147483648":             `buckets: "2147483648" is out of range (a 32-bit integer)`,
+		"key=k&cost=1.5": `cost: "1.5" is not a whole number`,
+	} {
+		resp, body := get(t, s.URL+"/api/v1/limit?"+query)
+		var e errorBody
+		if resp.StatusCode != http.StatusBadRequest || json.Unmarshal([]byte(body), &e) != nil || !strings.HasPrefix(e.Error.Message, want) ||
+			strings.Contains(e.Error.Message, "out of range") == strings.Contains(e.Error.Message, "whole number") {
+			t.Errorf("%s: %d %s, want 400 %q", query, resp.StatusCode, body, want)
+		}
+	}
+	if len(f.seen) != 0 {
+		t.Errorf("%d refused checks reached the limiter", len(f.seen))
+	}
+}
+
+// An inline limit given in part is told which parameter is missing; it
+// used to be told that "" is not a whole number (or not a duration), as
+// if the parameter had been given empty.
+func TestQueryInlineLimitMissingParameter(t *testing.T) {
+	f := &fakeLimiter{limit: 9}
+	s := serve(t, f, Draft)
+	for query, want := range map[string]string{
+		"key=k&algorithm=gcra":            "limit: missing",
+		"key=k&window=1m":                 "limit: missing",
+		"key=k&limit=5":                   "window: missing",
+		"key=k&limit=5&buckets=6":         "window: missing",
+		"key=k&window=1m&burst=2&limit=5": "",
+	} {
+		resp, body := get(t, s.URL+"/api/v1/limit?"+query)
+		var e errorBody
+		_ = json.Unmarshal([]byte(body), &e)
+		if want == "" && resp.StatusCode != 200 || want != "" && (resp.StatusCode != http.StatusBadRequest || !strings.HasPrefix(e.Error.Message, want)) {
+			t.Errorf("%s: %d %s, want %q", query, resp.StatusCode, body, want)
+		}
+	}
+}
+
 func TestPostAllowAndBatch(t *testing.T) {
 	s := serve(t, &fakeLimiter{limit: 1}, Draft)
 	resp, err := http.Post(s.URL+"/v1/allow", "application/json", strings.NewReader(`{"key":"a","policy":"api"}`))
@@ -223,6 +271,32 @@ func TestPostAllowAndBatch(t *testing.T) {
 		t.Errorf("batch: %+v %v", out, err)
 	}
 	resp.Body.Close()
+}
+
+// The POST routes take their request in the body only: a query parameter
+// is refused with 400 naming it, and nothing is counted. It used to be
+// dropped without a word, so POST /v1/allow?cost=0, meant as a peek,
+// counted at cost 1.
+func TestPostRefusesQueryParameters(t *testing.T) {
+	l := &fakeLimiter{limit: 5}
+	s := serve(t, l, Draft)
+	check, batch := `{"key":"a","policy":"api"}`, `{"requests":[{"key":"a","policy":"api"}]}`
+	for path, body := range map[string]string{"/v1/allow?cost=0": check, "/v1/allow:batch?cost=0&x=1": batch,
+		"/v1/allow?cost": check, "/v1/allow?&cost=%30": check} {
+		resp, err := http.Post(s.URL+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body errorBody
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || err != nil || !strings.HasPrefix(body.Error.Message, `"cost": unknown parameter`) {
+			t.Errorf("POST %s: %d %+v %v, want 400 naming \"cost\"", path, resp.StatusCode, body, err)
+		}
+	}
+	if len(l.seen) != 0 {
+		t.Errorf("%d checks counted for refused requests", len(l.seen))
+	}
 }
 
 func TestErrorsMapToHTTPStatus(t *testing.T) {

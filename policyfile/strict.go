@@ -92,6 +92,16 @@ func (d *strictDecoder) decode(n *yaml.Node, v reflect.Value, path string) error
 		seen := map[string]bool{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, val := n.Content[i], n.Content[i+1]
+			if k.Kind == yaml.AliasNode {
+				// An alias's Value is its anchor's name, not the key it
+				// stands for: *x, where &x names "api", is the key "api".
+				line := k.Line
+				k = &yaml.Node{Kind: k.Alias.Kind, Tag: k.Alias.Tag, Value: k.Alias.Value, Line: line}
+			}
+			if k.Kind != yaml.ScalarNode {
+				n = k
+				return at("want a field name (%s), got %s", strings.Join(yamlKeys(v.Type()), ", "), describe(k))
+			}
 			idx := fieldIndex(v.Type(), k.Value)
 			if idx < 0 {
 				n = k
@@ -127,6 +137,12 @@ func (d *strictDecoder) decode(n *yaml.Node, v reflect.Value, path string) error
 	if n.Kind != yaml.ScalarNode {
 		return at("want a single value, got %s", describe(n))
 	}
+	if k := v.Kind(); k >= reflect.Int && k <= reflect.Uint64 && legacyOctal(n.Value) {
+		// yaml.v3 reads 010 as YAML 1.1 did, as octal 8 (while 08 and 09
+		// are 8 and 9), and YAML 1.2 as 10: either may be what was meant,
+		// and a limit is never taken other than as written.
+		return at("want a decimal number, got %s: a leading 0 is octal to some YAML readers and decimal to others; write it without the leading 0 (0o17 is octal)", n.Value)
+	}
 	if k := v.Kind(); k >= reflect.Int && k <= reflect.Uint64 && n.ShortTag() == "!!float" {
 		// yaml.v3 would cut 1.9 to 1: a limit of a person's intent is
 		// never rounded silently (1e6 is whole, and stays 1000000).
@@ -146,6 +162,13 @@ func (d *strictDecoder) decode(n *yaml.Node, v reflect.Value, path string) error
 		return at("%v", err)
 	}
 	return nil
+}
+
+// legacyOctal reports whether a plain scalar is a number with a leading
+// 0 before another digit ("010", "-0_7", "08.5"), the octal of YAML 1.1.
+func legacyOctal(s string) bool {
+	s = strings.ReplaceAll(strings.TrimLeft(s, "+-"), "_", "")
+	return len(s) > 1 && s[0] == '0' && '0' <= s[1] && s[1] <= '9'
 }
 
 // countNodes counts the nodes of n's tree as the file spells them: an

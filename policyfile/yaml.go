@@ -89,7 +89,11 @@ var (
 // Parse reads a policy document and converts it to protos. Errors
 // name the field at fault: "policies[0].limits[1].window: ...".
 func Parse(r io.Reader) ([]*pb.Policy, error) {
-	dec := yaml.NewDecoder(r)
+	b, err := readText(r)
+	if err != nil {
+		return nil, err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {

@@ -107,6 +107,48 @@ func TestParseWholeExponent(t *testing.T) {
 	}
 }
 
+// Numbers spelled otherwise than in decimal mean what they say: 0o17 is
+// octal, 0x10 hex, 0 zero.
+func TestParseNumberBases(t *testing.T) {
+	for in, want := range map[string]int64{"0o17": 15, "0x10": 16, "1_000": 1000, "10": 10} {
+		ps, err := Parse(strings.NewReader("policies:\n- name: p\n  limits:\n  - {algorithm: sliding_log, limit: " + in + ", window: 1m}\n"))
+		if err != nil || ps[0].Limits[0].Limit.Limit != want {
+			t.Errorf("limit: %s: %v %v, want %d", in, ps, err, want)
+		}
+	}
+	ps, err := Parse(strings.NewReader("policies:\n- name: p\n  limits:\n  - {algorithm: token_bucket, limit: 5, window: 1m, burst: 0}\n"))
+	if err != nil || ps[0].Limits[0].Limit.Burst != 0 {
+		t.Errorf("burst: 0: %v %v", ps, err)
+	}
+}
+
+// A file that is not UTF-8 text is refused at the line and column of the
+// first byte YAML cannot read: yaml.v3 said only "invalid trailing UTF-8
+// octet", nowhere. A file in UTF-16 (with its byte-order mark, as
+// PowerShell writes) is read; one larger than MaxFileBytes is refused
+// before it is parsed.
+func TestParseText(t *testing.T) {
+	const file = "policies:\n- name: p\n  # caf\xe9 au lait\n  limits:\n  - {algorithm: sliding_log, limit: 7, window: 1m}\n"
+	for in, want := range map[string]string{
+		file:                             "line 3, column 8: byte 0xe9 is not UTF-8",
+		"policies:\r\n- name: p\xff\r\n": "line 2, column 10: byte 0xff is not UTF-8",
+		"policies:\n- name: p\n  limits: []\n\x00":                   "line 4, column 1: control character U+0000",
+		"policies:\n- name: \"p\x1b[31m\"\n":                         "line 2, column 11: control character U+001B",
+		"policies: []\n#" + strings.Repeat("x", MaxFileBytes) + "\n": "more than 16 MiB",
+	} {
+		if _, err := Parse(strings.NewReader(in)); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%.40q: %v, want %q", in, err, want)
+		}
+	}
+	utf16 := []byte{0xff, 0xfe} // little-endian, as PowerShell's > writes
+	for _, r := range "policies:\n- name: caf\u00e9\n  limits:\n  - {algorithm: sliding_log, limit: 7, window: 1m}\n" {
+		utf16 = append(utf16, byte(r), byte(r>>8))
+	}
+	if ps, err := Parse(bytes.NewReader(utf16)); err != nil || ps[0].Name != "caf\u00e9" {
+		t.Errorf("UTF-16: %v %v", ps, err)
+	}
+}
+
 func TestParsePoliciesErrors(t *testing.T) {
 	const head = "policies:\n- name: p\n  limits:\n  - {algorithm: sliding_log, limit: 1, window: 1s}\n"
 	for _, tc := range []struct {
@@ -142,6 +184,15 @@ func TestParsePoliciesErrors(t *testing.T) {
 		{"fractional soft_percent", head + "  soft_percent: 10.9\n", []string{"policies[0].soft_percent: line 5: want a whole number, got 10.9"}},
 		{"fractional elastic", head + "  elastic: {ceiling_percent: 150.5, capacity: 10}\n", []string{"policies[0].elastic.ceiling_percent: line 5: want a whole number, got 150.5"}},
 		{"fractional in JSON", `{"policies": [{"name": "j", "limits": [{"algorithm": "token_bucket", "limit": 7.99, "window": "1m"}]}]}`, []string{"policies[0].limits[0].limit: line 1: want a whole number, got 7.99"}},
+		// A leading 0 was read as YAML 1.1's octal: 010 became 8 (and 08 8).
+		{"leading zero limit", head + "  - {algorithm: sliding_log, limit: 010, window: 1m}\n", []string{"policies[0].limits[1].limit: line 5: want a decimal number, got 010"}},
+		{"leading zero burst", head + "  - {algorithm: token_bucket, limit: 5, window: 1m, burst: 0_100}\n", []string{"policies[0].limits[1].burst: line 5: want a decimal number, got 0_100"}},
+		{"leading zero soft_percent", head + "  soft_percent: 08\n", []string{"policies[0].soft_percent: line 5: want a decimal number, got 08"}},
+		{"leading zero tagged", head + "  - {algorithm: sliding_log, limit: !!int \"010\", window: 1m}\n", []string{"policies[0].limits[1].limit: line 5: want a decimal number"}},
+		// An alias key used to be read by its anchor's name: *limit,
+		// where &limit names "p", set the limit.
+		{"alias key", "policies:\n- name: &limit p\n  limits:\n  - {algorithm: sliding_log, *limit : 7, window: 1m}\n", []string{`policies[0].limits[0]: line 4: unknown field "p"`}},
+		{"mapping key", head + "  ? {a: 1}\n  : 2\n", []string{`policies[0]: line 5: want a field name (name, mode`, "got a mapping"}},
 		{"key_by not a list", head + "  key_by: user\n", []string{`policies[0].key_by: line 5: want a list, got "user"`}},
 		{"limits not a list", "policies:\n- name: p\n  limits: {algorithm: gcra}\n", []string{"policies[0].limits: line 3: want a list, got a mapping"}},
 		{"name not a scalar", "policies:\n- name: [a, b]\n", []string{"policies[0].name: line 2: want a single value, got a list"}},

@@ -7,7 +7,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/policyfile"
 )
@@ -33,21 +33,37 @@ func readPolicyFile(file string, maxLog int64) ([]*policy.Policy, error) {
 	return ps, nil
 }
 
+// seedNode is what seedPolicies needs of a node (a *cluster.Node).
+type seedNode interface {
+	CatchUpMeta(context.Context) error
+	View() *fsm.MetaView
+	SetPolicies(context.Context, []*policy.Policy) error
+}
+
 // seedPolicies stores ps once the node is a member, if the cluster has no
 // policies yet: a new cluster starts with the file's policies (a
 // ConfigMap), and a running one keeps what operators applied since. It
-// retries while the meta group is busy electing, for up to a minute.
-func seedPolicies(ctx context.Context, node *cluster.Node, ps []*policy.Policy, log *slog.Logger) {
+// judges "none yet" only on a meta state caught up with the meta leader's:
+// a node restarted on its data starts from its last snapshot, and one
+// that joins may not have applied the whole log yet, so its own state may
+// not show policies the cluster has; seeding on it would put the file's
+// back over an operator's apply. It retries while the meta group is busy
+// electing, for up to a minute.
+func seedPolicies(ctx context.Context, node seedNode, ps []*policy.Policy, log *slog.Logger) {
 	if len(ps) == 0 {
 		return
 	}
 	for attempt := 0; attempt < 30; attempt++ {
-		if len(node.View().Policies) > 0 {
-			log.Info("--policies: the cluster has policies already; left as they are", "policies", len(node.View().Policies))
-			return
-		}
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := node.SetPolicies(sctx, ps)
+		err := node.CatchUpMeta(sctx)
+		if err == nil {
+			if n := len(node.View().Policies); n > 0 {
+				cancel()
+				log.Info("--policies: the cluster has policies already; left as they are", "policies", n)
+				return
+			}
+			err = node.SetPolicies(sctx, ps)
+		}
 		cancel()
 		if err == nil {
 			log.Info("--policies: stored the file's policies in the new cluster", "policies", len(ps))
@@ -60,4 +76,5 @@ func seedPolicies(ctx context.Context, node *cluster.Node, ps []*policy.Policy, 
 		case <-time.After(2 * time.Second):
 		}
 	}
+	log.Error("--policies: gave up storing the file's policies: the meta group did not answer; apply the file with floodgatectl policy apply")
 }

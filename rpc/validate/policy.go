@@ -66,7 +66,38 @@ func Policies(pps []*pb.Policy, maxLog int64) ([]*policy.Policy, error) {
 	if len(pps) == 0 || len(pps) > MaxPolicies {
 		return nil, fmt.Errorf("%w: policies: give 1 to %d, got %d", ErrInvalid, MaxPolicies, len(pps))
 	}
-	return PolicyList(pps, maxLog)
+	ps, err := PolicyList(pps, maxLog)
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range ps {
+		if err := distinctDeciders(p, fmt.Sprintf("policies[%d].", i)); err != nil {
+			return nil, err
+		}
+	}
+	return ps, nil
+}
+
+// distinctDeciders refuses a policy whose answers could not tell the
+// reduced limit from one of its limits: decided_by (and the metrics'
+// limit label, and the RateLimit headers) names the one that decided by
+// its name, "reduced" for an unnamed reduced limit. It is checked when
+// policies are stored, not in policy.Validate, which every log entry and
+// backup is held to: a policy stored before the rule stays readable.
+func distinctDeciders(p *policy.Policy, field string) error {
+	if p.Reduced == nil {
+		return nil
+	}
+	name := p.Reduced.Name
+	for j, l := range p.Limits {
+		switch {
+		case name != "" && l.Name == name:
+			return fmt.Errorf("%w: %sreduced.name: %q is also the name of limits[%d]: answers would not say which decided", ErrInvalid, field, name, j)
+		case name == "" && l.Name == "reduced":
+			return fmt.Errorf("%w: %slimits[%d].name: \"reduced\" is what answers call the unnamed reduced limit: name either otherwise", ErrInvalid, field, j)
+		}
+	}
+	return nil
 }
 
 // PolicyList is Policies without the bound on their number: a backup

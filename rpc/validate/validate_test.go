@@ -197,3 +197,34 @@ func TestSlidingCounterBucketsAreSpelledOut(t *testing.T) {
 		t.Errorf("60 buckets asked for over a second: %v, want an error naming limit.buckets", err)
 	}
 }
+
+// A reduced limit may not share its name with a limit (nor may a limit be
+// named "reduced" beside an unnamed one): decided_by would not say which
+// decided. A backup's policies (PolicyList) are not held to it: a policy
+// stored before the rule stays restorable.
+func TestReducedNameIsDistinct(t *testing.T) {
+	lim := func(name string, ms int64) *pb.PolicyLimit {
+		return &pb.PolicyLimit{Name: name, Limit: &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 5, WindowMs: ms}}
+	}
+	for _, c := range []struct {
+		limit, reduced, want string
+	}{
+		{"per-minute", "per-minute", `policies[1].reduced.name: "per-minute" is also the name of limits[0]`},
+		{"reduced", "", `policies[1].limits[0].name: "reduced" is what answers call`},
+		{"per-minute", "slow-lane", ""},
+		{"", "", ""},
+		{"", "reduced", ""},
+	} {
+		pps := []*pb.Policy{
+			{Name: "ok", Limits: []*pb.PolicyLimit{lim("", 60_000)}},
+			{Name: "p", Limits: []*pb.PolicyLimit{lim(c.limit, 60_000)}, Reduced: lim(c.reduced, 1000)},
+		}
+		_, err := Policies(pps, 0)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("limit %q, reduced %q: %v, want %q", c.limit, c.reduced, err, c.want)
+		}
+		if _, err := PolicyList(pps, 0); err != nil {
+			t.Errorf("limit %q, reduced %q: a backup's policies refused: %v", c.limit, c.reduced, err)
+		}
+	}
+}
