@@ -72,7 +72,7 @@ func (t *Token) Reload() error {
 		case strings.ContainsAny(tok, " \t\r"):
 			return fmt.Errorf("%s: the token on line %d of %s has white space inside it", t.flag, n+1, t.file)
 		}
-		if err := sendable(tok); err != nil {
+		if err := Sendable(tok); err != nil {
 			return fmt.Errorf("%s: the token on line %d of %s %w", t.flag, n+1, t.file, err)
 		}
 		toks = append(toks, []byte(tok))
@@ -90,13 +90,13 @@ func (t *Token) Reload() error {
 	return nil
 }
 
-// sendable refuses a token that cannot travel in an authorization header:
+// Sendable refuses a token that cannot travel in an authorization header:
 // gRPC sends only printable ASCII there, and fails every call whose
 // header holds another byte. Such a token (a byte-order mark an editor
 // wrote, a no-break space pasted in, a letter with an accent) would load,
 // and then every call sending it would fail: a node's every Peer call, at
 // start or from a reload that replaced working tokens.
-func sendable(tok string) error {
+func Sendable(tok string) error {
 	if strings.HasPrefix(tok, "\ufeff") {
 		return errors.New("starts with a byte-order mark: save the file as plain UTF-8 or ASCII, without one")
 	}

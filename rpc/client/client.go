@@ -8,6 +8,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -52,6 +53,8 @@ type Options struct {
 	TLS *tls.Config
 	// Token is sent as a bearer token with every call, for nodes that
 	// check callers: the admin token for calls that change the cluster.
+	// Surrounding white space is dropped (a token read from a file ends
+	// in a newline); New refuses one gRPC cannot send.
 	Token string
 	// DialOptions are added to every connection, after those of TLS and
 	// Token.
@@ -100,6 +103,10 @@ type Client struct {
 func New(ctx context.Context, opts Options) (*Client, error) {
 	if len(opts.Addrs) == 0 {
 		return nil, fmt.Errorf("%w: no addresses given", ErrNoNodes)
+	}
+	opts.Token = strings.TrimSpace(opts.Token)
+	if err := authz.Sendable(opts.Token); err != nil {
+		return nil, fmt.Errorf("floodgate: Options.Token: %w", err)
 	}
 	if opts.RefreshInterval <= 0 {
 		opts.RefreshInterval = 5 * time.Second
