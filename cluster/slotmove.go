@@ -171,34 +171,63 @@ func freeze(lane *fastLane, r *raft.Raft, move uint64, slots []uint32, timeout t
 // import again, which applies as a no-op.
 func (n *Node) importMove(ctx context.Context, r *replica, mv *fsm.SlotMove, v *fsm.MetaView) {
 	start := time.Now()
-	var exported time.Duration // how long the export took: 0 if none
-	if _, imported := r.fsm.MoveApplied(mv.ID, mv.Slots); !imported {
-		export, err := n.exportFrom(ctx, mv, v)
-		exported = time.Since(start)
+	var exported time.Duration // how long the exports took: 0 if none
+	parts := 0
+	err := importInParts(mv.Slots, func(slots []uint32) error {
+		if _, imported := r.fsm.MoveApplied(mv.ID, slots); imported {
+			return nil
+		}
+		t := time.Now()
+		export, err := n.exportFrom(ctx, mv, v, slots)
+		exported += time.Since(t)
 		if err != nil {
-			n.log.Warn("export slots", "move", mv.ID, "from", mv.From, "err", err)
-			return
+			return fmt.Errorf("export slots: %w", err)
 		}
-		if err := n.applyShard(ctx, r, fsm.EncodeImport(mv.ID, mv.From, mv.Slots, export)); err != nil {
-			n.log.Warn("import slots", "move", mv.ID, "group", r.id, "err", err)
-			return
+		if err := n.applyShard(ctx, r, fsm.EncodeImport(mv.ID, mv.From, slots, export)); err != nil {
+			return fmt.Errorf("import slots into group %d: %w", r.id, err)
 		}
+		parts++
+		return nil
+	})
+	if err != nil {
+		n.log.Warn("move slots", "move", mv.ID, "from", mv.From, "err", err)
+		return
 	}
 	if err := n.applyMeta(ctx, fsm.MetaMoveImported, &metav1.MoveImported{Move: mv.ID}); err != nil {
 		n.log.Warn("close move", "move", mv.ID, "err", err)
 		return
 	}
 	n.log.Info("slots imported", "move", mv.ID, "from", mv.From, "to", mv.To, "slots", len(mv.Slots),
-		"export", exported, "took", time.Since(start))
+		"entries", parts, "export", exported, "took", time.Since(start))
 }
 
-// exportFrom gets the move's states from a replica of the source group:
-// this node's own if it applied the freeze, else the source's leader, else
-// any other replica the source's report lists.
-func (n *Node) exportFrom(ctx context.Context, mv *fsm.SlotMove, v *fsm.MetaView) ([]byte, error) {
+// importInParts imports slots with one call of imp when their export fits
+// one import entry, else in halves, each halved again while too large
+// (fsm.ErrExportTooLarge): many long keys or long sliding logs can make the
+// export of a whole move larger than an entry may be, and the move must
+// not stay frozen for it. imp skips a part already imported (a retry).
+// A single slot too large fails: nothing smaller can be sent.
+func importInParts(slots []uint32, imp func([]uint32) error) error {
+	err := imp(slots)
+	if !errors.Is(err, fsm.ErrExportTooLarge) || len(slots) < 2 {
+		return err
+	}
+	half := len(slots) / 2
+	if err := importInParts(slots[:half], imp); err != nil {
+		return err
+	}
+	return importInParts(slots[half:], imp)
+}
+
+// exportFrom gets the states of slots, some or all of the move's, from a
+// replica of the source group: this node's own if it applied the freeze,
+// else the source's leader, else any other replica the source's report
+// lists. Too large an export is fsm.ErrExportTooLarge, from any of them.
+func (n *Node) exportFrom(ctx context.Context, mv *fsm.SlotMove, v *fsm.MetaView, slots []uint32) ([]byte, error) {
 	if src := n.replica(int(mv.From)); src != nil {
-		if b, err := src.fsm.ExportSlots(mv.ID, mv.Slots); err == nil {
-			return b, nil
+		b, err := src.fsm.ExportSlots(mv.ID, slots)
+		if err == nil || errors.Is(err, fsm.ErrExportTooLarge) {
+			return b, err
 		}
 	}
 	var errs []error
@@ -207,9 +236,9 @@ func (n *Node) exportFrom(ctx context.Context, mv *fsm.SlotMove, v *fsm.MetaView
 		if id == n.cfg.NodeID || addr == "" {
 			continue
 		}
-		b, err := n.peers.ExportSlots(ctx, addr, int(mv.From), mv.ID, mv.Slots)
-		if err == nil {
-			return b, nil
+		b, err := n.peers.ExportSlots(ctx, addr, int(mv.From), mv.ID, slots)
+		if err == nil || errors.Is(err, fsm.ErrExportTooLarge) {
+			return b, err
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", id, err))
 	}

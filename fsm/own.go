@@ -32,6 +32,9 @@ var (
 	ErrNotOwned = errors.New("the group does not own the key's slot")
 	// ErrNotFrozen refuses an export of slots not frozen by that move.
 	ErrNotFrozen = errors.New("slots not frozen by that move")
+	// ErrExportTooLarge refuses an export over MaxExport: the move's
+	// target imports its slots in parts instead.
+	ErrExportTooLarge = errors.New("export larger than one import entry may carry")
 )
 
 // MaxExport caps a move's export: one import entry carries it, and one
@@ -364,7 +367,7 @@ func (s *Shard) ExportSlots(move uint64, slots []uint32) ([]byte, error) {
 	}
 	w, err := s.export(c)
 	if err == nil && len(w) > MaxExport {
-		err = fmt.Errorf("export of %d slots is %d bytes, over %d", len(slots), len(w), MaxExport)
+		err = fmt.Errorf("%w: export of %d slots is %d bytes, over %d", ErrExportTooLarge, len(slots), len(w), MaxExport)
 	}
 	return w, err
 }

@@ -256,3 +256,57 @@ func TestMoveApplied(t *testing.T) {
 		t.Error("a shard without an ownership record vouched for a move")
 	}
 }
+
+// A move's slots may be imported in parts, one entry each (a target whose
+// whole export would be over MaxExport): each part exports and imports only
+// its slots, the counts arrive exactly as one import would bring them, and
+// the move is imported once every part is.
+func TestMoveImportedInParts(t *testing.T) {
+	const slots = 16
+	moving := []uint32{2, 3, 5, 7}
+	src, dst, whole := newGroup(t, 0, slots, 1, 2, 3, 5, 7), newGroup(t, 1, slots), newGroup(t, 1, slots)
+	var keys []string
+	for _, x := range moving {
+		for i := range 3 {
+			k := keyIn(int(x), slots, i)
+			keys = append(keys, k)
+			for range i + 1 {
+				src.allow(k, 10)
+			}
+		}
+	}
+	src.mustApply(EncodeFreeze(9, moving))
+	all, err := src.s.ExportSlots(9, moving)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole.mustApply(EncodeImport(9, 0, moving, all))
+	for i, part := range [][]uint32{moving[:2], moving[2:]} {
+		if _, in := dst.s.MoveApplied(9, moving); in {
+			t.Fatalf("imported before part %d", i)
+		}
+		exp, err := src.s.ExportSlots(9, part)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst.mustApply(EncodeImport(9, 0, part, exp))
+		if _, in := dst.s.MoveApplied(9, part); !in {
+			t.Fatalf("part %d not imported", i)
+		}
+	}
+	if _, in := dst.s.MoveApplied(9, moving); !in {
+		t.Fatal("the move is not imported after every part")
+	}
+	// Same states, same answers as one import: each key holds i+1 of 10.
+	for _, k := range keys {
+		dst.now, whole.now = src.now, src.now
+		a, _ := dst.allow(k, 10)
+		b, _ := whole.allow(k, 10)
+		if a != b {
+			t.Fatalf("%s: admitted %v after parts, %v after one import", k, a, b)
+		}
+	}
+	if !bytes.Equal(snapshotBytes(t, dst.s), snapshotBytes(t, whole.s)) {
+		t.Fatal("a target imported in parts differs from one imported at once")
+	}
+}

@@ -39,7 +39,7 @@ func codeOf(err error) codes.Code {
 		errors.Is(err, cluster.ErrUnavailable), errors.Is(err, cluster.ErrClosed), errors.Is(err, cluster.ErrNotReady),
 		errors.Is(err, cluster.ErrMoved), errors.Is(err, fsm.ErrNotOwned), errors.Is(err, cluster.ErrMemberAlive):
 		return codes.Unavailable
-	case errors.Is(err, cluster.ErrFull):
+	case errors.Is(err, cluster.ErrFull), errors.Is(err, fsm.ErrExportTooLarge):
 		return codes.ResourceExhausted
 	case errors.Is(err, context.DeadlineExceeded):
 		return codes.DeadlineExceeded

@@ -149,10 +149,16 @@ func (p *Peers) AddNode(ctx context.Context, addr string, n *metav1.Node, proof 
 	return resp.ClusterId, resp.GossipAddrs, nil
 }
 
-// ExportSlots implements cluster.Peers.
+// ExportSlots implements cluster.Peers. An export too large for one
+// answer or one import entry (the peer's fsm.ErrExportTooLarge, or this
+// side's receive limit: ResourceExhausted either way) is
+// fsm.ErrExportTooLarge, which the target meets by asking for fewer slots.
 func (p *Peers) ExportSlots(ctx context.Context, addr string, group int, move uint64, slots []uint32) ([]byte, error) {
 	resp, err := peerv1.NewPeerClient(p.conn(addr)).ExportSlots(ctx, &peerv1.ExportSlotsRequest{
 		Group: uint32(group), Move: move, Slots: slots}, grpc.MaxCallRecvMsgSize(maxExportMessage))
+	if status.Code(err) == codes.ResourceExhausted {
+		return nil, &peerError{fsm.ErrExportTooLarge, status.Convert(err).Message()}
+	}
 	if err != nil {
 		return nil, fromStatus(err)
 	}
