@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/window"
 )
 
 // Limiter is the RateLimiter service the API calls.
@@ -122,7 +124,7 @@ func (a *api) limit(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := a.l.Allow(r.Context(), req)
 	if err != nil {
-		writeError(w, err)
+		writeError(w, queryFields(err))
 		return
 	}
 	WriteHeaders(w.Header(), a.o.Headers, QuotaOf(resp))
@@ -248,6 +250,11 @@ func inlineLimit(q url.Values) (*pb.Limit, error) {
 		// Windows count whole milliseconds; a finer one is refused, not cut.
 		return nil, badRequest("window: %q is not a whole number of milliseconds", q.Get("window"))
 	}
+	if d <= 0 || int64(d) > window.MaxWindow {
+		// Said as the query gives it (a duration), not in the API's
+		// window_ms.
+		return nil, badRequest("window: %q must be more than 0 and at most a year (%s)", q.Get("window"), time.Duration(window.MaxWindow))
+	}
 	l.WindowMs = d.Milliseconds()
 	if s := q.Get("burst"); s != "" {
 		if l.Burst, err = wholeNumber("burst", s, 64); err != nil {
@@ -264,6 +271,26 @@ func inlineLimit(q url.Values) (*pb.Limit, error) {
 		l.Buckets = int32(b)
 	}
 	return l, nil
+}
+
+// apiLimitField is a field of an inline limit as the API names it.
+var apiLimitField = regexp.MustCompile(`\blimit\.(window_ms|limit|algorithm|burst|buckets)\b`)
+
+// queryFields renames, in err's message when it refuses the request
+// (InvalidArgument), the inline limit's fields to the query parameters
+// that gave them: the API's limit.window_ms is the query's window.
+func queryFields(err error) error {
+	st := status.Convert(err)
+	if st.Code() != codes.InvalidArgument {
+		return err
+	}
+	msg := apiLimitField.ReplaceAllStringFunc(st.Message(), func(m string) string {
+		if f := strings.TrimPrefix(m, "limit."); f != "window_ms" {
+			return f
+		}
+		return "window"
+	})
+	return status.Error(codes.InvalidArgument, msg)
 }
 
 // wholeNumber parses parameter name's value s as a decimal integer of

@@ -81,7 +81,8 @@ func (f *badFixture) httpCases(t *testing.T) int {
 		{"key=bi-http-{i}&limit=3&window=1500us", "window"},
 		{"key=bi-http-{i}&limit=3&window=1.0005s", "window"},
 		{"key=bi-http-{i}&limit=3&window=10m&cost=", "cost"},
-		{"key=bi-http-{i}&limit=0&window=10m", "limit.limit"},
+		{"key=bi-http-{i}&limit=0&window=10m", "limit: must be between 1 and"},
+		{"key=bi-http-{i}&limit=3&window=0s", "window: \"0s\" must be more than 0"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.query, func(t *testing.T) {
