@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/rpc/validate"
 	"github.com/floodgate/floodgate/window"
 )
 
@@ -285,10 +286,7 @@ func queryFields(err error) error {
 		return err
 	}
 	msg := apiLimitField.ReplaceAllStringFunc(st.Message(), func(m string) string {
-		if f := strings.TrimPrefix(m, "limit."); f != "window_ms" {
-			return f
-		}
-		return "window"
+		return validate.HandField(strings.TrimPrefix(m, "limit."))
 	})
 	return status.Error(codes.InvalidArgument, msg)
 }

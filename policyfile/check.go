@@ -94,9 +94,6 @@ var apiLimitField = regexp.MustCompile(`(policies\[\d+\]\.(?:limits\[\d+\]|reduc
 func FileFields(msg string) string {
 	return apiLimitField.ReplaceAllStringFunc(msg, func(m string) string {
 		sub := apiLimitField.FindStringSubmatch(m)
-		if sub[2] == "window_ms" {
-			sub[2] = "window"
-		}
-		return sub[1] + "." + sub[2]
+		return sub[1] + "." + validate.HandField(sub[2])
 	})
 }

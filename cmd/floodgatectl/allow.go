@@ -3,13 +3,17 @@ package main
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/policyfile"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/rpc/validate"
 )
 
 func allowCmd(g *globals) *cobra.Command {
@@ -43,7 +47,7 @@ func allowCmd(g *globals) *cobra.Command {
 			defer cancel()
 			resp, err := pb.NewRateLimiterClient(conn).Allow(ctx, req)
 			if err != nil {
-				return err
+				return flagFields(err)
 			}
 			if g.json {
 				return g.printJSON(resp)
@@ -72,6 +76,25 @@ func allowCmd(g *globals) *cobra.Command {
 	lf.register(cmd)
 	cmd.Flags().Int64Var(&cost, "cost", 1, "units to count; 0 only peeks")
 	return cmd
+}
+
+// apiLimitField is a field of an inline limit, or the cost, as the API
+// names them in a refusal.
+var apiLimitField = regexp.MustCompile(`(^|: )(limit\.(?:window_ms|limit|algorithm|burst|buckets|calendar)|cost):`)
+
+// flagFields renames, in a refusal of the check (InvalidArgument), the
+// inline limit's fields and the cost to the flags that gave them: the
+// API's limit.window_ms is --window.
+func flagFields(err error) error {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.InvalidArgument {
+		return err
+	}
+	msg := apiLimitField.ReplaceAllStringFunc(st.Message(), func(m string) string {
+		sub := apiLimitField.FindStringSubmatch(m)
+		return sub[1] + "--" + validate.HandField(strings.TrimPrefix(sub[2], "limit.")) + ":"
+	})
+	return status.Error(codes.InvalidArgument, msg)
 }
 
 // targetFlags pick what a check or reset applies to: a named policy, and

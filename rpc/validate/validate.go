@@ -315,6 +315,16 @@ func AtField(prefix string, err error) error {
 	return fmt.Errorf("%w: %s%s: %s", ErrInvalid, prefix, apiPath(fe.Field), fe.Msg)
 }
 
+// HandField names a limit's API field as the surfaces where people write
+// limits by hand do (policy files, query parameters, floodgatectl's
+// flags): window_ms is window there, a duration.
+func HandField(apiField string) string {
+	if apiField == "window_ms" {
+		return "window"
+	}
+	return apiField
+}
+
 // apiPath spells a policy or limit field path as the API does: a limit's
 // fields sit under "limit" in a policy ("limits[1].limit.window_ms").
 func apiPath(path string) string {

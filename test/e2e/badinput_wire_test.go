@@ -45,7 +45,7 @@ func (f *badFixture) ctlCases(t *testing.T) int {
 		n += f.ctl(t, "policy file: "+tc.name, tc.want, addr, "policy", "set", "-f", path)
 	}
 	n += f.ctl(t, "missing file", "no such file", addr, "policy", "set", "-f", filepath.Join(dir, "nope.yaml"))
-	n += f.ctl(t, "allow --limit -1", "limit.limit:", addr, "allow", "bi-watch", "--limit", "-1", "--window", "1h")
+	n += f.ctl(t, "allow --limit -1", "--limit: must be between 1 and", addr, "allow", "bi-watch", "--limit", "-1", "--window", "1h")
 	n += f.ctl(t, "allow --window garbage", "window", addr, "allow", "bi-watch", "--limit", "10", "--window", "soon")
 	n += f.ctl(t, "allow --window under a millisecond", "--window: 1.5ms is not a whole number of milliseconds", addr, "allow", "bi-watch", "--limit", "10", "--window", "1500us")
 	n += f.ctl(t, "allow --algorithm garbage", "--algorithm: unknown algorithm", addr, "allow", "bi-watch", "--limit", "10", "--window", "1h", "--algorithm", "leaky")
