@@ -15,15 +15,28 @@ import (
 type gossipFile struct {
 	path string
 
-	mu    sync.Mutex
-	seen  filewatch.Stamp           // the file when its keys were last put in use
-	apply func(keys [][]byte) error // the node's; nil until it runs
+	// reloading, a one-slot channel (a lock that testing/synctest sees
+	// as blocking), makes reloads (the watch's, SIGHUP's) one at a time:
+	// two that interleave could leave the older read's keys in use under
+	// the newer read's stamp, so the watch would never look again.
+	reloading chan struct{}
+	mu        sync.Mutex
+	seen      filewatch.Stamp           // the file when its keys were last put in use
+	apply     func(keys [][]byte) error // the node's; nil until it runs
+}
+
+// newGossipFile watches the keys of path, whose current keys the node
+// starts with.
+func newGossipFile(path string) *gossipFile {
+	return &gossipFile{path: path, seen: filewatch.Of(path), reloading: make(chan struct{}, 1)}
 }
 
 // reload reads the file and gives its keys to the node; before the node
 // runs, it does nothing (the node starts with the keys read at start).
 // On error the keys in use stay.
 func (g *gossipFile) reload() error {
+	g.reloading <- struct{}{}
+	defer func() { <-g.reloading }()
 	st := filewatch.Of(g.path)
 	g.mu.Lock()
 	apply := g.apply

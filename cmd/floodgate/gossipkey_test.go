@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 )
 
 // The gossip key can come from a file, out of the process list that every
@@ -61,7 +63,7 @@ func TestGossipFileReload(t *testing.T) {
 	if err := os.WriteFile(path, []byte(k1+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	g := &gossipFile{path: path}
+	g := newGossipFile(path)
 	if err := g.reload(); err != nil {
 		t.Fatalf("before the node runs: %v", err)
 	}
@@ -82,4 +84,50 @@ func TestGossipFileReload(t *testing.T) {
 	if err := g.reload(); err == nil || !strings.Contains(err.Error(), "gossip-key-file: line 2 of") || len(got) != 1 {
 		t.Fatalf("a broken file: %v; the node was given %d key lists", err, len(got))
 	}
+}
+
+// Two reloads at once (the watch's and a SIGHUP's) leave the newer read's
+// keys in use: the one that read the file first gives its keys to the node
+// first. Before, the older read could be applied last, under the newer
+// read's stamp, and the watch never looked again.
+func TestGossipFileReloadsDoNotInterleave(t *testing.T) {
+	const k1, k2 = "RD/MfEpCdLGl7JZSd7VYXSVeS5CSpLnrU4Zox8XKsX8=", "AAAAAAAAAAAAAAAAAAAAAA=="
+	path := filepath.Join(t.TempDir(), "gossip.key")
+	if err := os.WriteFile(path, []byte(k1+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		g := newGossipFile(path)
+		var last [][]byte
+		read, release := make(chan struct{}), make(chan struct{})
+		g.apply = func(keys [][]byte) error {
+			if len(keys[0]) == 32 { // k1's read: its keys arrive late
+				close(read)
+				<-release
+			}
+			last = keys
+			return nil
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if err := g.reload(); err != nil {
+				t.Error(err)
+			}
+		})
+		<-read
+		if err := os.WriteFile(path, []byte(k2+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			if err := g.reload(); err != nil {
+				t.Error(err)
+			}
+		})
+		synctest.Wait() // the second reload waits for the first, or has applied k2
+		close(release)
+		wg.Wait()
+		if len(last) != 1 || len(last[0]) != 16 {
+			t.Fatalf("keys in use after both reloads: %d keys, the first of %d bytes; want the newer file's 16-byte key", len(last), len(last[0]))
+		}
+	})
 }

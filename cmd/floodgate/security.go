@@ -17,7 +17,6 @@ import (
 
 	"github.com/floodgate/floodgate/authz"
 	"github.com/floodgate/floodgate/cluster"
-	"github.com/floodgate/floodgate/filewatch"
 	"github.com/floodgate/floodgate/tlsconf"
 )
 
@@ -90,7 +89,7 @@ func newSecurity(f securityFlags) (*security, error) {
 		return nil, err
 	}
 	if f.gossipKeyFile != "" {
-		s.gossipFile = &gossipFile{path: f.gossipKeyFile, seen: filewatch.Of(f.gossipKeyFile)}
+		s.gossipFile = newGossipFile(f.gossipKeyFile)
 	}
 	return s, nil
 }
