@@ -6,10 +6,8 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/policy"
-	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 	"github.com/floodgate/floodgate/rpc/validate"
 )
@@ -103,36 +101,3 @@ func (a *AdminServer) DeletePolicy(ctx context.Context, req *pb.DeletePolicyRequ
 	return &pb.DeletePolicyResponse{}, nil
 }
 
-// ResetKey implements pb.AdminServer. A reset is idempotent, so it is
-// retried until the shard's leader has applied it.
-func (a *AdminServer) ResetKey(ctx context.Context, req *pb.ResetKeyRequest) (*pb.ResetKeyResponse, error) {
-	zero := int64(0)
-	c, err := validate.Request(&pb.AllowRequest{
-		Key: req.Key, Limit: req.Limit, Policy: req.Policy, Descriptors: req.Descriptors, Cost: &zero,
-	}, "", a.cfg.MaxLogLength, resolver(ctx, a.node), nil)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	shard, err := a.node.ShardOf(c.Key)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	var n int
-	err = onLeader(ctx, a.node, shard, a.cfg.LeaderWait, true, func(ctx context.Context, rt cluster.Route) error {
-		if rt.Local {
-			var err error
-			n, err = a.node.ResetKey(ctx, shard, c.Key, c.Policy)
-			return err
-		}
-		resp, err := peerv1.NewPeerClient(a.peers.conn(rt.Addr)).ResetKey(ctx,
-			&peerv1.PeerResetRequest{Shard: uint32(shard), Key: c.Key, Policy: c.Policy.AppendBinary(nil)})
-		if err == nil {
-			n = int(resp.States)
-		}
-		return peerRefusal(rt.Addr, err)
-	})
-	if err != nil {
-		return nil, toStatus(fmt.Errorf("reset %s: %w", c.Key, err))
-	}
-	return &pb.ResetKeyResponse{Key: c.Key, States: int32(n)}, nil
-}

@@ -1,0 +1,113 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/floodgate/floodgate/cluster"
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
+	"github.com/floodgate/floodgate/rpc/validate"
+)
+
+// ResetKey implements pb.AdminServer. A reset is idempotent, so it is
+// retried until the shard's leader has applied it, and routed again, as a
+// check is, while the group turns out not to own the key (a slot moving,
+// or this node's slot table behind).
+func (a *AdminServer) ResetKey(ctx context.Context, req *pb.ResetKeyRequest) (*pb.ResetKeyResponse, error) {
+	zero := int64(0)
+	c, err := validate.Request(&pb.AllowRequest{
+		Key: req.Key, Limit: req.Limit, Policy: req.Policy, Descriptors: req.Descriptors, Cost: &zero,
+	}, "", a.cfg.MaxLogLength, resolver(ctx, a.node), nil)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	var n int
+	err = routedToOwner(ctx, a.node, c.Key, a.cfg.LeaderWait, func(ctx context.Context, shard int, wait time.Duration) error {
+		return onLeader(ctx, a.node, shard, wait, true, func(ctx context.Context, rt cluster.Route) error {
+			if rt.Local {
+				var err error
+				n, err = a.node.ResetKey(ctx, shard, c.Key, c.Policy)
+				return err
+			}
+			resp, err := peerv1.NewPeerClient(a.peers.conn(rt.Addr)).ResetKey(ctx,
+				&peerv1.PeerResetRequest{Shard: uint32(shard), Key: c.Key, Policy: c.Policy.AppendBinary(nil)})
+			if err == nil {
+				n = int(resp.States)
+			}
+			return peerResetError(rt.Addr, err)
+		})
+	})
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("reset %s: %w", c.Key, err))
+	}
+	return &pb.ResetKeyResponse{Key: c.Key, States: int32(n)}, nil
+}
+
+// owners is what routedToOwner needs of a node: which group a key belongs
+// to, and when that may change.
+type owners interface {
+	ShardOf(key string) (int, error)
+	MetaChanged() <-chan struct{}
+}
+
+// routedToOwner runs do on the group of key, within wait, and again on the
+// group the slot table then names while do finds the group does not own
+// the key (cluster.ErrMoved: nothing done), after the table changes or a
+// short pause (a move between its freeze and its flip), as the dispatcher
+// routes a moved check.
+func routedToOwner(ctx context.Context, node owners, key string, wait time.Duration, do func(ctx context.Context, shard int, wait time.Duration) error) error {
+	deadline := time.Now().Add(wait)
+	for round := 0; ; round++ {
+		changed := node.MetaChanged() // before routing: a change meanwhile is not missed
+		shard, err := node.ShardOf(key)
+		if err != nil {
+			return err
+		}
+		err = do(ctx, shard, time.Until(deadline))
+		if errors.Is(err, cluster.ErrWrongShard) {
+			// The table changed between ShardOf and the leader's look.
+			err = fmt.Errorf("%w: %w", cluster.ErrMoved, err)
+		}
+		if !errors.Is(err, cluster.ErrMoved) {
+			return err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return err
+		}
+		t := time.NewTimer(min(left, retryDelay(round+2)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		case <-changed:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// peerResetError is a peer's refusal of a reset, with a group that does
+// not own the key (the peer's Unavailable naming cluster.ErrMoved, or its
+// InvalidArgument naming cluster.ErrWrongShard: this node's slot table is
+// behind the peer's) made cluster.ErrMoved, for routedToOwner to route it
+// again.
+func peerResetError(addr string, err error) error {
+	st, ok := status.FromError(err)
+	if err == nil || !ok {
+		return peerRefusal(addr, err)
+	}
+	switch msg := st.Message(); {
+	case st.Code() == codes.Unavailable && strings.Contains(msg, cluster.ErrMoved.Error()),
+		st.Code() == codes.InvalidArgument && strings.Contains(msg, cluster.ErrWrongShard.Error()):
+		return fmt.Errorf("%s: %w: %s", addr, cluster.ErrMoved, msg)
+	}
+	return peerRefusal(addr, err)
+}
