@@ -100,4 +100,3 @@ func (a *AdminServer) DeletePolicy(ctx context.Context, req *pb.DeletePolicyRequ
 	}
 	return &pb.DeletePolicyResponse{}, nil
 }
-

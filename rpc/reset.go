@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/cluster"
-	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 	"github.com/floodgate/floodgate/rpc/validate"
 )
 
