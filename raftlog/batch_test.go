@@ -86,14 +86,7 @@ func TestGroupCommitWritesOneBatch(t *testing.T) {
 func TestTornBatchIsCut(t *testing.T) {
 	for _, lost := range []string{"first page", "last page"} {
 		t.Run(lost, func(t *testing.T) {
-			dir := t.TempDir()
-			s := openT(t, dir, Options{})
-			if err := s.Group("a").StoreLogs(entries("a", 1, 3, 1)); err != nil {
-				t.Fatal(err)
-			}
-			s.Close()
-			path := filepath.Join(dir, segName(1))
-			data, _ := os.ReadFile(path)
+			dir, path, data := storedThree(t)
 			end := len(data)
 			big := pageSpanning("a", 4)
 			r1, _ := encodeEntries(recAppend, "a", []*raft.Log{big})
@@ -103,20 +96,8 @@ func TestTornBatchIsCut(t *testing.T) {
 			if lost == "last page" {
 				from, to = (len(data)-1)/4096*4096, len(data) // r2 and the batch's end
 			}
-			for i := from; i < to; i++ {
-				data[i] = 0
-			}
-			if err := os.WriteFile(path, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			s2, err := Open(dir, Options{})
-			if err != nil {
-				t.Fatalf("open after a power cut during an unacknowledged group commit = %v", err)
-			}
-			defer s2.Close()
-			m := newModel()
-			m.store(entries("a", 1, 3, 1))
-			checkGroup(t, s2.Group("a"), m)
+			clear(data[from:to])
+			s2 := reopenCut(t, dir, path, data)
 			checkGroup(t, s2.Group("b"), newModel())
 		})
 	}

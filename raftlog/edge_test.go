@@ -139,27 +139,15 @@ func TestTornRecordLaterPagesPersisted(t *testing.T) {
 // then rebuilt from its peers), and never skips the damage to keep what
 // follows.
 func TestTornGroupCommitWithALaterRecordIsRefused(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Group("a").StoreLogs(entries("a", 1, 3, 1)); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	path := filepath.Join(dir, segName(1))
-	data, _ := os.ReadFile(path)
-	end := int64(len(data))
+	dir, path, data := storedThree(t)
+	end := len(data)
 	big := pageSpanning("a", 4)
 	b1, _ := encodeEntries(recAppend, "a", []*raft.Log{big})
 	b2, _ := encodeEntries(recAppend, "b", entries("b", 1, 2, 1))
 	saltRecord(b1, fileSalt(data))
 	saltRecord(b2, fileSalt(data))
 	data = append(append(data, b1...), b2...)
-	for i := end; i < (end/4096+1)*4096; i++ {
-		data[i] = 0 // the first page of the write never reached the disk
-	}
+	loseFirstPage(data, end)
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}

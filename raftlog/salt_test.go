@@ -32,14 +32,7 @@ func forgedKey(salt uint32) []byte {
 func TestTornWriteWithAForgedRecordIsCut(t *testing.T) {
 	for _, forged := range []string{"unsalted", "another salt"} {
 		t.Run(forged, func(t *testing.T) {
-			dir := t.TempDir()
-			s := openT(t, dir, Options{})
-			if err := s.Group("a").StoreLogs(entries("a", 1, 3, 1)); err != nil {
-				t.Fatal(err)
-			}
-			s.Close()
-			path := filepath.Join(dir, segName(1))
-			data, _ := os.ReadFile(path)
+			dir, path, data := storedThree(t)
 			salt := fileSalt(data)
 			if salt == 0 {
 				t.Fatal("a new segment is not salted")
@@ -54,20 +47,8 @@ func TestTornWriteWithAForgedRecordIsCut(t *testing.T) {
 			saltRecord(rec, salt)
 			end := len(data)
 			data = append(data, rec...)
-			for i := end; i < (end/4096+1)*4096; i++ {
-				data[i] = 0 // the write's first page never reached the disk
-			}
-			if err := os.WriteFile(path, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			s2, err := Open(dir, Options{})
-			if err != nil {
-				t.Fatalf("open after a power cut during a write holding a forged record = %v", err)
-			}
-			defer s2.Close()
-			m := newModel()
-			m.store(entries("a", 1, 3, 1))
-			checkGroup(t, s2.Group("a"), m)
+			loseFirstPage(data, end)
+			s2 := reopenCut(t, dir, path, data)
 			checkGroup(t, s2.Group("x"), newModel())
 		})
 	}
@@ -135,14 +116,7 @@ func TestUnsaltedSegmentsStillRead(t *testing.T) {
 // A segment of a format this release does not know stops the open, naming
 // it, as written by a newer floodgate: never read as damage or cut.
 func TestNewerSegmentFormatRefused(t *testing.T) {
-	dir := t.TempDir()
-	s := openT(t, dir, Options{})
-	if err := s.Group("a").StoreLogs(entries("a", 1, 3, 1)); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	path := filepath.Join(dir, segName(1))
-	data, _ := os.ReadFile(path)
+	dir, path, data := storedThree(t)
 	data[7] = segV2 + 1
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
