@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 
+	"google.golang.org/grpc"
+
 	"github.com/floodgate/floodgate/backup"
 	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/cluster/hashing"
@@ -82,7 +84,8 @@ func (a *AdminServer) exportGroup(ctx context.Context, g int) ([]byte, error) {
 			states, err = a.node.ExportGroup(ctx, g)
 			return err
 		}
-		resp, err := peerv1.NewPeerClient(a.peers.conn(rt.Addr)).ExportGroup(ctx, &peerv1.ExportGroupRequest{Group: uint32(g)})
+		resp, err := peerv1.NewPeerClient(a.peers.conn(rt.Addr)).ExportGroup(ctx, &peerv1.ExportGroupRequest{Group: uint32(g)},
+			grpc.MaxCallRecvMsgSize(maxExportMessage)) // gRPC reads 4 MiB by default
 		states = resp.GetStates()
 		return peerRefusal(rt.Addr, err)
 	})

@@ -16,13 +16,19 @@ import (
 	"github.com/floodgate/floodgate/rpc/validate"
 )
 
+// restorePiece is about the most bytes of states a restore sends to a
+// group in one message and one Raft entry (fsm.CutStates): a group's part
+// of a backup may be 64 MiB, and a node's gRPC server reads 16 MiB in one
+// message (maxMessage).
+const restorePiece = 4 << 20
+
 // restorePlan is a backup checked whole and split by the slot table:
 // what a restore writes.
 type restorePlan struct {
 	policies []*policy.Policy
 	// parts are each group record's states split by group, in the file's
-	// order.
-	parts []map[int][]byte
+	// order, each group's cut into pieces of about restorePiece bytes.
+	parts []map[int][][]byte
 	keys  int // distinct keys
 }
 
@@ -64,8 +70,10 @@ func (a *AdminServer) RestoreSnapshot(stream pb.Admin_RestoreSnapshotServer) err
 	}
 	for _, parts := range plan.parts {
 		for _, g := range slices.Sorted(maps.Keys(parts)) {
-			if err := a.restoreGroup(ctx, g, parts[g]); err != nil {
-				return toStatus(fmt.Errorf("group %d: %w", g, err))
+			for _, piece := range parts[g] {
+				if err := a.restoreGroup(ctx, g, piece); err != nil {
+					return toStatus(fmt.Errorf("group %d: %w", g, err))
+				}
 			}
 		}
 	}
@@ -109,7 +117,13 @@ func (a *AdminServer) planRestore(ctx context.Context, b *backup.Backup) (*resto
 		if err := a.node.CheckRestoreTime(where, logTime); err != nil {
 			return nil, err
 		}
-		plan.parts = append(plan.parts, parts)
+		cut := map[int][][]byte{}
+		for g, states := range parts {
+			if cut[g], err = fsm.CutStates(states, restorePiece); err != nil {
+				return nil, fmt.Errorf("%s: group %d's part: %w", where, g, err)
+			}
+		}
+		plan.parts = append(plan.parts, cut)
 	}
 	plan.keys = sp.Keys
 	return plan, nil
