@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -106,17 +107,21 @@ type saveSink struct {
 }
 
 // openSaveFile checks dest (a file, not a directory) and creates the
-// temporary file the backup is written to.
+// temporary file the backup is written to. Its name is new to each save
+// (os.CreateTemp, mode 0600): with one fixed name, two saves to the same
+// file (a cron job that overran) wrote into one file, and the later
+// save's writes went on into the earlier one's backup after that was
+// renamed into place and reported saved; a file of the user's of that
+// name was truncated, then removed.
 func openSaveFile(dest string) (*saveSink, error) {
 	if fi, err := os.Stat(dest); err == nil && fi.IsDir() {
 		return nil, fmt.Errorf("%s: is a directory: give the backup's file name (or - for stdout)", dest)
 	}
-	tmp := dest + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	f, err := os.CreateTemp(filepath.Dir(dest), filepath.Base(dest)+".*.tmp")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: the temporary file beside it: %w", dest, err)
 	}
-	return &saveSink{dest: dest, tmp: tmp, f: f}, nil
+	return &saveSink{dest: dest, tmp: f.Name(), f: f}, nil
 }
 
 func (s *saveSink) write(p []byte) error {
@@ -162,7 +167,24 @@ func (s *saveSink) commit(stdout io.Writer) (*backup.Backup, error) {
 	if err := os.Rename(s.tmp, s.dest); err != nil {
 		return nil, err
 	}
-	return b, nil
+	s.tmp = "" // renamed: nothing to discard
+	// The rename is in the directory: until it is synced, a power cut may
+	// leave the destination as it was, or missing, though the save said
+	// it was written.
+	return b, syncDir(filepath.Dir(s.dest))
+}
+
+// syncDir syncs directory dir, so that a rename in it is on disk.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
 }
 
 // discard removes the temporary file unless commit renamed it.
@@ -170,7 +192,9 @@ func (s *saveSink) discard() {
 	if s.f != nil {
 		s.f.Close()
 	}
-	os.Remove(s.tmp)
+	if s.tmp != "" {
+		os.Remove(s.tmp)
+	}
 }
 
 func snapshotRestoreCmd(g *globals) *cobra.Command {

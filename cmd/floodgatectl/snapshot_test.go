@@ -182,3 +182,83 @@ func TestSnapshotRestoreHugeFile(t *testing.T) {
 		t.Fatal("a refused file was sent")
 	}
 }
+
+// otherBackup is a whole backup unlike sampleBackup's.
+func otherBackup(t *testing.T) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := backup.NewWriter(&buf)
+	if err := w.Policies([]*pb.Policy{{Name: "other"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.States(bytes.Repeat([]byte("more states "), 20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// Two saves to one file at once (a cron job that overran) each write
+// their own temporary file: the backup in place is always one whole
+// backup. They shared dest.tmp: the later save's writes went into the
+// backup the earlier one had renamed into place and reported saved, and
+// its own commit failed. A file of the user's named dest.tmp is left
+// alone.
+func TestSnapshotSavesToOneFileAtOnce(t *testing.T) {
+	dest := filepath.Join(t.TempDir(), "b.fgbk")
+	if err := os.WriteFile(dest+".tmp", []byte("the user's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	first, second := otherBackup(t), sampleBackup(t)
+	slow, err := openSaveFile(dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.discard()
+	if err := slow.write(first[:7]); err != nil {
+		t.Fatal(err)
+	}
+	quick, err := openSaveFile(dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer quick.discard()
+	if err := quick.write(second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := quick.commit(io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if err := slow.write(first[7:]); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(dest); !bytes.Equal(got, second) {
+		t.Fatal("the backup saved and renamed into place was written to by another save")
+	}
+	if _, err := slow.commit(io.Discard); err != nil {
+		t.Fatalf("the second save to commit: %v", err)
+	}
+	if got, _ := os.ReadFile(dest); !bytes.Equal(got, first) {
+		t.Fatal("the backup in place is not the last one saved")
+	}
+	if got, err := os.ReadFile(dest + ".tmp"); err != nil || string(got) != "the user's" {
+		t.Fatalf("the user's file b.fgbk.tmp: %q, %v", got, err)
+	}
+	if left, _ := filepath.Glob(dest + ".*.tmp"); len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+}
+
+// A save into a directory it cannot create a file in (here: one that
+// does not exist; a read-only one alike) fails before the cluster is
+// asked, naming the destination, not only the temporary file.
+func TestSnapshotSaveNamesTheDestination(t *testing.T) {
+	a := &snapshotAdmin{backup: sampleBackup(t)}
+	dest := filepath.Join(t.TempDir(), "missing", "b.fgbk")
+	_, _, err := runCtl(t, a, nil, "snapshot", "save", dest)
+	if err == nil || !strings.HasPrefix(err.Error(), dest+": ") || !strings.Contains(err.Error(), "no such file or directory") || a.saves != 0 {
+		t.Fatalf("save into a missing directory: %v (%d saves asked)", err, a.saves)
+	}
+}
