@@ -2,16 +2,35 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/floodgate/floodgate/backup"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 )
+
+// snapshotTimeout is how long save and restore wait when --timeout is not
+// given. A backup may be 1 GiB (backup.MaxSize), and a restore moved about
+// 25 MiB a second through the follower of a two-node cluster on a 2-core
+// machine (rpc's TestSaveAndRestoreAGroupOverOneMessage): most of a
+// minute for 1 GiB, where the 10 s every other command waits cut off a
+// restore of a few hundred MiB half-way, with part of it written.
+const snapshotTimeout = 10 * time.Minute
+
+// snapshotCtx is the context of a save or restore: --timeout when given,
+// else snapshotTimeout.
+func snapshotCtx(cmd *cobra.Command, g *globals) (context.Context, context.CancelFunc) {
+	if cmd.Flags().Changed("timeout") {
+		return g.ctx()
+	}
+	return context.WithTimeout(context.Background(), snapshotTimeout)
+}
 
 // snapshotCmd backs a cluster's policies and counters up to a file and
 // restores them.
@@ -32,7 +51,7 @@ func snapshotSaveCmd(g *globals) *cobra.Command {
 			"its leader holds them once everything answered so far is committed. The\n" +
 			"file is written whole (a temporary file renamed) and checksummed. With\n" +
 			"FILE -, the backup goes to stdout once it is whole and checked, and the\n" +
-			"summary (or --json) to stderr.",
+			"summary (or --json) to stderr. Without --timeout it waits up to 10 minutes.",
 		Example: "  floodgatectl snapshot save backup.fgbk\n  floodgatectl snapshot save - | gzip > backup.fgbk.gz",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -54,7 +73,7 @@ func snapshotSaveCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer conn.Close()
-			ctx, cancel := g.ctx()
+			ctx, cancel := snapshotCtx(cmd, g)
 			defer cancel()
 			stream, err := admin(conn).SaveSnapshot(ctx, &pb.SaveSnapshotRequest{})
 			if err != nil {
@@ -205,7 +224,8 @@ func snapshotRestoreCmd(g *globals) *cobra.Command {
 			"every key of the backup its saved counters (replacing what the cluster\n" +
 			"holds for that key; other keys are untouched). The file is checked whole\n" +
 			"first. Restoring the same file again gives the same counts, so a restore\n" +
-			"that failed half-way can simply be run again.",
+			"that failed half-way can simply be run again. Without --timeout it waits up\n" +
+			"to 10 minutes.",
 		Example: "  floodgatectl snapshot restore backup.fgbk\n  gunzip -c backup.fgbk.gz | floodgatectl snapshot restore -",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -218,7 +238,7 @@ func snapshotRestoreCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer conn.Close()
-			ctx, cancel := g.ctx()
+			ctx, cancel := snapshotCtx(cmd, g)
 			defer cancel()
 			stream, err := admin(conn).RestoreSnapshot(ctx)
 			if err != nil {

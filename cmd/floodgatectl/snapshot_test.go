@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/floodgate/floodgate/backup"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
@@ -22,9 +24,22 @@ type snapshotAdmin struct {
 	mu     sync.Mutex
 	saves  int
 	got    []byte // the last restore's bytes
+	// left is how long the last call's deadline left it when it came.
+	left time.Duration
+}
+
+// noteDeadline keeps how long ctx's deadline leaves.
+func (a *snapshotAdmin) noteDeadline(ctx context.Context) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.left = 0
+	if d, ok := ctx.Deadline(); ok {
+		a.left = time.Until(d)
+	}
 }
 
 func (a *snapshotAdmin) SaveSnapshot(_ *pb.SaveSnapshotRequest, stream pb.Admin_SaveSnapshotServer) error {
+	a.noteDeadline(stream.Context())
 	a.mu.Lock()
 	a.saves++
 	a.mu.Unlock()
@@ -39,6 +54,7 @@ func (a *snapshotAdmin) SaveSnapshot(_ *pb.SaveSnapshotRequest, stream pb.Admin_
 }
 
 func (a *snapshotAdmin) RestoreSnapshot(stream pb.Admin_RestoreSnapshotServer) error {
+	a.noteDeadline(stream.Context())
 	var data []byte
 	for {
 		chunk, err := stream.Recv()
@@ -260,5 +276,30 @@ func TestSnapshotSaveNamesTheDestination(t *testing.T) {
 	_, _, err := runCtl(t, a, nil, "snapshot", "save", dest)
 	if err == nil || !strings.HasPrefix(err.Error(), dest+": ") || !strings.Contains(err.Error(), "no such file or directory") || a.saves != 0 {
 		t.Fatalf("save into a missing directory: %v (%d saves asked)", err, a.saves)
+	}
+}
+
+// Save and restore wait up to 10 minutes unless --timeout says otherwise:
+// a backup may be 1 GiB, and the 10 s default of other commands cut a
+// restore of a few hundred MiB off half-way, with part of it written.
+func TestSnapshotTimeout(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "b.fgbk")
+	a := &snapshotAdmin{backup: sampleBackup(t)}
+	for _, c := range []struct {
+		args      []string
+		least, at time.Duration
+	}{
+		{[]string{"snapshot", "save", file}, 9 * time.Minute, 10 * time.Minute},
+		{[]string{"snapshot", "restore", file}, 9 * time.Minute, 10 * time.Minute},
+		{[]string{"snapshot", "save", file, "--timeout", "3s"}, time.Second, 3 * time.Second},
+		{[]string{"snapshot", "restore", file, "--timeout", "3s"}, time.Second, 3 * time.Second},
+	} {
+		if _, _, err := runCtl(t, a, nil, c.args...); err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if a.left < c.least || a.left > c.at {
+			t.Errorf("%v: the server had %s left, want about %s", c.args, a.left, c.at)
+		}
 	}
 }
