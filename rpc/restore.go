@@ -126,7 +126,41 @@ func (a *AdminServer) planRestore(ctx context.Context, b *backup.Backup) (*resto
 		plan.parts = append(plan.parts, cut)
 	}
 	plan.keys = sp.Keys
+	if err := a.checkRoom(plan); err != nil {
+		return nil, err
+	}
 	return plan, nil
+}
+
+// checkRoom refuses a plan that gives a group more key states than
+// --max-key-states (this node's; each group's leader checks its own with
+// the states it holds, but only as each group is written). A backup of a
+// larger cluster restored into a smaller one is refused so before
+// anything is written.
+func (a *AdminServer) checkRoom(plan *restorePlan) error {
+	most := a.node.Config().MaxKeyStates
+	if most <= 0 {
+		return nil
+	}
+	states := map[int]int{}
+	for _, parts := range plan.parts {
+		for g, pieces := range parts {
+			for _, piece := range pieces {
+				n, err := fsm.CountStates(piece)
+				if err != nil {
+					return fmt.Errorf("%w: backup: group %d's states: %w", ErrInvalid, g, err)
+				}
+				states[g] += n
+			}
+		}
+	}
+	for _, g := range slices.Sorted(maps.Keys(states)) {
+		if states[g] > most {
+			return fmt.Errorf("%w: backup: group %d would hold %d of its key states, over --max-key-states (%d): "+
+				"raise it on every node (0: no bound), or restore into a cluster of more groups", cluster.ErrFull, g, states[g], most)
+		}
+	}
+	return nil
 }
 
 // restoreGroup sends states, all of group g's keys, to g's leader.
