@@ -84,7 +84,7 @@ func (a *AdminServer) saveOnce(ctx context.Context, export func(context.Context,
 	}
 	var groups []int
 	var exports [][]byte
-	for _, g := range v.GroupIDs() {
+	for _, g := range holders(v) {
 		states, err := export(ctx, int(g))
 		if err != nil {
 			return nil, "", fmt.Errorf("group %d: %w", g, err)
@@ -101,7 +101,7 @@ func (a *AdminServer) saveOnce(ctx context.Context, export func(context.Context,
 		if err != nil {
 			return nil, "", fmt.Errorf("the meta group, read to check that no slot moved out of the backup while it was taken: %w", err)
 		}
-		if lost = lostMove(v, a.node.View()); lost != "" {
+		if lost = lostMove(v, a.node.View(), groups); lost != "" {
 			return nil, lost, nil
 		}
 	}
@@ -123,8 +123,33 @@ func (a *AdminServer) saveOnce(ctx context.Context, export func(context.Context,
 	return buf.Bytes(), "", nil
 }
 
+// holders returns the groups of v that may hold states, in order: in a
+// cluster of slots, those that own a slot, or are the source of a move in
+// flight (its frozen copy). A group just added owns none until it has a
+// leader and slots move to it: a save waited for its leader, and failed
+// (no leader) when that took longer than --leader-wait.
+func holders(v *fsm.MetaView) []uint32 {
+	if !v.Slotted() {
+		return v.GroupIDs()
+	}
+	holds := map[uint32]bool{}
+	for _, g := range v.Table {
+		holds[g] = true
+	}
+	for _, m := range v.Moves {
+		holds[m.From] = true
+	}
+	var out []uint32
+	for _, g := range v.GroupIDs() {
+		if holds[g] {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
 // lostMove names a slot move that finished between views before and
-// after (a save's exports of before's groups, in order, ran between them)
+// after (a save's exports of groups, in order, ran between them)
 // and may have left its slots' keys out of every export: its target was
 // exported before its source, or not at all (a group added meanwhile).
 // A move that finished was imported by its target, then dropped by its
@@ -135,10 +160,10 @@ func (a *AdminServer) saveOnce(ctx context.Context, export func(context.Context,
 // and after (a slot moved twice meanwhile counts as one move, from its
 // first owner to its last); one still in flight after has dropped
 // nothing.
-func lostMove(before, after *fsm.MetaView) string {
+func lostMove(before, after *fsm.MetaView, groups []int) string {
 	order := map[uint32]int{}
-	for i, g := range before.GroupIDs() {
-		order[g] = i
+	for i, g := range groups {
+		order[uint32(g)] = i
 	}
 	unsafe := func(from, to uint32) bool {
 		t, exported := order[to]

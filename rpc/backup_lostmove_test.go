@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -36,9 +37,26 @@ func TestLostMove(t *testing.T) {
 		{"a new move into a group exported earlier, in flight", view([]uint32{1, 2, 3}),
 			view([]uint32{1, 2, 1}, fsm.SlotMove{ID: 10, From: 3, To: 1, Slots: []uint32{2}, State: fsm.MoveFlipped}), ""},
 	} {
-		got := lostMove(c.before, c.after)
+		got := lostMove(c.before, c.after, []int{1, 2, 3})
 		if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
+	}
+}
+
+// A save exports the groups that own a slot or are the source of a move
+// in flight, not one just added (no leader yet, nothing to hold).
+func TestHolders(t *testing.T) {
+	v := &fsm.MetaView{SlotCount: 4, Table: []uint32{1, 1, 3, 3},
+		Moves: []fsm.SlotMove{{ID: 1, From: 2, To: 3, Slots: []uint32{2}, State: fsm.MoveFlipped}}}
+	for _, g := range []uint32{1, 2, 3, 4} {
+		v.Groups = append(v.Groups, fsm.GroupInfo{ID: g})
+	}
+	if got := holders(v); !slices.Equal(got, []uint32{1, 2, 3}) {
+		t.Fatalf("holders %v, want 1 (slots), 2 (a move's source), 3 (slots)", got)
+	}
+	legacy := &fsm.MetaView{Shards: 3}
+	if got := holders(legacy); !slices.Equal(got, []uint32{0, 1, 2}) {
+		t.Fatalf("a legacy cluster's holders %v, want every shard", got)
 	}
 }
