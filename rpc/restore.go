@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -57,27 +58,77 @@ func (a *AdminServer) RestoreSnapshot(stream pb.Admin_RestoreSnapshotServer) err
 	if err != nil {
 		return toStatus(fmt.Errorf("%w: backup: %w", ErrInvalid, err))
 	}
-	plan, err := a.planRestore(ctx, b)
+	resp, err := a.restore(ctx, b, a.node.SetPolicies)
 	if err != nil {
 		return toStatus(err)
 	}
-	// One meta entry per MaxPolicies, as SetPolicies bounds one call: a
-	// cluster may hold more, set over several calls.
-	for chunk := range slices.Chunk(plan.policies, validate.MaxPolicies) {
-		if err := a.node.SetPolicies(ctx, chunk); err != nil {
-			return toStatus(fmt.Errorf("backup policies: %w", err))
+	return stream.SendAndClose(resp)
+}
+
+// restore checks b whole, then writes it: its policies through
+// setPolicies, MaxPolicies to a meta entry (as SetPolicies bounds one
+// call: a cluster may hold more, set over several calls), then each
+// group's states. Only a write that fails can leave part of b written
+// (the meta leader lost past ctx's deadline, a policy's colocate changed
+// meanwhile by another call, a group without a leader): its error says
+// what was stored, and a restore of b run again finishes it.
+func (a *AdminServer) restore(ctx context.Context, b *backup.Backup,
+	setPolicies func(context.Context, []*policy.Policy) error) (*pb.RestoreSnapshotResponse, error) {
+	plan, err := a.planRestore(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	pieces := 0
+	for _, parts := range plan.parts {
+		for _, p := range parts {
+			pieces += len(p)
 		}
 	}
+	stored := func(policies, done int) string {
+		if policies == 0 && done == 0 {
+			return ""
+		}
+		return fmt.Sprintf(" (stored before this: %d of the backup's %d policies, and %d of %d parts of its groups' states; "+
+			"a restore of the same backup run again finishes it)", policies, len(plan.policies), done, pieces)
+	}
+	for off := 0; off < len(plan.policies); off += validate.MaxPolicies {
+		chunk := plan.policies[off:min(off+validate.MaxPolicies, len(plan.policies))]
+		if err := setPolicies(ctx, chunk); err != nil {
+			return nil, fmt.Errorf("%w%s", a.policiesError(ctx, off, chunk, err), stored(off, 0))
+		}
+	}
+	done := 0
 	for _, parts := range plan.parts {
 		for _, g := range slices.Sorted(maps.Keys(parts)) {
 			for _, piece := range parts[g] {
 				if err := a.restoreGroup(ctx, g, piece); err != nil {
-					return toStatus(fmt.Errorf("group %d: %w", g, err))
+					return nil, fmt.Errorf("group %d: %w%s", g, err, stored(len(plan.policies), done))
 				}
+				done++
 			}
 		}
 	}
-	return stream.SendAndClose(&pb.RestoreSnapshotResponse{Policies: int32(len(plan.policies)), Keys: int64(plan.keys)})
+	return &pb.RestoreSnapshotResponse{Policies: int32(len(plan.policies)), Keys: int64(plan.keys)}, nil
+}
+
+// policiesError describes err, the failure to store chunk, the backup's
+// policies from policies[off]. The meta group names a refused policy by
+// its index in its entry, not in the backup: one refused (its colocate
+// changed by another call since the restore checked it) is named again
+// by its index in the backup.
+func (a *AdminServer) policiesError(ctx context.Context, off int, chunk []*policy.Policy, err error) error {
+	if errors.Is(err, fsm.ErrRefused) {
+		cctx, cancel := context.WithTimeout(ctx, catchUpWait)
+		_ = a.node.CatchUpMeta(cctx) // best effort: else err as it is
+		cancel()
+		v := a.node.View()
+		for i, p := range chunk {
+			if cerr := fsm.CheckReplace(v.Policies[p.Name], p); cerr != nil {
+				return fmt.Errorf("%w: backup: policies[%d].%w", fsm.ErrRefused, off+i, cerr)
+			}
+		}
+	}
+	return fmt.Errorf("backup: policies[%d] to policies[%d]: %w", off, off+len(chunk)-1, err)
 }
 
 // planRestore checks everything a restore of b would write, and writes
