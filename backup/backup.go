@@ -132,6 +132,9 @@ func Parse(data []byte) (*Backup, error) {
 	switch {
 	case len(data) > MaxSize:
 		return nil, bad("over %d bytes", MaxSize)
+	case len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b:
+		// snapshot save's own example compresses the backup.
+		return nil, bad("no backup header: the file is gzip-compressed (gunzip -c FILE | floodgatectl snapshot restore -)")
 	case len(data) < len(magic)+1 || string(data[:len(magic)]) != magic:
 		return nil, bad("no backup header")
 	case data[len(magic)] != version:

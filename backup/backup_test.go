@@ -2,6 +2,7 @@ package backup
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -97,6 +98,8 @@ func TestErrorsSayWhatAndWhere(t *testing.T) {
 		{"a cut checksum", data[:n-2], []string{fmt.Sprintf("truncated at byte %d", n-2), fmt.Sprintf("checksum at byte %d is cut short", n-4)}},
 		{"a cut record", data[:n-5-len(states[2])/2], []string{"run past the end of the file", "truncated or damaged"}},
 		{"no end record", data[:n-5], []string{fmt.Sprintf("truncated at byte %d", n-5)}},
+		// snapshot save's example pipes the backup through gzip.
+		{"a gzip-compressed backup", gzipped(t, data), []string{"gzip-compressed", "gunzip -c FILE | floodgatectl snapshot restore -"}},
 	} {
 		_, err := Parse(tc.data)
 		if !errors.Is(err, ErrBadBackup) {
@@ -109,6 +112,20 @@ func TestErrorsSayWhatAndWhere(t *testing.T) {
 			}
 		}
 	}
+}
+
+// gzipped is data compressed by gzip.
+func gzipped(t *testing.T, data []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	z := gzip.NewWriter(&buf)
+	if _, err := z.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
 
 // Parse says where each group's states record starts, for errors inside

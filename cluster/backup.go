@@ -50,8 +50,9 @@ func (n *Node) GroupOfKey(key string) int {
 // group, which this node must lead. Every key must belong to group by
 // this node's slot table, and to a slot the group's state machine owns
 // (else ErrMoved: split again and resend), and the states' log time must
-// pass CheckRestoreTime on this node, whoever sent them. It returns the
-// number of keys.
+// pass CheckRestoreTime on this node, whoever sent them, and the group
+// must have room for them under --max-key-states (else ErrFull). It
+// returns the number of keys.
 func (n *Node) RestoreGroup(ctx context.Context, group int, states []byte) (int, error) {
 	r, err := n.leading(group)
 	if err != nil {
@@ -73,6 +74,19 @@ func (n *Node) RestoreGroup(ctx context.Context, group int, states []byte) (int,
 		return 0, err
 	}
 	r.fast.drain()
+	// Applies never check --max-key-states (the leader vets what it
+	// proposes): a restore beyond it went through, and the group then
+	// refused every check of a new key until restored states expired.
+	if most := n.cfg.MaxKeyStates; most > 0 {
+		held, err := r.fsm.HeldAfterRestore(parts[group])
+		if err != nil {
+			return 0, fmt.Errorf("%w: states: %w", ErrConfig, err)
+		}
+		if held > most {
+			return 0, fmt.Errorf("%s: %w: restoring the states of %d keys would make the group hold %d key states, over --max-key-states (%d): "+
+				"raise it on every node (0: no bound), or restore into a cluster of more groups", shardName(group), ErrFull, sp.Keys, held, most)
+		}
+	}
 	if err := n.applyShard(ctx, r, fsm.EncodeRestore(states)); err != nil {
 		if errors.Is(err, fsm.ErrNotOwned) {
 			return 0, fmt.Errorf("%s: %w: %w", shardName(group), ErrMoved, err)

@@ -77,3 +77,33 @@ func (s *Shard) applyRestore(body []byte) error {
 	s.advance(now)
 	return nil
 }
+
+// HeldAfterRestore returns how many key states the group would hold once
+// states (a restore's, in the shard snapshot format without ownership)
+// were applied: those it holds now, with fast decisions' on their way,
+// and each of the states' identities it holds none of. A restored key's
+// records the states do not hold are dropped, so the count may be over,
+// never under: the leader refuses a restore beyond --max-key-states by
+// it (applies never check that bound: the leader vets what it proposes).
+func (s *Shard) HeldAfterRestore(states []byte) (int, error) {
+	w, err := walkExport(states)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held, _ := s.needs(nil)
+	for _, e := range w.entries {
+		if _, ok := s.tab.lookup([]byte(e.id)); !ok && s.ov.entries[e.id] == nil {
+			held++
+		}
+	}
+	return held, nil
+}
+
+// CountStates returns how many key states (one per key and limit) states
+// hold, in the shard snapshot format without ownership.
+func CountStates(states []byte) (int, error) {
+	w, err := walkExport(states)
+	return len(w.entries), err
+}

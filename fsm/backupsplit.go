@@ -188,3 +188,47 @@ func walkExport(data []byte) (exportEntries, error) {
 	}
 	return w, nil
 }
+
+// CutStates cuts states (a part Split returned, or an export) into pieces
+// of about max bytes at most, each in the same format with the same log
+// time, every key's states in one piece (a restore replaces a key's
+// states whole). A restore sends each piece as one message and one Raft
+// entry: a group's part of a backup may be 64 MiB, more than a node's
+// gRPC server reads in one message, and a Raft entry that size holds the
+// group's log up. A piece is over max only by one key's states. states
+// that fit are returned as they are.
+func CutStates(states []byte, max int) ([][]byte, error) {
+	if len(states) <= max {
+		return [][]byte{states}, nil
+	}
+	w, err := walkExport(states)
+	if err != nil {
+		return nil, err
+	}
+	var pieces [][]snapEntry
+	sizes := []int{}
+	pieceOf := map[string]int{}
+	for _, e := range w.entries {
+		key := keyOf(e.id)
+		i, ok := pieceOf[key]
+		if !ok {
+			i = len(pieces) - 1
+			if i < 0 || sizes[i] >= max {
+				pieces, sizes = append(pieces, nil), append(sizes, 0)
+				i++
+			}
+			pieceOf[key] = i
+		}
+		pieces[i] = append(pieces[i], e)
+		sizes[i] += e.end - e.off
+	}
+	out := make([][]byte, len(pieces))
+	for i, entries := range pieces {
+		var sw sliceWriter
+		if err := (&shardSnapshot{now: w.now, buf: states, entries: entries}).writeTo(&sw); err != nil {
+			return nil, err
+		}
+		out[i] = sw
+	}
+	return out, nil
+}

@@ -2,10 +2,13 @@ package fsm
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"testing"
 
 	"github.com/floodgate/floodgate/cluster/hashing"
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/window"
 )
 
 // keysOf lists the keys of an export, each once, in order.
@@ -167,5 +170,63 @@ func TestSplitterCountsDistinctKeys(t *testing.T) {
 	}
 	if one.Keys == 0 || two.Keys != one.Keys {
 		t.Fatalf("a record split twice counts %d keys, once %d", two.Keys, one.Keys)
+	}
+}
+
+// CutStates cuts states into pieces of about max bytes, each key's states
+// (here two limits a key) in one piece, with the log time: restored one
+// after another, the pieces hold what the whole does.
+func TestCutStatesKeepsKeysWhole(t *testing.T) {
+	src := NewShard()
+	p := &policy.Policy{Limits: []policy.Limit{
+		{Limit: window.Limit{Algorithm: window.SlidingLog, Limit: 5, Window: 3600e9}},
+		{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 9, Window: 60e9}},
+	}}
+	for i := range 300 {
+		applyAt(t, src, uint64(i+1), EncodeAllow(nil, int64(1_000_000+i), []Check{{Key: fmt.Sprintf("key-%03d", i), Policy: p, Cost: 1}}))
+	}
+	states, err := src.ExportAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same, err := CutStates(states, len(states)); err != nil || len(same) != 1 || !bytes.Equal(same[0], states) {
+		t.Fatalf("states that fit were cut: %d pieces, %v", len(same), err)
+	}
+	const max = 1 << 10
+	pieces, err := CutStates(states, max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pieces) < len(states)/max {
+		t.Fatalf("%d bytes cut into %d pieces of at most about %d", len(states), len(pieces), max)
+	}
+	whole, restored := NewShard(), NewShard()
+	applyAt(t, whole, 1, EncodeRestore(states))
+	seen := map[string]int{}
+	for i, piece := range pieces {
+		w, err := walkExport(piece)
+		if err != nil {
+			t.Fatalf("piece %d: %v", i, err)
+		}
+		if w.now != src.now {
+			t.Fatalf("piece %d: log time %d, want %d", i, w.now, src.now)
+		}
+		if len(piece) > 2*max {
+			t.Errorf("piece %d: %d bytes, over %d and a key's states", i, len(piece), max)
+		}
+		for _, e := range w.entries {
+			if j, ok := seen[keyOf(e.id)]; ok && j != i {
+				t.Fatalf("key %q is in pieces %d and %d", keyOf(e.id), j, i)
+			}
+			seen[keyOf(e.id)] = i
+		}
+		if err, _ := applyAt(t, restored, uint64(i+1), EncodeRestore(piece)).(error); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := restored.ExportAll()
+	want, _ := whole.ExportAll()
+	if len(seen) != 300 || !bytes.Equal(got, want) {
+		t.Fatalf("the pieces restored hold %d keys, and the same states as the whole: %v", len(seen), bytes.Equal(got, want))
 	}
 }

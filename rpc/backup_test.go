@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -16,8 +17,10 @@ import (
 
 	"github.com/floodgate/floodgate/backup"
 	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/policy"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/rpc"
 	"github.com/floodgate/floodgate/test/inproc"
 )
 
@@ -275,5 +278,33 @@ func TestRestoreCountsKeysOnceAndNamesBadRecords(t *testing.T) {
 	}
 	if _, err := n.Admin().GetPolicy(ctx, &pb.GetPolicyRequest{Name: "new"}); status.Code(err) != codes.NotFound {
 		t.Fatalf("a refused backup stored its policy: %v", err)
+	}
+}
+
+// A policy refused as the restore stores it (its colocate changed by
+// another call since the restore checked it; here between two meta
+// entries of a backup of 1006) is named by its index in the backup, not
+// in its entry, and the error says what was stored before it.
+func TestRestoreNamesAPolicyRefusedAsItIsStored(t *testing.T) {
+	n := inproc.Cluster(t, 1)[0]
+	ctx := context.Background()
+	peers := rpc.NewPeers()
+	t.Cleanup(func() { peers.Close() })
+	cfg := n.RPC
+	cfg.LeaderWait = 2 * time.Second // NewServer's default, which NewAdminServer does not fill
+	a := rpc.NewAdminServer(n.Node, peers, cfg)
+	_, err := rpc.RestoreWith(ctx, a, writeBackup(t, manyPolicies(1006)),
+		func(ctx context.Context, ps []*policy.Policy, own func(context.Context, []*policy.Policy) error) error {
+			if ps[0].Name == "p1000" {
+				if _, err := n.Admin().SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: []*pb.Policy{
+					{Name: "p1003", Colocate: true, Limits: []*pb.PolicyLimit{pl("m", pb.Algorithm_FIXED_WINDOW, 5, 60_000)}}}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return own(ctx, ps)
+		})
+	if !errors.Is(err, fsm.ErrRefused) || !strings.Contains(err.Error(), "backup: policies[1003].colocate") ||
+		!strings.Contains(err.Error(), "stored before this: 1000 of the backup's 1006 policies") {
+		t.Fatalf("p1003's colocate changed between the entries: %v", err)
 	}
 }

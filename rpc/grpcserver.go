@@ -23,7 +23,9 @@ const maxMessage = 16 << 20
 // The answers a server sends are bounded by it, and a peer asking for an
 // export takes that much (gRPC's own default is 4 MiB: a move of more
 // states than that, asked of a peer, failed on every try and never
-// finished, its slots refused meanwhile).
+// finished, its slots refused meanwhile). A group's states for a backup
+// (Peer.ExportGroup) travel in one answer too, under the same cap
+// (backup.MaxRecord, the size of a backup's record).
 const maxExportMessage = fsm.MaxExport + 1<<20
 
 // streamWorkers is how many calls run on reused goroutines at once (more

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -16,13 +17,19 @@ import (
 	"github.com/floodgate/floodgate/rpc/validate"
 )
 
+// restorePiece is about the most bytes of states a restore sends to a
+// group in one message and one Raft entry (fsm.CutStates): a group's part
+// of a backup may be 64 MiB, and a node's gRPC server reads 16 MiB in one
+// message (maxMessage).
+const restorePiece = 4 << 20
+
 // restorePlan is a backup checked whole and split by the slot table:
 // what a restore writes.
 type restorePlan struct {
 	policies []*policy.Policy
 	// parts are each group record's states split by group, in the file's
-	// order.
-	parts []map[int][]byte
+	// order, each group's cut into pieces of about restorePiece bytes.
+	parts []map[int][][]byte
 	keys  int // distinct keys
 }
 
@@ -51,25 +58,77 @@ func (a *AdminServer) RestoreSnapshot(stream pb.Admin_RestoreSnapshotServer) err
 	if err != nil {
 		return toStatus(fmt.Errorf("%w: backup: %w", ErrInvalid, err))
 	}
-	plan, err := a.planRestore(ctx, b)
+	resp, err := a.restore(ctx, b, a.node.SetPolicies)
 	if err != nil {
 		return toStatus(err)
 	}
-	// One meta entry per MaxPolicies, as SetPolicies bounds one call: a
-	// cluster may hold more, set over several calls.
-	for chunk := range slices.Chunk(plan.policies, validate.MaxPolicies) {
-		if err := a.node.SetPolicies(ctx, chunk); err != nil {
-			return toStatus(fmt.Errorf("backup policies: %w", err))
+	return stream.SendAndClose(resp)
+}
+
+// restore checks b whole, then writes it: its policies through
+// setPolicies, MaxPolicies to a meta entry (as SetPolicies bounds one
+// call: a cluster may hold more, set over several calls), then each
+// group's states. Only a write that fails can leave part of b written
+// (the meta leader lost past ctx's deadline, a policy's colocate changed
+// meanwhile by another call, a group without a leader): its error says
+// what was stored, and a restore of b run again finishes it.
+func (a *AdminServer) restore(ctx context.Context, b *backup.Backup,
+	setPolicies func(context.Context, []*policy.Policy) error) (*pb.RestoreSnapshotResponse, error) {
+	plan, err := a.planRestore(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	pieces := 0
+	for _, parts := range plan.parts {
+		for _, p := range parts {
+			pieces += len(p)
 		}
 	}
+	stored := func(policies, done int) string {
+		if policies == 0 && done == 0 {
+			return ""
+		}
+		return fmt.Sprintf(" (stored before this: %d of the backup's %d policies, and %d of %d parts of its groups' states; "+
+			"a restore of the same backup run again finishes it)", policies, len(plan.policies), done, pieces)
+	}
+	for off := 0; off < len(plan.policies); off += validate.MaxPolicies {
+		chunk := plan.policies[off:min(off+validate.MaxPolicies, len(plan.policies))]
+		if err := setPolicies(ctx, chunk); err != nil {
+			return nil, fmt.Errorf("%w%s", a.policiesError(ctx, off, chunk, err), stored(off, 0))
+		}
+	}
+	done := 0
 	for _, parts := range plan.parts {
 		for _, g := range slices.Sorted(maps.Keys(parts)) {
-			if err := a.restoreGroup(ctx, g, parts[g]); err != nil {
-				return toStatus(fmt.Errorf("group %d: %w", g, err))
+			for _, piece := range parts[g] {
+				if err := a.restoreGroup(ctx, g, piece); err != nil {
+					return nil, fmt.Errorf("group %d: %w%s", g, err, stored(len(plan.policies), done))
+				}
+				done++
 			}
 		}
 	}
-	return stream.SendAndClose(&pb.RestoreSnapshotResponse{Policies: int32(len(plan.policies)), Keys: int64(plan.keys)})
+	return &pb.RestoreSnapshotResponse{Policies: int32(len(plan.policies)), Keys: int64(plan.keys)}, nil
+}
+
+// policiesError describes err, the failure to store chunk, the backup's
+// policies from policies[off]. The meta group names a refused policy by
+// its index in its entry, not in the backup: one refused (its colocate
+// changed by another call since the restore checked it) is named again
+// by its index in the backup.
+func (a *AdminServer) policiesError(ctx context.Context, off int, chunk []*policy.Policy, err error) error {
+	if errors.Is(err, fsm.ErrRefused) {
+		cctx, cancel := context.WithTimeout(ctx, catchUpWait)
+		_ = a.node.CatchUpMeta(cctx) // best effort: else err as it is
+		cancel()
+		v := a.node.View()
+		for i, p := range chunk {
+			if cerr := fsm.CheckReplace(v.Policies[p.Name], p); cerr != nil {
+				return fmt.Errorf("%w: backup: policies[%d].%w", fsm.ErrRefused, off+i, cerr)
+			}
+		}
+	}
+	return fmt.Errorf("backup: policies[%d] to policies[%d]: %w", off, off+len(chunk)-1, err)
 }
 
 // planRestore checks everything a restore of b would write, and writes
@@ -109,10 +168,50 @@ func (a *AdminServer) planRestore(ctx context.Context, b *backup.Backup) (*resto
 		if err := a.node.CheckRestoreTime(where, logTime); err != nil {
 			return nil, err
 		}
-		plan.parts = append(plan.parts, parts)
+		cut := map[int][][]byte{}
+		for g, states := range parts {
+			if cut[g], err = fsm.CutStates(states, restorePiece); err != nil {
+				return nil, fmt.Errorf("%s: group %d's part: %w", where, g, err)
+			}
+		}
+		plan.parts = append(plan.parts, cut)
 	}
 	plan.keys = sp.Keys
+	if err := a.checkRoom(plan); err != nil {
+		return nil, err
+	}
 	return plan, nil
+}
+
+// checkRoom refuses a plan that gives a group more key states than
+// --max-key-states (this node's; each group's leader checks its own with
+// the states it holds, but only as each group is written). A backup of a
+// larger cluster restored into a smaller one is refused so before
+// anything is written.
+func (a *AdminServer) checkRoom(plan *restorePlan) error {
+	most := a.node.Config().MaxKeyStates
+	if most <= 0 {
+		return nil
+	}
+	states := map[int]int{}
+	for _, parts := range plan.parts {
+		for g, pieces := range parts {
+			for _, piece := range pieces {
+				n, err := fsm.CountStates(piece)
+				if err != nil {
+					return fmt.Errorf("%w: backup: group %d's states: %w", ErrInvalid, g, err)
+				}
+				states[g] += n
+			}
+		}
+	}
+	for _, g := range slices.Sorted(maps.Keys(states)) {
+		if states[g] > most {
+			return fmt.Errorf("%w: backup: group %d would hold %d of its key states, over --max-key-states (%d): "+
+				"raise it on every node (0: no bound), or restore into a cluster of more groups", cluster.ErrFull, g, states[g], most)
+		}
+	}
+	return nil
 }
 
 // restoreGroup sends states, all of group g's keys, to g's leader.

@@ -2,15 +2,35 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/floodgate/floodgate/backup"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 )
+
+// snapshotTimeout is how long save and restore wait when --timeout is not
+// given. A backup may be 1 GiB (backup.MaxSize), and a restore moved about
+// 25 MiB a second through the follower of a two-node cluster on a 2-core
+// machine (rpc's TestSaveAndRestoreAGroupOverOneMessage): most of a
+// minute for 1 GiB, where the 10 s every other command waits cut off a
+// restore of a few hundred MiB half-way, with part of it written.
+const snapshotTimeout = 10 * time.Minute
+
+// snapshotCtx is the context of a save or restore: --timeout when given,
+// else snapshotTimeout.
+func snapshotCtx(cmd *cobra.Command, g *globals) (context.Context, context.CancelFunc) {
+	if cmd.Flags().Changed("timeout") {
+		return g.ctx()
+	}
+	return context.WithTimeout(context.Background(), snapshotTimeout)
+}
 
 // snapshotCmd backs a cluster's policies and counters up to a file and
 // restores them.
@@ -31,7 +51,7 @@ func snapshotSaveCmd(g *globals) *cobra.Command {
 			"its leader holds them once everything answered so far is committed. The\n" +
 			"file is written whole (a temporary file renamed) and checksummed. With\n" +
 			"FILE -, the backup goes to stdout once it is whole and checked, and the\n" +
-			"summary (or --json) to stderr.",
+			"summary (or --json) to stderr. Without --timeout it waits up to 10 minutes.",
 		Example: "  floodgatectl snapshot save backup.fgbk\n  floodgatectl snapshot save - | gzip > backup.fgbk.gz",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -53,7 +73,7 @@ func snapshotSaveCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer conn.Close()
-			ctx, cancel := g.ctx()
+			ctx, cancel := snapshotCtx(cmd, g)
 			defer cancel()
 			stream, err := admin(conn).SaveSnapshot(ctx, &pb.SaveSnapshotRequest{})
 			if err != nil {
@@ -106,17 +126,21 @@ type saveSink struct {
 }
 
 // openSaveFile checks dest (a file, not a directory) and creates the
-// temporary file the backup is written to.
+// temporary file the backup is written to. Its name is new to each save
+// (os.CreateTemp, mode 0600): with one fixed name, two saves to the same
+// file (a cron job that overran) wrote into one file, and the later
+// save's writes went on into the earlier one's backup after that was
+// renamed into place and reported saved; a file of the user's of that
+// name was truncated, then removed.
 func openSaveFile(dest string) (*saveSink, error) {
 	if fi, err := os.Stat(dest); err == nil && fi.IsDir() {
 		return nil, fmt.Errorf("%s: is a directory: give the backup's file name (or - for stdout)", dest)
 	}
-	tmp := dest + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	f, err := os.CreateTemp(filepath.Dir(dest), filepath.Base(dest)+".*.tmp")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: the temporary file beside it: %w", dest, err)
 	}
-	return &saveSink{dest: dest, tmp: tmp, f: f}, nil
+	return &saveSink{dest: dest, tmp: f.Name(), f: f}, nil
 }
 
 func (s *saveSink) write(p []byte) error {
@@ -162,7 +186,24 @@ func (s *saveSink) commit(stdout io.Writer) (*backup.Backup, error) {
 	if err := os.Rename(s.tmp, s.dest); err != nil {
 		return nil, err
 	}
-	return b, nil
+	s.tmp = "" // renamed: nothing to discard
+	// The rename is in the directory: until it is synced, a power cut may
+	// leave the destination as it was, or missing, though the save said
+	// it was written.
+	return b, syncDir(filepath.Dir(s.dest))
+}
+
+// syncDir syncs directory dir, so that a rename in it is on disk.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
 }
 
 // discard removes the temporary file unless commit renamed it.
@@ -170,7 +211,9 @@ func (s *saveSink) discard() {
 	if s.f != nil {
 		s.f.Close()
 	}
-	os.Remove(s.tmp)
+	if s.tmp != "" {
+		os.Remove(s.tmp)
+	}
 }
 
 func snapshotRestoreCmd(g *globals) *cobra.Command {
@@ -181,7 +224,8 @@ func snapshotRestoreCmd(g *globals) *cobra.Command {
 			"every key of the backup its saved counters (replacing what the cluster\n" +
 			"holds for that key; other keys are untouched). The file is checked whole\n" +
 			"first. Restoring the same file again gives the same counts, so a restore\n" +
-			"that failed half-way can simply be run again.",
+			"that failed half-way can simply be run again. Without --timeout it waits up\n" +
+			"to 10 minutes.",
 		Example: "  floodgatectl snapshot restore backup.fgbk\n  gunzip -c backup.fgbk.gz | floodgatectl snapshot restore -",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -194,7 +238,7 @@ func snapshotRestoreCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer conn.Close()
-			ctx, cancel := g.ctx()
+			ctx, cancel := snapshotCtx(cmd, g)
 			defer cancel()
 			stream, err := admin(conn).RestoreSnapshot(ctx)
 			if err != nil {

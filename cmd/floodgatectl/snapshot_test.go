@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/floodgate/floodgate/backup"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
@@ -22,9 +24,22 @@ type snapshotAdmin struct {
 	mu     sync.Mutex
 	saves  int
 	got    []byte // the last restore's bytes
+	// left is how long the last call's deadline left it when it came.
+	left time.Duration
+}
+
+// noteDeadline keeps how long ctx's deadline leaves.
+func (a *snapshotAdmin) noteDeadline(ctx context.Context) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.left = 0
+	if d, ok := ctx.Deadline(); ok {
+		a.left = time.Until(d)
+	}
 }
 
 func (a *snapshotAdmin) SaveSnapshot(_ *pb.SaveSnapshotRequest, stream pb.Admin_SaveSnapshotServer) error {
+	a.noteDeadline(stream.Context())
 	a.mu.Lock()
 	a.saves++
 	a.mu.Unlock()
@@ -39,6 +54,7 @@ func (a *snapshotAdmin) SaveSnapshot(_ *pb.SaveSnapshotRequest, stream pb.Admin_
 }
 
 func (a *snapshotAdmin) RestoreSnapshot(stream pb.Admin_RestoreSnapshotServer) error {
+	a.noteDeadline(stream.Context())
 	var data []byte
 	for {
 		chunk, err := stream.Recv()
@@ -180,5 +196,110 @@ func TestSnapshotRestoreHugeFile(t *testing.T) {
 	}
 	if a.got != nil {
 		t.Fatal("a refused file was sent")
+	}
+}
+
+// otherBackup is a whole backup unlike sampleBackup's.
+func otherBackup(t *testing.T) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := backup.NewWriter(&buf)
+	if err := w.Policies([]*pb.Policy{{Name: "other"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.States(bytes.Repeat([]byte("more states "), 20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// Two saves to one file at once (a cron job that overran) each write
+// their own temporary file: the backup in place is always one whole
+// backup. They shared dest.tmp: the later save's writes went into the
+// backup the earlier one had renamed into place and reported saved, and
+// its own commit failed. A file of the user's named dest.tmp is left
+// alone.
+func TestSnapshotSavesToOneFileAtOnce(t *testing.T) {
+	dest := filepath.Join(t.TempDir(), "b.fgbk")
+	if err := os.WriteFile(dest+".tmp", []byte("the user's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	first, second := otherBackup(t), sampleBackup(t)
+	slow, err := openSaveFile(dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.discard()
+	if err := slow.write(first[:7]); err != nil {
+		t.Fatal(err)
+	}
+	quick, err := openSaveFile(dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer quick.discard()
+	if err := quick.write(second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := quick.commit(io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if err := slow.write(first[7:]); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(dest); !bytes.Equal(got, second) {
+		t.Fatal("the backup saved and renamed into place was written to by another save")
+	}
+	if _, err := slow.commit(io.Discard); err != nil {
+		t.Fatalf("the second save to commit: %v", err)
+	}
+	if got, _ := os.ReadFile(dest); !bytes.Equal(got, first) {
+		t.Fatal("the backup in place is not the last one saved")
+	}
+	if got, err := os.ReadFile(dest + ".tmp"); err != nil || string(got) != "the user's" {
+		t.Fatalf("the user's file b.fgbk.tmp: %q, %v", got, err)
+	}
+	if left, _ := filepath.Glob(dest + ".*.tmp"); len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+}
+
+// A save into a directory it cannot create a file in (here: one that
+// does not exist; a read-only one alike) fails before the cluster is
+// asked, naming the destination, not only the temporary file.
+func TestSnapshotSaveNamesTheDestination(t *testing.T) {
+	a := &snapshotAdmin{backup: sampleBackup(t)}
+	dest := filepath.Join(t.TempDir(), "missing", "b.fgbk")
+	_, _, err := runCtl(t, a, nil, "snapshot", "save", dest)
+	if err == nil || !strings.HasPrefix(err.Error(), dest+": ") || !strings.Contains(err.Error(), "no such file or directory") || a.saves != 0 {
+		t.Fatalf("save into a missing directory: %v (%d saves asked)", err, a.saves)
+	}
+}
+
+// Save and restore wait up to 10 minutes unless --timeout says otherwise:
+// a backup may be 1 GiB, and the 10 s default of other commands cut a
+// restore of a few hundred MiB off half-way, with part of it written.
+func TestSnapshotTimeout(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "b.fgbk")
+	a := &snapshotAdmin{backup: sampleBackup(t)}
+	for _, c := range []struct {
+		args      []string
+		least, at time.Duration
+	}{
+		{[]string{"snapshot", "save", file}, 9 * time.Minute, 10 * time.Minute},
+		{[]string{"snapshot", "restore", file}, 9 * time.Minute, 10 * time.Minute},
+		{[]string{"snapshot", "save", file, "--timeout", "3s"}, time.Second, 3 * time.Second},
+		{[]string{"snapshot", "restore", file, "--timeout", "3s"}, time.Second, 3 * time.Second},
+	} {
+		if _, _, err := runCtl(t, a, nil, c.args...); err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if a.left < c.least || a.left > c.at {
+			t.Errorf("%v: the server had %s left, want about %s", c.args, a.left, c.at)
+		}
 	}
 }

@@ -1,0 +1,62 @@
+package rpc_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/backup"
+	"github.com/floodgate/floodgate/cluster"
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/test/inproc"
+)
+
+// A group holding more states than one gRPC message takes (4 MiB a peer
+// client reads by default, 16 MiB a node's server sends or reads) is saved
+// and restored through a node that does not lead it: its states cross to
+// the leader and back. They travelled in one message, so the save failed
+// ("received message larger than max") for any group over 4 MiB led
+// elsewhere, and the restore for any over 16 MiB.
+func TestSaveAndRestoreAGroupOverOneMessage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 18 MiB of states")
+	}
+	nodes := inproc.ClusterOf(t, 2, func(c *cluster.Config) { c.Shards, c.Replicas = 1, 2 })
+	var via *inproc.Node // the node that does not lead the one group
+	inproc.Eventually(t, 10*time.Second, "a node that does not lead shard 0", func() error {
+		for _, n := range nodes {
+			if rt, err := n.Node.Route(0); err == nil && !rt.Local && rt.Addr != "" {
+				via = n
+				return nil
+			}
+		}
+		return fmt.Errorf("no follower knows the leader")
+	})
+	ctx := context.Background()
+	const batches, perBatch = 18, 1000
+	long := strings.Repeat("k", 1000)
+	limit := &pb.Limit{Algorithm: pb.Algorithm_FIXED_WINDOW, Limit: 10, WindowMs: 3_600_000}
+	for b := range batches {
+		req := &pb.AllowBatchRequest{}
+		for i := range perBatch {
+			req.Requests = append(req.Requests, &pb.AllowRequest{Key: fmt.Sprintf("%s%06d", long, b*perBatch+i), Limit: limit})
+		}
+		if _, err := via.Limiter().AllowBatch(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := saveBackup(t, via)
+	b, err := backup.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.States) != 1 || len(b.States[0]) < 17<<20 {
+		t.Fatalf("%d group records, the first of %d bytes: want one over 17 MiB", len(b.States), len(b.States[0]))
+	}
+	resp, err := restoreBackup(t, via, data)
+	if err != nil || resp.Keys != batches*perBatch {
+		t.Fatalf("restore through the follower: %v keys, %v", resp.GetKeys(), err)
+	}
+}
