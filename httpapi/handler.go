@@ -331,6 +331,17 @@ func decode(w http.ResponseWriter, r *http.Request, m proto.Message) bool {
 	// body that failed closes an HTTP/1 connection: what follows it is not
 	// a request.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyTimeout)) // not every writer can (tests); the server's ReadTimeout still bounds it
+	if r.ContentLength > maxBody {
+		// Said too large before it is sent: refused at once, not after
+		// reading 16 MiB of it (or waiting bodyTimeout for a client that
+		// waits for an answer before it sends).
+		if r.ProtoMajor == 1 {
+			w.Header().Set("Connection", "close")
+		}
+		writeJSONError(w, http.StatusRequestEntityTooLarge, codes.InvalidArgument,
+			fmt.Sprintf("body: Content-Length %d is more than %d bytes", r.ContentLength, maxBody))
+		return false
+	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		if r.ProtoMajor == 1 {
