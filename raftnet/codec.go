@@ -347,6 +347,33 @@ func settle[T any](d *dec, dst *T, v T) error {
 	return nil
 }
 
+// Bounds on what a frame adds to an AppendEntries' variable-length
+// fields: the frame's head (length, kind, id, RPC type, group name) and
+// the request's numbers and lengths, and each entry's.
+const (
+	appendOverhead = 512
+	entryOverhead  = 64
+)
+
+// fitEntries trims r.Entries, in place, to the longest prefix (one entry
+// at least) whose frame fits in maxFrame. raft batches entries by count
+// only, so a follower behind a few slot moves' imports (up to 64 MiB each)
+// was sent them together, over maxFrame, and the request was refused at
+// every retry: the follower never caught up. raft advances by the
+// request it gave once the call returns (updateLastAppended after a
+// plain call or a pipelined answer, pipelineSend's next index), reading
+// r.Entries, so it sends the rest next time.
+func fitEntries(r *raft.AppendEntriesRequest) {
+	size := appendOverhead + len(r.RPCHeader.ID) + len(r.RPCHeader.Addr) + len(r.Leader)
+	for i, l := range r.Entries {
+		size += entryOverhead + len(l.Data) + len(l.Extensions)
+		if size > int(maxFrame) && i > 0 {
+			r.Entries = r.Entries[:i]
+			return
+		}
+	}
+}
+
 // isHeartbeat reports whether an AppendEntries is a heartbeat, as
 // NetworkTransport tells it: raft's heartbeat handler may answer it ahead
 // of the group's queue.

@@ -75,3 +75,102 @@ func TestRequestOnAnOutboundLinkFailsTheCallItNames(t *testing.T) {
 		}
 	})
 }
+
+// lowerMaxFrame sets maxFrame to n for the test: frames over it cost
+// hundreds of MiB at its real size.
+func lowerMaxFrame(t *testing.T, n uint32) {
+	old := maxFrame
+	maxFrame = n
+	t.Cleanup(func() { maxFrame = old })
+}
+
+// A follower behind several large entries (slot moves' imports, up to 64
+// MiB each, against a 256 MiB frame) catches up: raft batches entries by
+// count only, and a request over maxFrame was refused at every retry, so
+// raft's replication, which resends the same batch after a failure, never
+// got past them. The transport now sends the entries that fit, and raft,
+// which advances by the request's entries after the call, sends the rest
+// next. Both of raft's ways are played: plain calls and a pipeline.
+func TestLargeEntriesAreSentInFrames(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lowerMaxFrame(t, 1<<20)
+		lp := newLinkedPair(t, 5*time.Second)
+		got := make(chan []uint64, 64)
+		go func() { // the follower's raft: takes every entry it is sent
+			for {
+				select {
+				case rpc := <-lp.bT.Consumer():
+					req := rpc.Command.(*raft.AppendEntriesRequest)
+					var idx []uint64
+					for _, l := range req.Entries {
+						idx = append(idx, l.Index)
+					}
+					got <- idx
+					rpc.Respond(&raft.AppendEntriesResponse{Term: 1, LastLog: req.PrevLogEntry + uint64(len(idx)), Success: true}, nil)
+				case <-lp.bT.closed:
+					return
+				}
+			}
+		}()
+		const last = 7
+		data := make([]byte, 400<<10) // two fit in a frame, three do not
+		batch := func(next uint64) *raft.AppendEntriesRequest {
+			req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{Addr: []byte("a")}, Term: 1, Leader: []byte("a"),
+				PrevLogEntry: next - 1, PrevLogTerm: 1}
+			for i := next; i <= last; i++ { // raft: up to 64, whatever their size
+				req.Entries = append(req.Entries, &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: data})
+			}
+			return req
+		}
+		check := func(how string) {
+			var all []uint64
+			for len(got) > 0 {
+				all = append(all, <-got...)
+			}
+			for i, idx := range all {
+				if idx != uint64(i+1) {
+					t.Fatalf("%s: the follower got entries %v, want 1 to %d in order", how, all, last)
+				}
+			}
+			if len(all) != last {
+				t.Errorf("%s: the follower got entries %v, want 1 to %d", how, all, last)
+			}
+		}
+
+		// raft's replicateTo: resend from nextIndex after a failure,
+		// advance by the request's last entry after a success.
+		next, failures := uint64(1), 0
+		for next <= last && failures < 5 {
+			req := batch(next)
+			if err := lp.aT.AppendEntries("b", lp.bAddr, req, &raft.AppendEntriesResponse{}); err != nil {
+				failures++
+				t.Logf("AppendEntries of %d entries from %d: %v", len(req.Entries), next, err)
+				continue
+			}
+			next = req.Entries[len(req.Entries)-1].Index + 1
+		}
+		check("plain calls")
+
+		// raft's pipelineSend and pipelineDecode.
+		p, err := lp.aT.AppendEntriesPipeline("b", lp.bAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		next = 1
+		for sends := 0; next <= last && sends < 10; sends++ {
+			req := batch(next)
+			if _, err := p.AppendEntries(req, &raft.AppendEntriesResponse{}); err != nil {
+				t.Fatalf("pipelined AppendEntries from %d: %v", next, err)
+			}
+			next = req.Entries[len(req.Entries)-1].Index + 1
+		}
+		for range (last + 1) / 2 {
+			f := <-p.Consumer()
+			if err := f.Error(); err != nil || !f.Response().Success {
+				t.Fatalf("pipelined answer: %v %+v", err, f.Response())
+			}
+		}
+		check("a pipeline")
+	})
+}

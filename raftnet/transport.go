@@ -451,6 +451,7 @@ func (t *Transport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAd
 
 // AppendEntries implements raft.Transport.
 func (t *Transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	fitEntries(args)
 	// Heartbeats fail at once: raft counts its contact with a peer by them.
 	return rpc(t, !isHeartbeat(args), id, target, args, resp, t.fallback.AppendEntries)
 }
