@@ -2,6 +2,7 @@ package raftnet
 
 import (
 	"bufio"
+	"log/slog"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -172,5 +173,27 @@ func TestLargeEntriesAreSentInFrames(t *testing.T) {
 			}
 		}
 		check("a pipeline")
+	})
+}
+
+// A connection that never sends its hello does not hold up Close: the
+// hello had a deadline of the timeout, and Close, which waits for every
+// accepted connection's goroutine, waited that long for it (10 s more
+// at a node's shutdown).
+func TestSilentHandshakeDoesNotHoldUpClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pn := newPipeNet()
+		b := New(Config{Layer: pn.listen("b"), Timeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+		conn, err := pn.listen("x").Dial("b", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		synctest.Wait() // b's serve reads the hello that never comes
+		start := time.Now()
+		b.Close()
+		if took := time.Since(start); took > 0 {
+			t.Errorf("Close took %s with a connection silent at its handshake", took)
+		}
 	})
 }

@@ -131,14 +131,8 @@ func (n *Network) accept() {
 
 // serve runs an accepted connection until it or the network closes.
 func (n *Network) serve(conn net.Conn) {
-	_ = conn.SetDeadline(time.Now().Add(n.cfg.Timeout))
-	use, err := readHello(conn)
-	_ = conn.SetDeadline(time.Time{})
-	if err != nil {
-		n.log.Debug("raftnet: handshake refused", "remote", conn.RemoteAddr(), "err", err)
-		conn.Close()
-		return
-	}
+	// Watched from the start: Close waits for this goroutine, and a peer
+	// silent at its hello would hold it for the hello's whole deadline.
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
@@ -148,6 +142,14 @@ func (n *Network) serve(conn net.Conn) {
 		case <-stop:
 		}
 	}()
+	_ = conn.SetDeadline(time.Now().Add(n.cfg.Timeout))
+	use, err := readHello(conn)
+	_ = conn.SetDeadline(time.Time{})
+	if err != nil {
+		n.log.Debug("raftnet: handshake refused", "remote", conn.RemoteAddr(), "err", err)
+		conn.Close()
+		return
+	}
 	if use == useSnapshot {
 		n.serveSnapshot(conn)
 		return
