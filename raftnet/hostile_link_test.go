@@ -3,6 +3,8 @@ package raftnet
 import (
 	"bufio"
 	"log/slog"
+	"net"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -195,5 +197,62 @@ func TestSilentHandshakeDoesNotHoldUpClose(t *testing.T) {
 		if took := time.Since(start); took > 0 {
 			t.Errorf("Close took %s with a connection silent at its handshake", took)
 		}
+	})
+}
+
+// A group's raft never waits on a peer's connection: raft answers an RPC
+// by a send on its RespChan, and a session's was one channel of 16 for
+// every call. While the session waited to write an answer (a peer not
+// reading its link), raft, taking the calls that kept coming, filled it
+// and blocked in Respond: the group's main loop stopped (no vote, no
+// election, nothing applied) until the write failed, the timeout later.
+// The session now hands raft no more calls than that channel holds
+// answers.
+func TestSessionNeverBlocksRaftOnASlowPeer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := net.Pipe()
+		defer a.Close()
+		defer b.Close()
+		w := newWriter(a, 10*time.Second)
+		defer w.close(net.ErrClosed)
+		tr := &Transport{consumer: make(chan raft.RPC), closed: make(chan struct{})}
+		var taken, answered atomic.Int64
+		go func() { // raft: answers each call as it takes it
+			for {
+				select {
+				case rpc := <-tr.consumer:
+					taken.Add(1)
+					rpc.Respond(&raft.RequestVoteResponse{Term: 1}, nil)
+					answered.Add(1)
+				case <-tr.closed:
+					return
+				}
+			}
+		}()
+		s := newSession(tr, w)
+		defer s.close()
+		const calls = 40
+		for id := range uint64(calls) {
+			// The link's reader hands each call to raft itself while
+			// raft is free and nothing is queued, and raft is free: the
+			// peer reads nothing, and the session waits in a write.
+			s.submit(id, &raft.RequestVoteRequest{Term: 1})
+			synctest.Wait()
+		}
+		if tk, an := taken.Load(), answered.Load(); tk != an {
+			t.Errorf("raft took %d calls and answered %d: it waits in Respond, on the peer", tk, an)
+		}
+		// Once the peer reads, every call is answered, in order.
+		r := bufio.NewReader(b)
+		for id := range uint64(calls) {
+			f, _, err := readFrame(r, nil)
+			if err != nil {
+				t.Fatalf("answer %d: %v", id, err)
+			}
+			if f.id != id || f.kind != kindResponse {
+				t.Fatalf("answer %d: kind %d for call %d", id, f.kind, f.id)
+			}
+		}
+		close(tr.closed)
 	})
 }
