@@ -20,9 +20,10 @@ const LayerName = "raftnet"
 // through NetworkTransport before raftnet is tried again. A node of an
 // older release refuses every time, at the cost of one dial per retry; a
 // node of this release refuses too while its Raft port is held (a fresh
-// node not taken yet) and while it stops or dies, and through
-// NetworkTransport nothing waits for a peer that is down (await.go), so
-// the retry comes within seconds, not a minute.
+// node not taken yet) and while it stops or dies, so the retry comes
+// within seconds, not a minute. (A replicating call that then cannot
+// dial the peer through NetworkTransport either waits for it on raftnet
+// at once: rpc.)
 const legacyRetry = 5 * time.Second
 
 // Config configures a Network.
@@ -430,7 +431,23 @@ func rpc[Req, Resp any](t *Transport, wait bool, id raft.ServerID, target raft.S
 	switch {
 	case err != nil:
 		return err
-	case l == nil:
+	case l != nil:
+		return t.roundTrip(l, args, resp)
+	}
+	err = legacy(id, target, args, resp)
+	if !wait || !dialFailed(err) {
+		return err
+	}
+	// The peer closed a handshake and now cannot be reached at all: a
+	// node of this release does both as it stops. Wait for it as for any
+	// peer that is down (else raft's backoff grows until legacyRetry
+	// ends); once back, it says again which transport it speaks.
+	t.n.forgetLegacy(t.resolve(id, target))
+	if l, err = t.await(id, target, err); err != nil {
+		return err
+	}
+	t.setBack(id)
+	if l == nil {
 		return legacy(id, target, args, resp)
 	}
 	return t.roundTrip(l, args, resp)
