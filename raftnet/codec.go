@@ -239,6 +239,9 @@ func decodeRequest(t byte, body []byte) (any, error) {
 					}
 				}
 				l.Data, l.Extensions, l.AppendedAt = d.bytes(), d.bytes(), d.time()
+				if d.err == nil && l.Type == raft.LogConfiguration {
+					d.fail(configurationError(l.Data))
+				}
 				r.Entries[i] = l
 			}
 		}
@@ -257,6 +260,9 @@ func decodeRequest(t byte, body []byte) (any, error) {
 		if d.err == nil && r.Size < 0 {
 			d.fail(fmt.Errorf("raftnet: snapshot size %d", r.Size))
 		}
+		if d.err == nil && r.SnapshotVersion > 0 {
+			d.fail(configurationError(r.Configuration))
+		}
 		cmd = r
 	default:
 		return nil, fmt.Errorf("raftnet: unknown RPC type %d", t)
@@ -265,6 +271,20 @@ func decodeRequest(t byte, body []byte) (any, error) {
 		return nil, err
 	}
 	return cmd, nil
+}
+
+// configurationError is why raft cannot decode configuration b, or nil.
+// raft decodes what a peer sends it (a configuration entry it appends, a
+// snapshot's configuration) with DecodeConfiguration, which panics: one
+// such frame would kill the node.
+func configurationError(b []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("raftnet: a configuration raft cannot decode: %v", r)
+		}
+	}()
+	raft.DecodeConfiguration(b)
+	return nil
 }
 
 // newResponse returns the response struct for RPC type t.

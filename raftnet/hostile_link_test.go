@@ -256,3 +256,32 @@ func TestSessionNeverBlocksRaftOnASlowPeer(t *testing.T) {
 		close(tr.closed)
 	})
 }
+
+// A configuration raft cannot decode is refused at decoding, in an
+// AppendEntries' configuration entry and in an InstallSnapshot: raft's
+// DecodeConfiguration panics on it (appendEntries, installSnapshot), so
+// one such frame from any peer killed the node.
+func TestUndecodableConfigurationIsRefused(t *testing.T) {
+	good := raft.EncodeConfiguration(raft.Configuration{Servers: []raft.Server{{ID: "a", Address: "a"}}})
+	for _, c := range []struct {
+		data []byte
+		ok   bool
+	}{{good, true}, {[]byte("garbage"), false}, {nil, false}, {good[:len(good)-1], false}} {
+		ae := &raft.AppendEntriesRequest{Term: 3, Leader: []byte("a"),
+			Entries: []*raft.Log{{Index: 1, Term: 3, Type: raft.LogConfiguration, Data: c.data}}}
+		is := &raft.InstallSnapshotRequest{SnapshotVersion: 1, Term: 3, Leader: []byte("a"), Configuration: c.data, Size: 1}
+		for _, req := range []any{ae, is} {
+			b, rpc, err := appendRequest(nil, 1, "g", req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := parseFrame(b[4:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := decodeRequest(rpc, f.body); c.ok != (err == nil) {
+				t.Errorf("%T with configuration %q: decode error %v", req, c.data, err)
+			}
+		}
+	}
+}
