@@ -2,6 +2,8 @@ package raftnet
 
 import (
 	"bufio"
+	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"sync/atomic"
@@ -284,4 +286,41 @@ func TestUndecodableConfigurationIsRefused(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A snapshot stream cut midway gives raft fewer bytes than the request's
+// size and then the end, never more nor an error-free whole: raft's
+// installSnapshot cancels the snapshot when the count differs from the
+// size, so half a state machine is never installed. Pinned.
+func TestCutSnapshotStreamEndsShort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pn := newPipeNet()
+		a, _ := bareNet(t, pn, "a", 5*time.Second)
+		b, bAddr := bareNet(t, pn, "b", 5*time.Second)
+		bT := mustTransport(t, b, "g")
+		got := make(chan int64, 1)
+		go func() { // b's raft: reads the data as installSnapshot does
+			rpc := <-bT.Consumer()
+			n, _ := io.Copy(io.Discard, rpc.Reader)
+			got <- n
+			rpc.Respond(nil, errors.New("short read"))
+		}()
+		conn, err := a.dial(bAddr, useSnapshot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := &raft.InstallSnapshotRequest{SnapshotVersion: 1, Term: 2, Leader: []byte("a"), LastLogIndex: 9, LastLogTerm: 2,
+			Configuration: raft.EncodeConfiguration(raft.Configuration{}), Size: 1000}
+		frame, _, err := appendRequest(nil, 0, "g", req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			_, _ = conn.Write(append(frame, make([]byte, 500)...))
+			conn.Close() // the sender dies halfway
+		}()
+		if n := <-got; n >= req.Size {
+			t.Errorf("raft read %d bytes of a %d-byte snapshot cut at 500", n, req.Size)
+		}
+	})
 }
