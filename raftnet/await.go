@@ -2,6 +2,7 @@ package raftnet
 
 import (
 	"errors"
+	"net"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -74,6 +75,21 @@ func (t *Transport) leadingFunc() func() bool {
 // not a closed transport, nor a peer that does not speak raftnet.
 func unreached(err error) bool {
 	return err != nil && !errors.Is(err, raft.ErrTransportShutdown) && !errors.Is(err, errNotSpoken)
+}
+
+// dialFailed reports whether a NetworkTransport call failed at its dial:
+// the peer could not be reached at all, it did not answer.
+func dialFailed(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// forgetLegacy forgets that addr closed the handshake: its next call
+// tries raftnet.
+func (n *Network) forgetLegacy(addr raft.ServerAddress) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.legacy, addr)
 }
 
 // await routes a replicating AppendEntries whose route failed with err

@@ -239,6 +239,9 @@ func decodeRequest(t byte, body []byte) (any, error) {
 					}
 				}
 				l.Data, l.Extensions, l.AppendedAt = d.bytes(), d.bytes(), d.time()
+				if d.err == nil && l.Type == raft.LogConfiguration {
+					d.fail(configurationError(l.Data))
+				}
 				r.Entries[i] = l
 			}
 		}
@@ -257,6 +260,9 @@ func decodeRequest(t byte, body []byte) (any, error) {
 		if d.err == nil && r.Size < 0 {
 			d.fail(fmt.Errorf("raftnet: snapshot size %d", r.Size))
 		}
+		if d.err == nil && r.SnapshotVersion > 0 {
+			d.fail(configurationError(r.Configuration))
+		}
 		cmd = r
 	default:
 		return nil, fmt.Errorf("raftnet: unknown RPC type %d", t)
@@ -265,6 +271,20 @@ func decodeRequest(t byte, body []byte) (any, error) {
 		return nil, err
 	}
 	return cmd, nil
+}
+
+// configurationError is why raft cannot decode configuration b, or nil.
+// raft decodes what a peer sends it (a configuration entry it appends, a
+// snapshot's configuration) with DecodeConfiguration, which panics: one
+// such frame would kill the node.
+func configurationError(b []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("raftnet: a configuration raft cannot decode: %v", r)
+		}
+	}()
+	raft.DecodeConfiguration(b)
+	return nil
 }
 
 // newResponse returns the response struct for RPC type t.
@@ -345,6 +365,33 @@ func settle[T any](d *dec, dst *T, v T) error {
 	}
 	*dst = v
 	return nil
+}
+
+// Bounds on what a frame adds to an AppendEntries' variable-length
+// fields: the frame's head (length, kind, id, RPC type, group name) and
+// the request's numbers and lengths, and each entry's.
+const (
+	appendOverhead = 512
+	entryOverhead  = 64
+)
+
+// fitEntries trims r.Entries, in place, to the longest prefix (one entry
+// at least) whose frame fits in maxFrame. raft batches entries by count
+// only, so a follower behind a few slot moves' imports (up to 64 MiB each)
+// was sent them together, over maxFrame, and the request was refused at
+// every retry: the follower never caught up. raft advances by the
+// request it gave once the call returns (updateLastAppended after a
+// plain call or a pipelined answer, pipelineSend's next index), reading
+// r.Entries, so it sends the rest next time.
+func fitEntries(r *raft.AppendEntriesRequest) {
+	size := appendOverhead + len(r.RPCHeader.ID) + len(r.RPCHeader.Addr) + len(r.Leader)
+	for i, l := range r.Entries {
+		size += entryOverhead + len(l.Data) + len(l.Extensions)
+		if size > int(maxFrame) && i > 0 {
+			r.Entries = r.Entries[:i]
+			return
+		}
+	}
 }
 
 // isHeartbeat reports whether an AppendEntries is a heartbeat, as

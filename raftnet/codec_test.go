@@ -2,6 +2,7 @@ package raftnet
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -32,6 +33,17 @@ func randU64(r *rand.Rand) uint64 {
 	return 1<<63 + uint64(r.IntN(5))
 }
 
+// randConfiguration is a configuration raft decodes (raftnet refuses
+// others: raft panics on them).
+func randConfiguration(r *rand.Rand) []byte {
+	var c raft.Configuration
+	for i := range r.IntN(4) {
+		c.Servers = append(c.Servers, raft.Server{Suffrage: raft.ServerSuffrage(r.IntN(3)),
+			ID: raft.ServerID(fmt.Sprint("n", i, r.Uint32())), Address: raft.ServerAddress(fmt.Sprint("h:", r.IntN(65536)))})
+	}
+	return raft.EncodeConfiguration(c)
+}
+
 func randHeader(r *rand.Rand) raft.RPCHeader {
 	return raft.RPCHeader{ProtocolVersion: raft.ProtocolVersion(r.IntN(4)), ID: randBytes(r), Addr: randBytes(r)}
 }
@@ -42,10 +54,19 @@ func randRequests(r *rand.Rand) []any {
 		PrevLogEntry: randU64(r), PrevLogTerm: randU64(r), LeaderCommitIndex: randU64(r)}
 	for range r.IntN(5) {
 		l := &raft.Log{Index: randU64(r), Term: randU64(r), Type: raft.LogType(r.IntN(int(raft.LogConfiguration) + 1)), Data: randBytes(r), Extensions: randBytes(r)}
+		if l.Type == raft.LogConfiguration {
+			l.Data = randConfiguration(r)
+		}
 		if r.IntN(2) == 0 {
 			l.AppendedAt = time.Unix(0, r.Int64N(1<<62))
 		}
 		ae.Entries = append(ae.Entries, l)
+	}
+	is := &raft.InstallSnapshotRequest{RPCHeader: randHeader(r), SnapshotVersion: raft.SnapshotVersion(r.IntN(3)),
+		Term: randU64(r), Leader: randBytes(r), LastLogIndex: randU64(r), LastLogTerm: randU64(r),
+		Peers: randBytes(r), Configuration: randBytes(r), ConfigurationIndex: randU64(r), Size: r.Int64N(1 << 40)}
+	if is.SnapshotVersion > 0 {
+		is.Configuration = randConfiguration(r)
 	}
 	return []any{
 		ae,
@@ -53,9 +74,7 @@ func randRequests(r *rand.Rand) []any {
 			LastLogIndex: randU64(r), LastLogTerm: randU64(r), LeadershipTransfer: r.IntN(2) == 0},
 		&raft.RequestPreVoteRequest{RPCHeader: randHeader(r), Term: randU64(r), LastLogIndex: randU64(r), LastLogTerm: randU64(r)},
 		&raft.TimeoutNowRequest{RPCHeader: randHeader(r)},
-		&raft.InstallSnapshotRequest{RPCHeader: randHeader(r), SnapshotVersion: raft.SnapshotVersion(r.IntN(3)),
-			Term: randU64(r), Leader: randBytes(r), LastLogIndex: randU64(r), LastLogTerm: randU64(r),
-			Peers: randBytes(r), Configuration: randBytes(r), ConfigurationIndex: randU64(r), Size: r.Int64N(1 << 40)},
+		is,
 	}
 }
 

@@ -17,9 +17,12 @@ const (
 	kindError    byte = 3 // id, error text
 )
 
-// maxFrame bounds a frame a reader accepts: raft sends at most 64 entries
-// an AppendEntries, and a shard entry is at most a few MiB.
-const maxFrame = 256 << 20
+// maxFrame bounds a frame a reader accepts, and a sender sends: raft
+// batches up to 64 entries an AppendEntries whatever their size, so the
+// sender sends fewer when they do not fit (fitEntries). The largest entry
+// is a slot move's import, up to 64 MiB (fsm.MaxExport). A variable only
+// for tests.
+var maxFrame uint32 = 256 << 20
 
 // The handshake: the dialer sends helloMagic, protocolVersion and the
 // connection's use; a node that speaks raftnet answers helloMagic and
@@ -74,7 +77,7 @@ func appendRequest(b []byte, id uint64, group string, cmd any) ([]byte, byte, er
 	if err != nil {
 		return b[:start], 0, err
 	}
-	if size := len(b) - at - 4; size > maxFrame {
+	if size := len(b) - at - 4; size > int(maxFrame) {
 		return b[:start], 0, fmt.Errorf("raftnet: %T of %d bytes, over %d", cmd, size, maxFrame)
 	}
 	b[rpcAt] = t

@@ -240,6 +240,9 @@ func TestUnknownEntryTypeIsRefused(t *testing.T) {
 	req := &raft.AppendEntriesRequest{Term: 3, Leader: []byte("a"), Entries: []*raft.Log{{Index: 1, Term: 3, Type: raft.LogCommand, Data: []byte("x")}}}
 	for _, typ := range []raft.LogType{raft.LogCommand, raft.LogBarrier, raft.LogConfiguration, raft.LogConfiguration + 1, 255} {
 		req.Entries[0].Type = typ
+		if typ == raft.LogConfiguration { // a configuration raft decodes (TestUndecodableConfigurationIsRefused)
+			req.Entries[0].Data = raft.EncodeConfiguration(raft.Configuration{})
+		}
 		b, rpc, err := appendRequest(nil, 1, "g", req)
 		if err != nil {
 			t.Fatal(err)

@@ -112,12 +112,15 @@ func (l *link) read() {
 			l.fail(fmt.Errorf("raftnet: link to %s: %w", l.addr, err))
 			return
 		}
+		if f.kind == kindRequest {
+			// Before take: the call its id names stays pending, so fail
+			// answers it with the others.
+			l.fail(fmt.Errorf("raftnet: link to %s: a request on an outbound link", l.addr))
+			return
+		}
 		l.lastRecv.Store(time.Now().UnixNano())
 		c := l.take(f.id)
 		switch {
-		case f.kind == kindRequest:
-			l.fail(fmt.Errorf("raftnet: link to %s: a request on an outbound link", l.addr))
-			return
 		case c == nil: // timed out already
 		case f.kind == kindError:
 			c.done(errors.New(string(f.body)))

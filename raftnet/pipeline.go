@@ -65,6 +65,7 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 	if err := p.room(); err != nil {
 		return nil, err
 	}
+	fitEntries(args) // before the future keeps args: raft reads what was sent
 	f := &future{start: time.Now(), args: args, resp: resp, done: make(chan struct{})}
 	p.mu.Lock()
 	p.queue = append(p.queue, f)

@@ -2,11 +2,67 @@ package raftnet
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
+
+// accept hands each connection a peer dials to this node to serve.
+func (n *Network) accept() {
+	defer n.wg.Done()
+	for {
+		conn, err := n.cfg.Layer.Accept()
+		if err != nil {
+			select {
+			case <-n.stop:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			n.log.Warn("raftnet: accept", "err", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.serve(conn)
+		}()
+	}
+}
+
+// serve runs an accepted connection until it or the network closes.
+func (n *Network) serve(conn net.Conn) {
+	// Watched from the start: Close waits for this goroutine, and a peer
+	// silent at its hello would hold it for the hello's whole deadline.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-n.stop:
+			conn.Close()
+		case <-stop:
+		}
+	}()
+	_ = conn.SetDeadline(time.Now().Add(n.cfg.Timeout))
+	use, err := readHello(conn)
+	_ = conn.SetDeadline(time.Time{})
+	if err != nil {
+		n.log.Debug("raftnet: handshake refused", "remote", conn.RemoteAddr(), "err", err)
+		conn.Close()
+		return
+	}
+	if use == useSnapshot {
+		n.serveSnapshot(conn)
+		return
+	}
+	n.serveLink(conn)
+}
 
 // serveLink answers the calls a peer sends on its link to this node:
 // heartbeats at once, the rest through each group's session, in order.

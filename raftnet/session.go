@@ -19,7 +19,7 @@ type session struct {
 	answers chan raft.RPCResponse
 
 	mu      sync.Mutex
-	waiting []uint64  // ids raft took, oldest first, not answered yet
+	waiting []uint64  // ids raft took, oldest first, not answered yet (roomLocked)
 	queued  []request // calls raft has not taken yet, in order
 	kick    chan struct{}
 	stop    chan struct{}
@@ -43,7 +43,7 @@ func newSession(t *Transport, w *writer) *session {
 // submit hands cmd to raft, or queues it behind the calls that wait.
 func (s *session) submit(id uint64, cmd any) {
 	s.mu.Lock()
-	if len(s.queued) == 0 {
+	if len(s.queued) == 0 && s.roomLocked() {
 		select {
 		case s.t.consumer <- raft.RPC{Command: cmd, RespChan: s.answers}:
 			s.waiting = append(s.waiting, id)
@@ -60,13 +60,20 @@ func (s *session) submit(id uint64, cmd any) {
 	}
 }
 
+// roomLocked reports whether raft may take one more call: raft answers by
+// a send on s.answers, and blocks while it is full, so raft never holds
+// more calls, taken or answered and not yet written, than it has room for
+// (the session may be waiting to write to a peer that does not read).
+// s.mu is held.
+func (s *session) roomLocked() bool { return len(s.waiting) < cap(s.answers) }
+
 func (s *session) run() {
 	defer close(s.done)
 	for {
 		var to chan<- raft.RPC
 		var next raft.RPC
 		s.mu.Lock()
-		if len(s.queued) > 0 {
+		if len(s.queued) > 0 && s.roomLocked() {
 			to, next = s.t.consumer, raft.RPC{Command: s.queued[0].cmd, RespChan: s.answers}
 		}
 		s.mu.Unlock()

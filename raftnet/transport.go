@@ -20,9 +20,10 @@ const LayerName = "raftnet"
 // through NetworkTransport before raftnet is tried again. A node of an
 // older release refuses every time, at the cost of one dial per retry; a
 // node of this release refuses too while its Raft port is held (a fresh
-// node not taken yet) and while it stops or dies, and through
-// NetworkTransport nothing waits for a peer that is down (await.go), so
-// the retry comes within seconds, not a minute.
+// node not taken yet) and while it stops or dies, so the retry comes
+// within seconds, not a minute. (A replicating call that then cannot
+// dial the peer through NetworkTransport either waits for it on raftnet
+// at once: rpc.)
 const legacyRetry = 5 * time.Second
 
 // Config configures a Network.
@@ -102,57 +103,6 @@ func (n *Network) Close() error {
 	}
 	n.wg.Wait()
 	return err
-}
-
-func (n *Network) accept() {
-	defer n.wg.Done()
-	for {
-		conn, err := n.cfg.Layer.Accept()
-		if err != nil {
-			select {
-			case <-n.stop:
-				return
-			default:
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			n.log.Warn("raftnet: accept", "err", err)
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			n.serve(conn)
-		}()
-	}
-}
-
-// serve runs an accepted connection until it or the network closes.
-func (n *Network) serve(conn net.Conn) {
-	_ = conn.SetDeadline(time.Now().Add(n.cfg.Timeout))
-	use, err := readHello(conn)
-	_ = conn.SetDeadline(time.Time{})
-	if err != nil {
-		n.log.Debug("raftnet: handshake refused", "remote", conn.RemoteAddr(), "err", err)
-		conn.Close()
-		return
-	}
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		select {
-		case <-n.stop:
-			conn.Close()
-		case <-stop:
-		}
-	}()
-	if use == useSnapshot {
-		n.serveSnapshot(conn)
-		return
-	}
-	n.serveLink(conn)
 }
 
 // watch expires calls nobody answered and links that went silent.
@@ -428,7 +378,23 @@ func rpc[Req, Resp any](t *Transport, wait bool, id raft.ServerID, target raft.S
 	switch {
 	case err != nil:
 		return err
-	case l == nil:
+	case l != nil:
+		return t.roundTrip(l, args, resp)
+	}
+	err = legacy(id, target, args, resp)
+	if !wait || !dialFailed(err) {
+		return err
+	}
+	// The peer closed a handshake and now cannot be reached at all: a
+	// node of this release does both as it stops. Wait for it as for any
+	// peer that is down (else raft's backoff grows until legacyRetry
+	// ends); once back, it says again which transport it speaks.
+	t.n.forgetLegacy(t.resolve(id, target))
+	if l, err = t.await(id, target, err); err != nil {
+		return err
+	}
+	t.setBack(id)
+	if l == nil {
 		return legacy(id, target, args, resp)
 	}
 	return t.roundTrip(l, args, resp)
@@ -451,6 +417,7 @@ func (t *Transport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAd
 
 // AppendEntries implements raft.Transport.
 func (t *Transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	fitEntries(args)
 	// Heartbeats fail at once: raft counts its contact with a peer by them.
 	return rpc(t, !isHeartbeat(args), id, target, args, resp, t.fallback.AppendEntries)
 }

@@ -164,3 +164,63 @@ func TestOlderReleasePeerIsReachedThroughTheFallback(t *testing.T) {
 		}
 	}
 }
+
+// With real raft: entries that do not fit one frame together reach the
+// follower, in frames raft's replication advances through (the trimmed
+// request is what raft reads back; TestLargeEntriesAreSentInFrames).
+func TestRaftReplicatesEntriesLargerThanAFrameTogether(t *testing.T) {
+	lowerMaxFrame(t, 1<<20)
+	var nodes []*node
+	var servers []raft.Server
+	for _, id := range []string{"n1", "n2"} {
+		n := newNode(t, id)
+		t.Cleanup(n.stop)
+		// Applies queue up and leave in one batch: one request of all.
+		n.start(t, "g", func(rc *raft.Config) { rc.BatchApplyCh = true })
+		nodes = append(nodes, n)
+		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: n.addr()})
+	}
+	if err := nodes[0].rafts["g"].BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+		t.Fatal(err)
+	}
+	l := leaderOf(t, nodes, "g")
+	var follower *node
+	for _, n := range nodes {
+		if n != l {
+			follower = n
+		}
+	}
+	data := string(make([]byte, 400<<10)) // two fit in a frame, three do not
+	var cmds [][]byte
+	for i := range 9 {
+		cmds = append(cmds, []byte(fmt.Sprint(i, data)))
+	}
+	var fs []raft.ApplyFuture
+	for _, c := range cmds {
+		fs = append(fs, l.rafts["g"].Apply(c, 5*time.Second))
+	}
+	committed := make(chan error, 1)
+	go func() {
+		for _, f := range fs {
+			if err := f.Error(); err != nil {
+				committed <- err
+				return
+			}
+		}
+		committed <- nil
+	}()
+	select {
+	case err := <-committed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the entries are not committed after 10s: the follower never got them")
+	}
+	eventually(t, 5*time.Second, "the follower applies every entry", func() error {
+		if got := len(follower.fsms["g"].applied()); got != 9 {
+			return fmt.Errorf("applied %d of 9", got)
+		}
+		return nil
+	})
+}

@@ -13,9 +13,11 @@ const maxKeptBuffer = 1 << 20
 
 // writer writes a connection's frames. The caller that finds nobody
 // writing writes itself, at once, without waking another goroutine;
-// callers that come while it writes append their frames and return, and
-// it writes those too before it leaves: the frames of every group that
-// arrive during a write leave together in the next system call.
+// callers that come while it writes append their frames and return: the
+// frames of every group that arrive during a write leave together in the
+// next system call. That one is not the caller's: it leaves once its own
+// frame is out, and a goroutine of the writer's writes what came
+// meanwhile (drain), for as long as frames keep coming.
 type writer struct {
 	conn    net.Conn
 	timeout time.Duration
@@ -32,45 +34,62 @@ func newWriter(conn net.Conn, timeout time.Duration) *writer {
 }
 
 // add appends a frame with fill, which appends it to the buffer it is
-// given, and sends it (or leaves it to the caller writing now). It
-// returns fill's error or the connection's.
+// given, and sends it (or leaves it to the one writing now). It returns
+// fill's error or the connection's.
 func (w *writer) add(fill func([]byte) ([]byte, error)) error {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.err != nil {
-		err := w.err
-		w.mu.Unlock()
-		return err
+		return w.err
 	}
 	var err error
 	if w.pending, err = fill(w.pending); err != nil || w.writing {
-		w.mu.Unlock()
 		return err
 	}
 	w.writing = true
-	for len(w.pending) > 0 && w.err == nil {
-		// out is written while others append to the spare buffer; spare
-		// is nil until the write is over, so the two never share memory.
-		out := w.pending
-		w.pending, w.spare = w.spare[:0], nil
-		w.mu.Unlock()
-		if w.timeout > 0 {
-			_ = w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
-		}
-		_, werr := w.conn.Write(out)
-		if cap(out) > maxKeptBuffer {
-			out = nil
-		}
-		w.mu.Lock()
-		w.spare = out[:0]
-		if werr != nil && w.err == nil {
-			w.err = werr
-			w.conn.Close() // the reader sees it and fails the calls
-		}
+	w.writeOut()
+	if len(w.pending) > 0 && w.err == nil {
+		// Frames came during the write. Writing them here would hold this
+		// caller (a group's call, with its own answer to wait for) for as
+		// long as the other groups keep the connection busy.
+		go w.drain()
+		return nil
 	}
 	w.writing = false
-	err = w.err
+	return w.err
+}
+
+// drain writes the pending frames until there are none, for add.
+func (w *writer) drain() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.pending) > 0 && w.err == nil {
+		w.writeOut()
+	}
+	w.writing = false
+}
+
+// writeOut writes the pending frames in one call; w.mu is held on entry
+// and on return, not during the write.
+func (w *writer) writeOut() {
+	// out is written while others append to the spare buffer; spare is
+	// nil until the write is over, so the two never share memory.
+	out := w.pending
+	w.pending, w.spare = w.spare[:0], nil
 	w.mu.Unlock()
-	return err
+	if w.timeout > 0 {
+		_ = w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
+	}
+	_, werr := w.conn.Write(out)
+	if cap(out) > maxKeptBuffer {
+		out = nil
+	}
+	w.mu.Lock()
+	w.spare = out[:0]
+	if werr != nil && w.err == nil {
+		w.err = werr
+		w.conn.Close() // the reader sees it and fails the calls
+	}
 }
 
 // close marks the writer failed with err: later adds return it.

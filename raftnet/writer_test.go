@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -67,4 +68,53 @@ func summary(b []byte) string {
 		return fmt.Sprintf("%v… (%d bytes)", b[:8], len(b))
 	}
 	return fmt.Sprint(b)
+}
+
+// The caller that writes leaves once its own frame is out, however long
+// others keep adding frames. It used to write until it found nothing
+// pending: on a link kept busy by other groups (a peer reading no faster
+// than they send), one group's heartbeat or replication call stayed in
+// add, writing their frames, for as long as the traffic lasted; raft got
+// no answer from that call, sent that group's peer nothing more, and the
+// follower, hearing nothing, called an election in a healthy group.
+func TestWriterCallerLeavesAfterItsOwnFrame(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := net.Pipe()
+		defer a.Close()
+		defer b.Close()
+		w := newWriter(a, 5*time.Second)
+		defer w.close(net.ErrClosed)
+		go func() { // a peer that reads once a millisecond: every write waits for it
+			buf := make([]byte, 64<<10)
+			for {
+				time.Sleep(time.Millisecond)
+				if _, err := b.Read(buf); err != nil {
+					return
+				}
+			}
+		}()
+		frame := func(b []byte) ([]byte, error) {
+			b, at := beginFrame(b, kindResponse, 1)
+			return endFrame(append(b, make([]byte, 100)...), at), nil
+		}
+		const busy = 10 * time.Second
+		start := time.Now()
+		for range 2 { // other groups: a frame every half millisecond each
+			go func() {
+				for time.Since(start) < busy {
+					time.Sleep(time.Millisecond / 2)
+					if err := w.add(frame); err != nil {
+						return
+					}
+				}
+			}()
+		}
+		if err := w.add(frame); err != nil { // finds nobody writing: writes
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took > 100*time.Millisecond {
+			t.Errorf("add returned after %s, writing others' frames (they came for %s)", took, busy)
+		}
+		time.Sleep(busy + time.Second) // let the others end
+	})
 }
