@@ -141,7 +141,7 @@ func (n *Node) balanceMetaVoters(ctx context.Context, meta *Group, v *fsm.MetaVi
 			continue
 		}
 		if live(m.Id) && !liveQuorumWithout(cfg.Servers, m.Id, live) {
-			return // the unreachable voters go first, or return
+			return // wait: the unreachable voters go first, or come back
 		}
 		if m.Id == me {
 			_ = meta.transferLeadership(ctx, nil)

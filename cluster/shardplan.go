@@ -97,7 +97,7 @@ func planShard(in shardPlanInput) shardStep {
 	for _, s := range removalOrder(in.servers, in.desired, live) {
 		id := string(s.ID)
 		if s.Suffrage == raft.Voter && live(id) && !liveQuorumWithout(in.servers, id, live) {
-			return shardStep{} // wait: the unreachable voters go first, or return
+			return shardStep{} // wait: the unreachable voters go first, or come back
 		}
 		if id == in.me {
 			return shardStep{kind: stepLeave, id: id}
