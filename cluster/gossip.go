@@ -27,6 +27,9 @@ type gossipMeta struct {
 	GRPC   string `json:"grpc"`
 	Raft   string `json:"raft"`
 	Region string `json:"region,omitempty"`
+	// Incarnation is the node's data dir's (empty from releases before
+	// it): gossip takes no node for a member of another (notMember).
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // gossip runs memberlist: it finds nodes and notices when they fail.
@@ -48,6 +51,9 @@ type gossip struct {
 	events chan struct{}
 	// onMsg receives the messages other nodes send (their rates).
 	onMsg func([]byte)
+	// recorded is the incarnation the meta state records for member id
+	// ("" for none, or no such member).
+	recorded func(id string) string
 }
 
 // hostPort splits host:port with a numeric port.
@@ -60,7 +66,7 @@ func hostPort(addr string) (string, int, error) {
 	return host, port, err
 }
 
-func startGossip(cfg Config, onMsg func([]byte)) (*gossip, error) {
+func startGossip(cfg Config, incarnation string, recorded func(id string) string, onMsg func([]byte)) (*gossip, error) {
 	host, port, err := hostPort(cfg.GossipAddr)
 	if err != nil {
 		return nil, err
@@ -69,12 +75,12 @@ func startGossip(cfg Config, onMsg func([]byte)) (*gossip, error) {
 	if err != nil {
 		return nil, err
 	}
-	meta, err := json.Marshal(gossipMeta{GRPC: cfg.GRPCAddr, Raft: cfg.RaftAddr, Region: cfg.Region})
+	meta, err := json.Marshal(gossipMeta{GRPC: cfg.GRPCAddr, Raft: cfg.RaftAddr, Region: cfg.Region, Incarnation: incarnation})
 	if err != nil {
 		return nil, err
 	}
 	g := &gossip{self: cfg.NodeID, meta: meta, log: cfg.Logger, start: time.Now(), down: map[string]time.Time{}, at: map[string]string{},
-		events: make(chan struct{}, 1), onMsg: onMsg}
+		events: make(chan struct{}, 1), onMsg: onMsg, recorded: recorded}
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = cfg.NodeID
 	mc.BindAddr, mc.BindPort = bindHost, bindPort
@@ -101,6 +107,7 @@ func startGossip(cfg Config, onMsg func([]byte)) (*gossip, error) {
 		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	}
 	mc.Events = g
+	mc.Alive = g
 	// memberlist logs through the standard logger: into ours, at the
 	// level of each line's tag.
 	mc.Logger = log.New(&slogWriter{log: cfg.Logger, prefix: "gossip: "}, "", 0)
@@ -195,6 +202,35 @@ func (g *gossip) NodeMeta(limit int) []byte {
 		return nil
 	}
 	return g.meta
+}
+
+// NotifyAlive implements memberlist.AliveDelegate: news that a node is
+// alive is ignored when the node is not the member whose name it has
+// (notMember), so it is never taken for that member, alive.
+func (g *gossip) NotifyAlive(n *memberlist.Node) error { return g.notMember(n.Name, n.Meta) }
+
+// notMember refuses a node named as a member whose data dir it does not
+// have: its gossiped incarnation is not the one the meta state records.
+// memberlist knows neither clusters nor data dirs: two clusters that
+// share a gossip key (or have none) merge into one pool as soon as a
+// node of one contacts one of the other (a dead member's address reused,
+// as pods' are, which rejoinGossip keeps asking), and a node of the other
+// named as a member (pods of two StatefulSets share their names) read as
+// that member alive: a dead one was marked active again and given
+// replicas. A node of a release before incarnations, a member recorded
+// without one, and a name the meta state does not list are taken.
+func (g *gossip) notMember(name string, meta []byte) error {
+	if name == g.self || g.recorded == nil {
+		return nil
+	}
+	var m gossipMeta
+	if json.Unmarshal(meta, &m) != nil || m.Incarnation == "" {
+		return nil
+	}
+	if rec := g.recorded(name); rec != "" && rec != m.Incarnation {
+		return fmt.Errorf("not member %s: its data dir is another (incarnation %s, the member's %s)", name, m.Incarnation, rec)
+	}
+	return nil
 }
 
 // NotifyMsg implements memberlist.Delegate: a message from another node.

@@ -25,7 +25,7 @@ func gossipWith(t *testing.T, id string, key []byte) *gossip {
 	t.Helper()
 	cfg := Config{NodeID: id, GossipAddr: loopback(t), GRPCAddr: loopback(t), RaftAddr: loopback(t), GossipKeys: keysOf(key),
 		Logger: slog.New(slog.DiscardHandler)}.WithDefaults()
-	g, err := startGossip(cfg, nil)
+	g, err := startGossip(cfg, "", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

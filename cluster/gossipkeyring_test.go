@@ -71,7 +71,7 @@ func talkingMember(t *testing.T, id string, keys ...[]byte) (*gossip, *heard) {
 	h := &heard{msgs: map[string]bool{}}
 	cfg := Config{NodeID: id, GossipAddr: loopback(t), GRPCAddr: loopback(t), RaftAddr: loopback(t), GossipKeys: keys,
 		Logger: slog.New(slog.DiscardHandler)}.WithDefaults()
-	g, err := startGossip(cfg, func(b []byte) {
+	g, err := startGossip(cfg, "", nil, func(b []byte) {
 		h.mu.Lock()
 		h.msgs[string(b)] = true
 		h.mu.Unlock()

@@ -141,9 +141,14 @@ const joinAttemptTimeout = 10 * time.Second
 
 // rejoinGossip contacts the members the meta state knows that gossip does
 // not see: after a restart, or after a partition long enough for them to
-// have given up on each other. At most every few seconds.
+// have given up on each other. At most every few seconds, one contact at
+// a time, beside the reconcile loop: memberlist tries the addresses in
+// turn, each up to its TCP timeout (10 s), and a dead member's address
+// that swallows connections or never answers (a machine gone, an address
+// reused) held every pass that long, in line: the dead marking, shard
+// reports, slot moves and leadership hand-offs all waited.
 func (n *Node) rejoinGossip(v *fsm.MetaView) {
-	if time.Since(n.recon.lastRejoin) < rejoinEvery {
+	if time.Since(n.recon.lastRejoin) < rejoinEvery || n.recon.rejoining.Load() {
 		return
 	}
 	var addrs []string
@@ -156,9 +161,15 @@ func (n *Node) rejoinGossip(v *fsm.MetaView) {
 		return
 	}
 	n.recon.lastRejoin = time.Now()
-	if err := n.gossip.join(addrs); err != nil {
-		n.log.Debug("rejoin gossip", "err", err)
-	}
+	n.recon.rejoining.Store(true)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer n.recon.rejoining.Store(false)
+		if err := n.gossip.join(addrs); err != nil {
+			n.log.Debug("rejoin gossip", "err", err)
+		}
+	}()
 }
 
 // AddNode adds node to the cluster (any node may be asked; the write goes to

@@ -60,12 +60,23 @@ func (n *Node) reconcileMeta(ctx context.Context, v *fsm.MetaView) {
 	servers := map[string]raft.Server{}
 	for _, s := range cfg.Servers {
 		servers[string(s.ID)] = s
-		if v.Node(string(s.ID)) == nil && string(s.ID) != me {
-			n.change(ctx, meta, "remove", string(s.ID), func() raft.IndexFuture {
-				return meta.raft.RemoveServer(s.ID, 0, opTimeout)
-			})
-			return
+	}
+	live := n.metaLive()
+	var kept []string
+	for _, s := range cfg.Servers {
+		if v.Node(string(s.ID)) != nil || string(s.ID) == me {
+			kept = append(kept, string(s.ID))
 		}
+	}
+	for _, s := range removalOrder(cfg.Servers, kept, live) {
+		if s.Suffrage == raft.Voter && live(string(s.ID)) && !liveQuorumWithout(cfg.Servers, string(s.ID), live) {
+			// Not yet: a dead voter is demoted first (balanceMetaVoters).
+			continue
+		}
+		n.change(ctx, meta, "remove", string(s.ID), func() raft.IndexFuture {
+			return meta.raft.RemoveServer(s.ID, 0, opTimeout)
+		})
+		return
 	}
 	for _, m := range v.Nodes {
 		if _, ok := servers[m.Id]; !ok && n.gossip.alive(m.Id) && m.State != metav1.NodeState_NODE_STATE_LEAVING {
@@ -83,7 +94,8 @@ func (n *Node) reconcileMeta(ctx context.Context, v *fsm.MetaView) {
 
 // balanceMetaVoters promotes caught-up active non-voters while fewer than
 // metaVoters active nodes vote, and demotes voters that are leaving or dead
-// once enough active ones vote without them.
+// once enough active ones vote without them: unreachable ones first, and
+// a reachable one only while the voters left have a live majority.
 func (n *Node) balanceMetaVoters(ctx context.Context, meta *Group, v *fsm.MetaView, cfg raft.Configuration) {
 	me := n.cfg.NodeID
 	activeNodes, activeVoters := 0, 0
@@ -113,13 +125,23 @@ func (n *Node) balanceMetaVoters(ctx context.Context, meta *Group, v *fsm.MetaVi
 		}
 		return
 	}
-	for _, s := range cfg.Servers {
+	var active []string
+	for _, m := range v.Nodes {
+		if m.State == metav1.NodeState_NODE_STATE_ACTIVE {
+			active = append(active, m.Id)
+		}
+	}
+	live := n.metaLive()
+	for _, s := range removalOrder(cfg.Servers, active, live) {
 		m := v.Node(string(s.ID))
-		if s.Suffrage != raft.Voter || m == nil || m.State == metav1.NodeState_NODE_STATE_ACTIVE {
+		if s.Suffrage != raft.Voter || m == nil {
 			continue
 		}
 		if m.State == metav1.NodeState_NODE_STATE_DEAD && keepDeadVoter(cfg, v, activeVoters) {
 			continue
+		}
+		if live(m.Id) && !liveQuorumWithout(cfg.Servers, m.Id, live) {
+			return // wait: the unreachable voters go first, or come back
 		}
 		if m.Id == me {
 			_ = meta.transferLeadership(ctx, nil)
@@ -148,6 +170,12 @@ func keepDeadVoter(cfg raft.Configuration, v *fsm.MetaView, activeVoters int) bo
 		}
 	}
 	return dead == 1 && activeVoters > 0 && activeVoters%2 == 0
+}
+
+// metaLive is whom the meta leader takes for reachable when it orders
+// voters out (removalOrder): itself, and the nodes gossip sees.
+func (n *Node) metaLive() func(id string) bool {
+	return func(id string) bool { return id == n.cfg.NodeID || n.gossip.alive(id) }
 }
 
 func (n *Node) setState(ctx context.Context, id string, st metav1.NodeState) {

@@ -208,7 +208,7 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 			n.mux.Admit()
 		}
 	}
-	if n.gossip, err = startGossip(n.cfg, n.learnRates); err != nil {
+	if n.gossip, err = startGossip(n.cfg, n.incarnation, n.recordedIncarnation, n.learnRates); err != nil {
 		return nil, fmt.Errorf("%w: gossip-addr: %w", ErrConfig, err)
 	}
 	ok = true
@@ -308,6 +308,17 @@ func (n *Node) metaState() *fsm.Meta {
 }
 
 // self describes this node as the meta group stores it.
+// recordedIncarnation is the incarnation the meta state records for
+// member id, "" when none (or no such member).
+func (n *Node) recordedIncarnation(id string) string {
+	if m := n.metaState(); m != nil {
+		if rec := m.View().Node(id); rec != nil {
+			return rec.Incarnation
+		}
+	}
+	return ""
+}
+
 func (n *Node) self() *metav1.Node {
 	return &metav1.Node{
 		Id: n.cfg.NodeID, GrpcAddr: n.cfg.GRPCAddr, HttpAddr: n.cfg.HTTPAddr,

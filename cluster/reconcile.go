@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -43,7 +44,8 @@ type reconcileState struct {
 	again        map[int]bool // a pass found its key busy: pass again when it ends
 	lastTransfer map[int]time.Time
 	leaderSince  map[int]time.Time
-	lastRejoin   time.Time // only the reconcile loop touches it
+	lastRejoin   time.Time   // only the reconcile loop touches it
+	rejoining    atomic.Bool // a rejoinGossip contact is under way
 	// placed is the placement of the view placedOf was computed from: a
 	// view never changes once published, so the loop, which runs every
 	// ReconcileInterval, recomputes it only when the meta state changed.

@@ -50,8 +50,9 @@ type shardPlanInput struct {
 // planShard decides the next step of a shard's group toward its placement,
 // at most one at a time. Order is what keeps it safe: a new replica joins
 // as a non-voter, becomes a voter only once caught up, and replicas leave
-// only when every placed replica votes, so no step ever shrinks the group
-// below a quorum of up-to-date replicas. It is pure: the reconciler runs
+// only when every placed replica votes (unreachable ones first, and a
+// reachable voter only while the voters left have a live majority), so no
+// step ever shrinks the group below a quorum of up-to-date replicas. It is pure: the reconciler runs
 // what it decides, and its table tests pin each rule.
 func planShard(in shardPlanInput) shardStep {
 	if len(in.desired) == 0 {
@@ -92,17 +93,67 @@ func planShard(in shardPlanInput) shardStep {
 	if !allVote {
 		return shardStep{}
 	}
-	for _, s := range in.servers {
-		switch id := string(s.ID); {
-		case slices.Contains(in.desired, id):
-		case id == in.me:
-			return shardStep{kind: stepLeave, id: id}
-		default:
-			return shardStep{kind: stepRemove, id: id}
+	live := func(id string) bool { return id == in.me || in.alive(id) }
+	for _, s := range removalOrder(in.servers, in.desired, live) {
+		id := string(s.ID)
+		if s.Suffrage == raft.Voter && live(id) && !liveQuorumWithout(in.servers, id, live) {
+			return shardStep{} // wait: the unreachable voters go first, or come back
 		}
+		if id == in.me {
+			return shardStep{kind: stepLeave, id: id}
+		}
+		return shardStep{kind: stepRemove, id: id}
 	}
 	if in.desired[0] != in.me && in.settled {
 		return shardStep{kind: stepPrefer, id: in.desired[0]}
 	}
 	return shardStep{}
+}
+
+// removalOrder returns the servers not in keep, those live does not
+// vouch for first. Taking an unreachable voter out never makes a quorum
+// harder to reach; taking a reachable one out beside unreachable ones can
+// leave no live majority: of three voters, one dead and one leaving, the
+// leaving one's removal left two of two with one dead, a change that
+// never committed, and the group had no leader until the dead node
+// returned.
+func removalOrder(servers []raft.Server, keep []string, live func(id string) bool) []raft.Server {
+	var out []raft.Server
+	for _, s := range servers {
+		if !slices.Contains(keep, string(s.ID)) {
+			out = append(out, s)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b raft.Server) int {
+		return boolOrder(live(string(a.ID)), live(string(b.ID)))
+	})
+	return out
+}
+
+// boolOrder orders false before true.
+func boolOrder(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// liveQuorumWithout reports whether the voters of servers other than id
+// hold a majority that live vouches for: a change that takes voter id out
+// (a removal, a demotion) then commits, and the group goes on without it.
+func liveQuorumWithout(servers []raft.Server, id string, live func(id string) bool) bool {
+	voters, up := 0, 0
+	for _, s := range servers {
+		if s.Suffrage != raft.Voter || string(s.ID) == id {
+			continue
+		}
+		voters++
+		if live(string(s.ID)) {
+			up++
+		}
+	}
+	return up > voters/2
 }
