@@ -193,16 +193,19 @@ func lostMove(before, after *fsm.MetaView, groups []int) string {
 	return ""
 }
 
-// exportGroup returns group g's states from its leader.
+// exportGroup returns group g's states from its leader. --leader-wait
+// bounds finding the leader; the transfer, of up to 64 MiB, is bounded by
+// the caller's ctx (floodgatectl's --timeout), not by it.
 func (a *AdminServer) exportGroup(ctx context.Context, g int) ([]byte, error) {
 	var states []byte
-	err := onLeader(ctx, a.node, g, a.cfg.LeaderWait, true, func(ctx context.Context, rt cluster.Route) error {
+	bulk := ctx
+	err := onLeader(ctx, a.node, g, a.cfg.LeaderWait, true, func(_ context.Context, rt cluster.Route) error {
 		if rt.Local {
 			var err error
-			states, err = a.node.ExportGroup(ctx, g)
+			states, err = a.node.ExportGroup(bulk, g)
 			return err
 		}
-		resp, err := peerv1.NewPeerClient(a.peers.conn(rt.Addr)).ExportGroup(ctx, &peerv1.ExportGroupRequest{Group: uint32(g)},
+		resp, err := peerv1.NewPeerClient(a.peers.conn(rt.Addr)).ExportGroup(bulk, &peerv1.ExportGroupRequest{Group: uint32(g)},
 			grpc.MaxCallRecvMsgSize(maxExportMessage)) // gRPC reads 4 MiB by default
 		states = resp.GetStates()
 		return peerRefusal(rt.Addr, err)

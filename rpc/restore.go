@@ -215,13 +215,16 @@ func (a *AdminServer) checkRoom(plan *restorePlan) error {
 }
 
 // restoreGroup sends states, all of group g's keys, to g's leader.
+// --leader-wait bounds finding the leader; the transfer and its entry's
+// commit are bounded by the caller's ctx, as exportGroup's.
 func (a *AdminServer) restoreGroup(ctx context.Context, g int, states []byte) error {
-	return onLeader(ctx, a.node, g, a.cfg.LeaderWait, true, func(ctx context.Context, rt cluster.Route) error {
+	bulk := ctx
+	return onLeader(ctx, a.node, g, a.cfg.LeaderWait, true, func(_ context.Context, rt cluster.Route) error {
 		if rt.Local {
-			_, err := a.node.RestoreGroup(ctx, g, states)
+			_, err := a.node.RestoreGroup(bulk, g, states)
 			return err
 		}
-		_, err := peerv1.NewPeerClient(a.peers.conn(rt.Addr)).RestoreGroup(ctx, &peerv1.RestoreGroupRequest{Group: uint32(g), States: states})
+		_, err := peerv1.NewPeerClient(a.peers.conn(rt.Addr)).RestoreGroup(bulk, &peerv1.RestoreGroupRequest{Group: uint32(g), States: states})
 		return peerRefusal(rt.Addr, err)
 	})
 }
