@@ -30,7 +30,15 @@ func TestSaveAsANodeJoins(t *testing.T) {
 	cfg := inproc.Config(t, "n4")
 	cfg.Shards, cfg.Slots = 0, slots
 	cfg.Join = []string{nodes[0].Cfg.GRPCAddr}
-	go inproc.Start(t, cfg)
+	// Started beside the test, so that the save runs while n4 joins; the
+	// test waits for the start before it ends, or the cluster's cleanup
+	// would close n4 mid-start.
+	started := make(chan struct{})
+	go func() {
+		defer close(started)
+		inproc.Start(t, cfg)
+	}()
+	defer func() { <-started }()
 	inproc.Eventually(t, 30*time.Second, "n4's group", func() error {
 		if n := len(nodes[0].Node.View().Groups); n != 4 {
 			return fmt.Errorf("%d groups", n)
