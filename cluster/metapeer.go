@@ -50,7 +50,14 @@ func (n *Node) checkPeerMeta(ctx context.Context, cmd []byte) error {
 		if s := c.Node.State; s < metav1.NodeState_NODE_STATE_UNSPECIFIED || s > metav1.NodeState_NODE_STATE_DEAD {
 			return fmt.Errorf("%w: node.state: unknown node state %d", ErrConfig, s)
 		}
-		return checkIncarnation(v.Node(c.Node.Id), c.Node)
+		if err := checkIncarnation(v.Node(c.Node.Id), c.Node); err != nil {
+			return err
+		}
+		// A member's own update of its record, as its join (AddNode): a
+		// copy of a live member's data dir, started elsewhere, would
+		// otherwise move the member's record, and its Raft traffic, to
+		// itself.
+		return n.checkNotImpostor(v.Node(c.Node.Id), c.Node)
 	case fsm.MetaShardReport:
 		var c metav1.ShardReport
 		if proto.Unmarshal(body, &c) != nil {
