@@ -34,6 +34,7 @@ test: ## Run every test: unit, property, race, system, end-to-end and fault
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags clockskew ./wallclock/ ./cmd/floodgate/
 	$(GO) test -race -count=1 -p $(RACEP) $(RACE)
+	$(GO) test -count=1 -run '^TestAMemberMovedToNewAddressesTakesThem$$' ./cluster/ # trips hashicorp/raft's own race under -race
 	$(GO) test -count=1 -tags clockskew ./wallclock/
 	$(GO) test -count=1 $$($(GO) list ./test/... | grep -v /test/fault)
 	$(MAKE) deploy-check

