@@ -115,7 +115,7 @@ func TestFastHandOverResumesWhenTransferFails(t *testing.T) {
 		g := newMemGroup(t, 3)
 		defer g.close()
 		li := g.leader()
-		lane := newFastLane(g.rafts[li], g.shards[li], testFastConfig(), func() error { return &NotLeaderError{Group: "shard-0"} })
+		lane := leaderLane(g, li, testFastConfig())
 		defer lane.close()
 		if _, err := lane.decide(context.Background(), fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1}); err != nil {
 			t.Fatal(err)
@@ -150,7 +150,7 @@ func TestFastLaneFlushesAnIntervalAfterTheFirstCount(t *testing.T) {
 		defer g.close()
 		li := g.leader()
 		cfg := testFastConfig()
-		lane := newFastLane(g.rafts[li], g.shards[li], cfg, func() error { return &NotLeaderError{Group: "shard-0"} })
+		lane := leaderLane(g, li, cfg)
 		defer lane.close()
 		var want int64
 		for _, idle := range []time.Duration{time.Second, 17 * time.Millisecond, 333 * time.Millisecond} {
@@ -368,7 +368,7 @@ func TestFastPeekWritesNothing(t *testing.T) {
 		defer g.close()
 		li := g.leader()
 		cfg := testFastConfig()
-		lane := newFastLane(g.rafts[li], g.shards[li], cfg, func() error { return &NotLeaderError{Group: "shard-0"} })
+		lane := leaderLane(g, li, cfg)
 		defer lane.close()
 		// The lane's first decision waits for its term's barrier, an entry.
 		if _, err := lane.decide(context.Background(), fsm.Check{Key: "warm", Policy: fastPolicy, Cost: 1}); err != nil {
@@ -412,4 +412,10 @@ func TestFastPeekWritesNothing(t *testing.T) {
 			t.Fatalf("%d committed, want 1", got)
 		}
 	})
+}
+
+// leaderLane is a fast lane of g's replica li (its leader), answering
+// NotLeader as shard-0 when it cannot take a check.
+func leaderLane(g *memGroup, li int, cfg Config) *fastLane {
+	return newFastLane(g.rafts[li], g.shards[li], cfg, func() error { return &NotLeaderError{Group: "shard-0"} })
 }
