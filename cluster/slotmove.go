@@ -162,7 +162,8 @@ func freeze(lane *fastLane, r *raft.Raft, move uint64, slots []uint32, timeout t
 }
 
 // importMove copies the move's slots from a source replica that applied
-// the freeze into this group, then closes the move. Whether the import is
+// the freeze into this group, in entries of about fsm.PieceBytes of
+// states at most (fsm.Shard.CutImport), then closes the move. Whether the import is
 // in already is the group's record of it (MoveApplied), never which slots
 // the group owns: a new leader's state machine may be behind its log, and
 // one still holding the slots from before an earlier move took them away
@@ -183,10 +184,19 @@ func (n *Node) importMove(ctx context.Context, r *replica, mv *fsm.SlotMove, v *
 		if err != nil {
 			return fmt.Errorf("export slots: %w", err)
 		}
-		if err := n.applyShard(ctx, r, fsm.EncodeImport(mv.ID, mv.From, slots, export)); err != nil {
-			return fmt.Errorf("import slots into group %d: %w", r.id, err)
+		pieces, err := r.fsm.CutImport(slots, export, fsm.PieceBytes)
+		if err != nil {
+			return fmt.Errorf("export slots: %w", err)
 		}
-		parts++
+		for _, p := range pieces {
+			if _, imported := r.fsm.MoveApplied(mv.ID, p.Slots); imported {
+				continue // a retry: this piece went in before
+			}
+			if err := n.applyShard(ctx, r, fsm.EncodeImport(mv.ID, mv.From, p.Slots, p.States)); err != nil {
+				return fmt.Errorf("import slots into group %d: %w", r.id, err)
+			}
+			parts++
+		}
 		return nil
 	})
 	if err != nil {

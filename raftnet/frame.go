@@ -20,8 +20,9 @@ const (
 // maxFrame bounds a frame a reader accepts, and a sender sends: raft
 // batches up to 64 entries an AppendEntries whatever their size, so the
 // sender sends fewer when they do not fit (fitEntries). The largest entry
-// is a slot move's import, up to 64 MiB (fsm.MaxExport). A variable only
-// for tests.
+// is a slot move's import, up to 64 MiB (fsm.MaxExport) when an older
+// release writes it; this one writes pieces of about 4 MiB
+// (fsm.PieceBytes). A variable only for tests.
 var maxFrame uint32 = 256 << 20
 
 // The handshake: the dialer sends helloMagic, protocolVersion and the

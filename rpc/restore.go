@@ -19,9 +19,10 @@ import (
 
 // restorePiece is about the most bytes of states a restore sends to a
 // group in one message and one Raft entry (fsm.CutStates): a group's part
-// of a backup may be 64 MiB, and a node's gRPC server reads 16 MiB in one
-// message (maxMessage).
-const restorePiece = 4 << 20
+// of a backup may be 64 MiB, a node's gRPC server reads 16 MiB in one
+// message (maxMessage), and a large entry holds up every group's Raft
+// traffic (fsm.PieceBytes).
+const restorePiece = fsm.PieceBytes
 
 // restorePlan is a backup checked whole and split by the slot table:
 // what a restore writes.

@@ -1,16 +1,46 @@
 package rpc_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/fsm"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 	"github.com/floodgate/floodgate/test/inproc"
 )
+
+// importLog keeps a node's log lines and counts the import entries of
+// the moves it closed ("slots imported ... entries=N").
+type importLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *importLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *importLog) entries() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, m := range regexp.MustCompile(`msg="slots imported".* entries=(\d+)`).FindAllStringSubmatch(l.buf.String(), -1) {
+		k, _ := strconv.Atoi(m[1])
+		n += k
+	}
+	return n
+}
 
 // A move whose export is larger than gRPC's default answer (4 MiB) still
 // goes through when the target's leader holds no replica of the source
@@ -48,6 +78,8 @@ func TestLargeExportCrossesNodes(t *testing.T) {
 	cfg := inproc.Config(t, "n2")
 	one(&cfg)
 	cfg.Join = []string{nodes[0].Cfg.GRPCAddr}
+	logs := &importLog{}
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	inproc.Start(t, cfg)
 	inproc.Eventually(t, 60*time.Second, "half the slots moved to n2's group", func() error {
 		st := statusOf(t, nodes[0])
@@ -61,6 +93,12 @@ func TestLargeExportCrossesNodes(t *testing.T) {
 		}
 		return nil
 	})
+	// The export (about 5 MiB) went in as pieces of at most
+	// fsm.PieceBytes, not as one entry that holds up every group's
+	// Raft traffic behind it.
+	if n := logs.entries(); n < 2 {
+		t.Errorf("the move was imported in %d entries, want pieces of at most %d bytes", n, fsm.PieceBytes)
+	}
 	// Every key kept its count of one.
 	for b := range 24 {
 		key := fmt.Sprintf("%s-%d-%d", pad, b, 7)
