@@ -375,19 +375,28 @@ const (
 	entryOverhead  = 64
 )
 
+// sendBatch is about the most bytes of entries a frame carries (one
+// entry at least, up to maxFrame): a frame holds up every other group's
+// messages on its link while it is written, heartbeats among them, and a
+// follower catching up behind a slot move's imports was sent 64 of them
+// at once. A variable only for tests.
+var sendBatch uint32 = 8 << 20
+
 // fitEntries trims r.Entries, in place, to the longest prefix (one entry
-// at least) whose frame fits in maxFrame. raft batches entries by count
-// only, so a follower behind a few slot moves' imports (up to 64 MiB each)
-// was sent them together, over maxFrame, and the request was refused at
-// every retry: the follower never caught up. raft advances by the
-// request it gave once the call returns (updateLastAppended after a
-// plain call or a pipelined answer, pipelineSend's next index), reading
-// r.Entries, so it sends the rest next time.
+// at least) whose frame fits in sendBatch and maxFrame. raft batches
+// entries by count only, so a follower behind a few slot moves' imports
+// (up to 64 MiB each from an older release) was sent them together, over
+// maxFrame, and the request was refused at every retry: the follower
+// never caught up. raft advances by the request it gave once the call
+// returns (updateLastAppended after a plain call or a pipelined answer,
+// pipelineSend's next index), reading r.Entries, so it sends the rest
+// next time.
 func fitEntries(r *raft.AppendEntriesRequest) {
+	bound := int(min(sendBatch, maxFrame))
 	size := appendOverhead + len(r.RPCHeader.ID) + len(r.RPCHeader.Addr) + len(r.Leader)
 	for i, l := range r.Entries {
 		size += entryOverhead + len(l.Data) + len(l.Extensions)
-		if size > int(maxFrame) && i > 0 {
+		if size > bound && i > 0 {
 			r.Entries = r.Entries[:i]
 			return
 		}
