@@ -448,6 +448,16 @@ func (n *Node) ApplyLocalMeta(ctx context.Context, cmd []byte) error {
 }
 
 func (n *Node) applyLocalMeta(meta *Group, cmd []byte) error {
+	if len(cmd) > 0 && cmd[0] == fsm.MetaSetNodeState {
+		n.stateMu.Lock() // see setState
+		defer n.stateMu.Unlock()
+	}
+	return n.applyLocalMetaLocked(meta, cmd)
+}
+
+// applyLocalMetaLocked is applyLocalMeta for a caller that holds stateMu
+// if cmd sets a node's state.
+func (n *Node) applyLocalMetaLocked(meta *Group, cmd []byte) error {
 	f := meta.raft.Apply(cmd, n.cfg.CommitTimeout)
 	if err := f.Error(); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {

@@ -30,11 +30,11 @@ func (n *Node) reconcileMeta(ctx context.Context, v *fsm.MetaView) {
 		switch {
 		case m.State == metav1.NodeState_NODE_STATE_ACTIVE && down && time.Since(since) > n.cfg.DeadAfter:
 			n.log.Warn("node unreachable: moving its replicas away", "dead", m.Id, "for", time.Since(since).Round(time.Second))
-			n.setState(ctx, m.Id, metav1.NodeState_NODE_STATE_DEAD)
+			n.setState(ctx, m.Id, m.State, metav1.NodeState_NODE_STATE_DEAD)
 			return
 		case m.State == metav1.NodeState_NODE_STATE_DEAD && health == HealthAlive:
 			n.log.Info("node reachable again", "node", m.Id)
-			n.setState(ctx, m.Id, metav1.NodeState_NODE_STATE_ACTIVE)
+			n.setState(ctx, m.Id, m.State, metav1.NodeState_NODE_STATE_ACTIVE)
 			return
 		}
 	}
@@ -178,8 +178,28 @@ func (n *Node) metaLive() func(id string) bool {
 	return func(id string) bool { return id == n.cfg.NodeID || n.gossip.alive(id) }
 }
 
-func (n *Node) setState(ctx context.Context, id string, st metav1.NodeState) {
-	if err := n.applyMeta(ctx, fsm.MetaSetNodeState, &metav1.SetNodeState{Id: id, State: st}); err != nil {
+// setState moves member id from state from, which the pass read in its
+// view, to st, on this node, the meta leader, and only if id is still in
+// from: a leave written meanwhile (through this leader, which writes node
+// states one at a time: stateMu) is not overwritten by the pass's dead or
+// active, which would leave the node a member whose leave never ends. The
+// entry itself stays unconditional (MetaSetNodeState), as every release
+// reads it.
+func (n *Node) setState(ctx context.Context, id string, from, st metav1.NodeState) {
+	meta := n.metaGroup()
+	if meta == nil || !meta.isLeader() {
+		return // the next leader's pass judges again
+	}
+	cmd, err := fsm.EncodeMeta(fsm.MetaSetNodeState, &metav1.SetNodeState{Id: id, State: st})
+	if err != nil {
+		return
+	}
+	n.stateMu.Lock()
+	defer n.stateMu.Unlock()
+	if m := n.View().Node(id); m == nil || m.State != from {
+		return // changed since the pass read it: a leave, or a removal
+	}
+	if err := n.applyLocalMetaLocked(meta, cmd); err != nil {
 		n.log.Warn("set node state", "node", id, "state", st, "err", err)
 	}
 }

@@ -104,7 +104,11 @@ type Node struct {
 	stop        chan struct{}
 	wg          sync.WaitGroup
 
-	recon   reconcileState
+	recon reconcileState
+	// stateMu makes the meta leader's node state writes one at a time, so
+	// that the reconciler's check of a member's state and its write
+	// (setState) see every leave written through this leader meanwhile.
+	stateMu sync.Mutex
 	clock   clockState
 	rates   *rates
 	settled atomic.Pointer[planKey]   // the last slot plan round that found nothing to do
