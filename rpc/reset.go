@@ -41,7 +41,7 @@ func (a *AdminServer) ResetKey(ctx context.Context, req *pb.ResetKeyRequest) (*p
 			if err == nil {
 				n = int(resp.States)
 			}
-			return peerResetError(rt.Addr, err)
+			return peerOwnerError(rt.Addr, err)
 		})
 	})
 	if err != nil {
@@ -78,28 +78,38 @@ func routedToOwner(ctx context.Context, node owners, key string, wait time.Durat
 		if !errors.Is(err, cluster.ErrMoved) {
 			return err
 		}
-		left := time.Until(deadline)
-		if left <= 0 {
+		if err := awaitTable(ctx, changed, deadline, round, err); err != nil {
 			return err
 		}
-		t := time.NewTimer(min(left, retryDelay(round+2)))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
-		case <-changed:
-		case <-t.C:
-		}
-		t.Stop()
 	}
 }
 
-// peerResetError is a peer's refusal of a reset, with a group that does
-// not own the key (the peer's Unavailable naming cluster.ErrMoved, or its
+// awaitTable waits, before round+1 of a call that found its group does
+// not own its keys (err), for the slot table to change (changed closes)
+// or a short pause (a move between its freeze and its flip), and returns
+// nil to go on, or, past deadline or ctx's end, the error to return.
+func awaitTable(ctx context.Context, changed <-chan struct{}, deadline time.Time, round int, err error) error {
+	left := time.Until(deadline)
+	if left <= 0 {
+		return err
+	}
+	t := time.NewTimer(min(left, retryDelay(round+2)))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+	case <-changed:
+	case <-t.C:
+	}
+	return nil
+}
+
+// peerOwnerError is a peer's refusal of a call about keys (a reset, a
+// restore's states), with a group that does not own the key (the peer's Unavailable naming cluster.ErrMoved, or its
 // InvalidArgument naming cluster.ErrWrongShard: this node's slot table is
 // behind the peer's) made cluster.ErrMoved, for routedToOwner to route it
 // again.
-func peerResetError(addr string, err error) error {
+func peerOwnerError(addr string, err error) error {
 	st, ok := status.FromError(err)
 	if err == nil || !ok {
 		return peerRefusal(addr, err)

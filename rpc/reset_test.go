@@ -53,8 +53,8 @@ func (m *movingOwner) move(to int) {
 func TestResetRoutedAgainWhenTheSlotMoved(t *testing.T) {
 	for name, refusal := range map[string]error{
 		"local":                fmt.Errorf("shard-1: %w", cluster.ErrMoved),
-		"peer, moved":          peerResetError("n2", status.Error(codes.Unavailable, "reset k: shard-1: "+cluster.ErrMoved.Error())),
-		"peer, table ahead":    peerResetError("n2", status.Error(codes.InvalidArgument, "invalid request: shard: "+cluster.ErrWrongShard.Error())),
+		"peer, moved":          peerOwnerError("n2", status.Error(codes.Unavailable, "reset k: shard-1: "+cluster.ErrMoved.Error())),
+		"peer, table ahead":    peerOwnerError("n2", status.Error(codes.InvalidArgument, "invalid request: shard: "+cluster.ErrWrongShard.Error())),
 		"local, table changed": fmt.Errorf("%w: slot 7 is group 2's", cluster.ErrWrongShard),
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -104,17 +104,17 @@ func TestResetRoutedAgainGivesUp(t *testing.T) {
 	})
 }
 
-// peerResetError leaves a peer's other refusals as they were.
+// peerOwnerError leaves a peer's other refusals as they were.
 func TestPeerResetErrorKeepsOtherRefusals(t *testing.T) {
 	for _, err := range []error{
 		status.Error(codes.Unavailable, "no leader"),
 		status.Error(codes.InvalidArgument, "invalid request: key: must not be empty"),
 	} {
-		if got := peerResetError("n2", err); errors.Is(got, cluster.ErrMoved) || status.Code(got) != status.Code(err) {
+		if got := peerOwnerError("n2", err); errors.Is(got, cluster.ErrMoved) || status.Code(got) != status.Code(err) {
 			t.Errorf("%v became %v", err, got)
 		}
 	}
-	if got := peerResetError("n2", status.Error(codes.PermissionDenied, "no")); status.Code(got) != codes.Unavailable {
+	if got := peerOwnerError("n2", status.Error(codes.PermissionDenied, "no")); status.Code(got) != codes.Unavailable {
 		t.Errorf("a refusal of this node's credentials is %v", got)
 	}
 }

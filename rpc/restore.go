@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/floodgate/floodgate/backup"
 	"github.com/floodgate/floodgate/cluster"
@@ -102,7 +103,7 @@ func (a *AdminServer) restore(ctx context.Context, b *backup.Backup,
 	for _, parts := range plan.parts {
 		for _, g := range slices.Sorted(maps.Keys(parts)) {
 			for _, piece := range parts[g] {
-				if err := a.restoreGroup(ctx, g, piece); err != nil {
+				if err := a.restoreRouted(ctx, g, piece, time.Now().Add(restoreMoveWait)); err != nil {
 					return nil, fmt.Errorf("group %d: %w%s", g, err, stored(len(plan.policies), done))
 				}
 				done++
@@ -215,6 +216,43 @@ func (a *AdminServer) checkRoom(plan *restorePlan) error {
 	return nil
 }
 
+// restoreMoveWait bounds how long a restore's piece waits for the slot
+// table to name the groups that own its keys now, when a slot moved
+// since the restore was planned (a restore while nodes join or leave).
+const restoreMoveWait = 30 * time.Second
+
+// restoreRouted writes piece, states the plan gave group g, to the groups
+// that own its keys now: whole to g, or, when g refuses it as moved
+// (nothing written), split again by this node's slot table once that
+// names other groups, each part sent on likewise, before deadline. A
+// restore that met a moved slot failed, and failed again when re-run
+// while moves went on.
+func (a *AdminServer) restoreRouted(ctx context.Context, g int, piece []byte, deadline time.Time) error {
+	for round := 0; ; round++ {
+		changed := a.node.MetaChanged() // before the write: a change meanwhile is not missed
+		err := a.restoreGroup(ctx, g, piece)
+		if !errors.Is(err, cluster.ErrMoved) {
+			return err
+		}
+		sp := fsm.Splitter{GroupOf: a.node.GroupOfKey}
+		parts, _, serr := sp.Split(piece)
+		if serr != nil {
+			return fmt.Errorf("%w (split again: %w)", err, serr)
+		}
+		if sp.Skipped == 0 && (len(parts) > 1 || parts[g] == nil) {
+			for _, to := range slices.Sorted(maps.Keys(parts)) {
+				if err := a.restoreRouted(ctx, to, parts[to], deadline); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if err := awaitTable(ctx, changed, deadline, round, err); err != nil {
+			return err
+		}
+	}
+}
+
 // restoreGroup sends states, all of group g's keys, to g's leader.
 // --leader-wait bounds finding the leader; the transfer and its entry's
 // commit are bounded by the caller's ctx, as exportGroup's.
@@ -226,6 +264,6 @@ func (a *AdminServer) restoreGroup(ctx context.Context, g int, states []byte) er
 			return err
 		}
 		_, err := peerv1.NewPeerClient(a.peers.conn(rt.Addr)).RestoreGroup(bulk, &peerv1.RestoreGroupRequest{Group: uint32(g), States: states})
-		return peerRefusal(rt.Addr, err)
+		return peerOwnerError(rt.Addr, err)
 	})
 }

@@ -18,6 +18,24 @@ import (
 	"github.com/floodgate/floodgate/test/inproc"
 )
 
+// waitHalfMoved waits until n sees two groups of slots/2 slots each and
+// no move in flight: a second node's group took its half.
+func waitHalfMoved(t *testing.T, n *inproc.Node, slots int) {
+	t.Helper()
+	inproc.Eventually(t, 60*time.Second, "half the slots moved to the new group", func() error {
+		st := statusOf(t, n)
+		if len(st.ShardStatus) != 2 || st.Moves > 0 {
+			return fmt.Errorf("%d groups, %d moves in flight", len(st.ShardStatus), st.Moves)
+		}
+		for _, g := range st.ShardStatus {
+			if g.Slots != int32(slots/2) {
+				return fmt.Errorf("group %d owns %d slots", g.Id, g.Slots)
+			}
+		}
+		return nil
+	})
+}
+
 // importLog keeps a node's log lines and counts the import entries of
 // the moves it closed ("slots imported ... entries=N").
 type importLog struct {
@@ -81,18 +99,7 @@ func TestLargeExportCrossesNodes(t *testing.T) {
 	logs := &importLog{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	inproc.Start(t, cfg)
-	inproc.Eventually(t, 60*time.Second, "half the slots moved to n2's group", func() error {
-		st := statusOf(t, nodes[0])
-		if len(st.ShardStatus) != 2 || st.Moves > 0 {
-			return fmt.Errorf("%d groups, %d moves in flight", len(st.ShardStatus), st.Moves)
-		}
-		for _, g := range st.ShardStatus {
-			if g.Slots != slots/2 {
-				return fmt.Errorf("group %d owns %d slots", g.Id, g.Slots)
-			}
-		}
-		return nil
-	})
+	waitHalfMoved(t, nodes[0], slots)
 	// The export (about 5 MiB) went in as pieces of at most
 	// fsm.PieceBytes, not as one entry that holds up every group's
 	// Raft traffic behind it.
