@@ -163,13 +163,13 @@ func freeze(lane *fastLane, r *raft.Raft, move uint64, slots []uint32, timeout t
 
 // importMove copies the move's slots from a source replica that applied
 // the freeze into this group, in entries of about fsm.PieceBytes of
-// states at most (fsm.Shard.CutImport), then closes the move. Whether the import is
-// in already is the group's record of it (MoveApplied), never which slots
-// the group owns: a new leader's state machine may be behind its log, and
-// one still holding the slots from before an earlier move took them away
-// would close the move without importing (no group owning the slots once
-// it caught up). The record only grows, so a lagging one errs toward an
-// import again, which applies as a no-op.
+// states at most (fsm.Shard.CutImport), then closes the move. Whether the
+// import is in already is the group's record of it (MoveApplied), never
+// which slots the group owns: a new leader's state machine may be behind
+// its log, and one still holding the slots from before an earlier move
+// took them away would close the move without importing (no group owning
+// the slots once it caught up). The record only grows, so a lagging one
+// errs toward an import again, which applies as a no-op.
 func (n *Node) importMove(ctx context.Context, r *replica, mv *fsm.SlotMove, v *fsm.MetaView) {
 	start := time.Now()
 	var exported time.Duration // how long the exports took: 0 if none
