@@ -29,11 +29,16 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 var _ io.Writer = (*slogWriter)(nil)
 
 // levelOf reads a line's level tag. Elections, a new replica catching up,
-// a server's address taken from the group's configuration (the meta state
-// that addrBook reads is not loaded yet) and gossip's routine chatter are
-// how the libraries work: debug, not warnings.
+// a peer that has not opened its replica of the group yet (a join, a new
+// group: the leader's AppendEntries fail until it has, dozens of ERROR
+// lines in a normal join), a server's address taken from the group's
+// configuration (the meta state that addrBook reads is not loaded yet)
+// and gossip's routine chatter are how the libraries work: debug, not
+// warnings.
 func levelOf(line string) slog.Level {
 	switch {
+	case strings.Contains(line, "raftnet: no group "):
+		return slog.LevelDebug
 	case strings.Contains(line, "[ERROR]"), strings.Contains(line, "[ERR]"):
 		return slog.LevelError
 	case strings.Contains(line, "starting election"), strings.Contains(line, "pre-vote"),
