@@ -102,6 +102,6 @@ release: ## Build static release binaries for linux and darwin, amd64 and arm64,
 	cd dist && sha256sum * > SHA256SUMS
 
 clean: ## Remove build output, the default data dir and the README walkthroughs' files
-	rm -rf $(BIN) dist floodgate-data data policies.yaml edge.yaml shop.yaml trace.out
+	rm -rf $(BIN) dist floodgate-data data policies.yaml edge.yaml shop.yaml trace.out backup.fgbk
 
 .PHONY: help build run test deploy-check e2e fuzz bench lint proto release clean
