@@ -364,3 +364,23 @@ func TestValidateNeverEchoesAHugeName(t *testing.T) {
 		}
 	}
 }
+
+// TestElasticLogKeepsCeilingTimestamps: an elastic sliding log that
+// counts denials, filled to its ceiling with room, then denied once
+// without room, admitted 10 more when room returned (30 in one window of
+// a ceiling of 20): the denial was recorded at the unstretched limit,
+// which kept only the newest 10 timestamps.
+func TestElasticLogKeepsCeilingTimestamps(t *testing.T) {
+	p := &Policy{Name: "p", Mode: Elastic, ElasticCeilingPercent: 200, ElasticCapacity: 1000, CountDenied: true,
+		Limits: []Limit{lim(window.SlidingLog, 10, time.Minute)}}
+	if err := p.Validate(0); err != nil {
+		t.Fatal(err)
+	}
+	st := states(p)
+	a1, _, _ := run(p, st, 0, 1, 25, true)
+	p.Evaluate(st, sec, 1, false)
+	a2, _, _ := run(p, st, 2*sec, 1, 25, true)
+	if a1+a2 != 20 {
+		t.Fatalf("admitted %d+%d in one window of a ceiling of 20", a1, a2)
+	}
+}

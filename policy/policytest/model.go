@@ -34,10 +34,10 @@ func (m *Model) Clone() *Model {
 func New(p *policy.Policy) *Model {
 	m := &Model{p: p}
 	for i := range p.Limits {
-		m.limits = append(m.limits, windowtest.New(p.Limits[i].Limit))
+		m.limits = append(m.limits, windowtest.NewExact(p.Limits[i].Limit))
 	}
 	if p.Reduced != nil {
-		m.reduced = windowtest.New(p.Reduced.Limit)
+		m.reduced = windowtest.NewExact(p.Reduced.Limit)
 	}
 	return m
 }
