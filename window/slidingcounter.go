@@ -160,9 +160,12 @@ func counterRecord(l *Limit, s *State, now, cost int64) {
 		clear(slots) // everything aged out: reuse the buffer
 		s.B = 0
 	default:
-		for i := s.A + 1; i <= cur; i++ {
-			s.B -= int64(slots[i%sh.k])
-			slots[i%sh.k] = 0
+		// Count the steps, not the index: i <= cur always holds for cur
+		// = math.MaxInt64 (1ns buckets at the end of time).
+		for j := int64(1); j <= cur-s.A; j++ {
+			i := (s.A + j) % sh.k
+			s.B -= int64(slots[i])
+			slots[i] = 0
 		}
 	}
 	s.A = cur
