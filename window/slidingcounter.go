@@ -74,7 +74,7 @@ func counterCheck(l *Limit, s *State, now, cost int64) Decision {
 		return decide(l.Limit, 0, cost, now, now)
 	}
 	sh := shapeOf(l)
-	cur := now / sh.b
+	cur, asked := now/sh.b, now
 	if cur < s.A {
 		cur, now = s.A, s.A*sh.b
 	}
@@ -100,7 +100,7 @@ func counterCheck(l *Limit, s *State, now, cost int64) Decision {
 	if !d.Allowed && fits(l.Limit, cost) {
 		d.RetryAfter = sh.retry(slots, s.A, cur, o, sum, x, l.Limit-max(cost, 1))
 	}
-	return d
+	return waitFrom(d, now, asked)
 }
 
 // retry is the least d > 0 such that, with nothing more counted, at most
