@@ -105,6 +105,9 @@ func (m *Model) check(c call) policy.Result {
 	m.hist = append(m.hist, c)
 	now, cost, elastic := c.now, c.cost, c.elastic
 	p, pct := m.p, Stretch(m.p, elastic)
+	if p.Reduced != nil {
+		m.reduced.SetLimit(p.Reduced.Limit) // never stretched, maybe edited
+	}
 	ds := make([]window.Decision, len(p.Limits))
 	res := policy.Result{Allowed: true, Decider: -1}
 	for i := range p.Limits {
