@@ -384,3 +384,24 @@ func TestElasticLogKeepsCeilingTimestamps(t *testing.T) {
 		t.Fatalf("admitted %d+%d in one window of a ceiling of 20", a1, a2)
 	}
 }
+
+// TestElasticBucketDenialNeverForgives: an elastic token bucket counting
+// denials, run into its full debt without room, then denied once with
+// room: that denial moved the bucket's full time back (its debt cap at the
+// stretched rate, 16 per 11, is shorter than at 15 per 10), so a counted
+// denial made the key admitted sooner.
+func TestElasticBucketDenialNeverForgives(t *testing.T) {
+	l := lim(window.TokenBucket, 10, 10*time.Second)
+	l.Burst = 15
+	p := &Policy{Name: "p", Mode: Elastic, ElasticCeilingPercent: 110, ElasticCapacity: 1000, CountDenied: true, Limits: []Limit{l}}
+	if err := p.Validate(0); err != nil {
+		t.Fatal(err)
+	}
+	st := states(p)
+	run(p, st, 0, 0, 50, false) // full debt
+	before := p.Evaluate(st, 0, 0, false).RetryAfter
+	p.Evaluate(st, 0, 1, true)
+	if after := p.Evaluate(st, 0, 0, false).RetryAfter; after < before {
+		t.Fatalf("a denial counted with room cut the wait from %d to %d", before, after)
+	}
+}

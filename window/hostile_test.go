@@ -17,8 +17,8 @@ import (
 // reference describes answers in the past, so it checks what a client
 // reads: Allowed and RetryAfter agree, Remaining is within the capacity,
 // a denial of a cost that fits admits the same request RetryAfter later
-// and not 1ns sooner (unless that lies past the int64 range), and the
-// state always encodes and decodes.
+// and not 1ns sooner (unless that lies past the int64 range), recording
+// never gives capacity back, and the state always encodes and decodes.
 func TestPropertyHostileTimes(t *testing.T) {
 	for i, a := range []window.Algorithm{window.SlidingLog, window.SlidingCounter, window.SlidingCounterWeighted,
 		window.FixedWindow, window.TokenBucket, window.GCRA} {
@@ -74,8 +74,18 @@ func runHostile(t *testing.T, rng *rand.Rand, l window.Limit, ops int) {
 			}
 		}
 		if c > 0 && (d.Allowed || rng.IntN(3) == 0) {
+			before := clone(&l, &s)
 			l.Record(&s, now, c)
 			fmt.Fprintf(&hist, "  recorded\n")
+			// Counting never gives capacity back, whenever it is stamped.
+			after := clone(&l, &s)
+			later := min(rng.Int64N(max(l.Window, 1)+1), math.MaxInt64-now)
+			for _, at := range []int64{now, now + later} {
+				b, a := l.Check(&before, at, 0), l.Check(&after, at, 0)
+				if a.Remaining > b.Remaining || a.Allowed && !b.Allowed {
+					fail("recording %d at %d gave capacity back: at %d it answers %+v, before %+v", c, now, at, a, b)
+				}
+			}
 		}
 		clone(&l, &s)
 	}
