@@ -142,7 +142,7 @@ func describe(p *policy.Policy) string {
 // state's identity, is the same). The reference reads the edited policy
 // too.
 func TestPropertyPolicyEdits(t *testing.T) {
-	seqs, ops := 8, 80
+	seqs, ops := 5, 80
 	if testing.Short() {
 		seqs /= 4
 	}
