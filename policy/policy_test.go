@@ -364,3 +364,44 @@ func TestValidateNeverEchoesAHugeName(t *testing.T) {
 		}
 	}
 }
+
+// TestElasticLogKeepsCeilingTimestamps: an elastic sliding log that
+// counts denials, filled to its ceiling with room, then denied once
+// without room, admitted 10 more when room returned (30 in one window of
+// a ceiling of 20): the denial was recorded at the unstretched limit,
+// which kept only the newest 10 timestamps.
+func TestElasticLogKeepsCeilingTimestamps(t *testing.T) {
+	p := &Policy{Name: "p", Mode: Elastic, ElasticCeilingPercent: 200, ElasticCapacity: 1000, CountDenied: true,
+		Limits: []Limit{lim(window.SlidingLog, 10, time.Minute)}}
+	if err := p.Validate(0); err != nil {
+		t.Fatal(err)
+	}
+	st := states(p)
+	a1, _, _ := run(p, st, 0, 1, 25, true)
+	p.Evaluate(st, sec, 1, false)
+	a2, _, _ := run(p, st, 2*sec, 1, 25, true)
+	if a1+a2 != 20 {
+		t.Fatalf("admitted %d+%d in one window of a ceiling of 20", a1, a2)
+	}
+}
+
+// TestElasticBucketDenialNeverForgives: an elastic token bucket counting
+// denials, run into its full debt without room, then denied once with
+// room: that denial moved the bucket's full time back (its debt cap at the
+// stretched rate, 16 per 11, is shorter than at 15 per 10), so a counted
+// denial made the key admitted sooner.
+func TestElasticBucketDenialNeverForgives(t *testing.T) {
+	l := lim(window.TokenBucket, 10, 10*time.Second)
+	l.Burst = 15
+	p := &Policy{Name: "p", Mode: Elastic, ElasticCeilingPercent: 110, ElasticCapacity: 1000, CountDenied: true, Limits: []Limit{l}}
+	if err := p.Validate(0); err != nil {
+		t.Fatal(err)
+	}
+	st := states(p)
+	run(p, st, 0, 0, 50, false) // full debt
+	before := p.Evaluate(st, 0, 0, false).RetryAfter
+	p.Evaluate(st, 0, 1, true)
+	if after := p.Evaluate(st, 0, 0, false).RetryAfter; after < before {
+		t.Fatalf("a denial counted with room cut the wait from %d to %d", before, after)
+	}
+}

@@ -36,6 +36,13 @@ func TestPropertyPolicy(t *testing.T) {
 
 func runPolicy(t *testing.T, p *policy.Policy, reqs []policytest.Request) {
 	t.Helper()
+	runPolicyEdited(t, p, reqs, nil)
+}
+
+// runPolicyEdited is runPolicy calling edits[i] (which changes p, read by
+// the policy and the reference alike) before request i.
+func runPolicyEdited(t *testing.T, p *policy.Policy, reqs []policytest.Request, edits map[int]func()) {
+	t.Helper()
 	ref := policytest.New(p)
 	st := make([]*window.State, p.States())
 	for i := range st {
@@ -43,6 +50,10 @@ func runPolicy(t *testing.T, p *policy.Policy, reqs []policytest.Request) {
 	}
 	var hist strings.Builder
 	for i, r := range reqs {
+		if edit := edits[i]; edit != nil {
+			edit()
+			fmt.Fprintf(&hist, "  edited: %s\n", describe(p))
+		}
 		got := p.Evaluate(st, r.Time, r.Cost, r.Elastic)
 		want := ref.Check(r.Time, r.Cost, r.Elastic)
 		fmt.Fprintf(&hist, "  %d: %v -> %+v\n", i, r, got)
@@ -123,4 +134,33 @@ func describe(p *policy.Policy) string {
 		fmt.Fprintf(&b, "\n  reduced %s %+v", p.Reduced.Algorithm, p.Reduced.Limit)
 	}
 	return b.String()
+}
+
+// TestPropertyPolicyEdits is TestPropertyPolicy with the policy edited
+// between requests, as `policy set` of a stored name does: a limit's
+// value or burst changes and its counts stay (the shape, and so the
+// state's identity, is the same). The reference reads the edited policy
+// too.
+func TestPropertyPolicyEdits(t *testing.T) {
+	seqs, ops := 5, 80
+	if testing.Short() {
+		seqs /= 4
+	}
+	for mi, m := range policytest.Modes {
+		t.Run(m.Name, func(t *testing.T) {
+			t.Parallel()
+			rng := rand.New(rand.NewPCG(uint64(mi), 0xed17))
+			for range seqs {
+				for _, k := range policytest.Kinds {
+					p := policytest.Policy(rng, m, k)
+					reqs := policytest.Requests(rng, p, m, ops)
+					edits := map[int]func(){}
+					for range 3 {
+						edits[rng.IntN(ops)] = policytest.Edit(rng, p)
+					}
+					runPolicyEdited(t, p, reqs, edits)
+				}
+			}
+		})
+	}
 }

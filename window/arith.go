@@ -55,3 +55,14 @@ func decide(capacity, used, cost, now, resetAt int64) Decision {
 func fits(capacity, cost int64) bool {
 	return max(cost, 1) <= capacity
 }
+
+// waitFrom makes a denial's RetryAfter, measured from now, a wait from
+// asked <= now: a sliding algorithm asked at a time before the newest it
+// holds answers as at that newest time, and a client told to wait from
+// the earlier time would be refused when it comes back.
+func waitFrom(d Decision, now, asked int64) Decision {
+	if !d.Allowed {
+		d.RetryAfter = satAdd(d.RetryAfter, now-asked)
+	}
+	return d
+}

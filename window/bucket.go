@@ -119,6 +119,7 @@ func bucketRecord(l *Limit, s *State, now, cost int64) {
 	if !pending(a, b, now) {
 		a, b = now, 0
 	}
+	a0, b0 := a, b
 	// A debt beyond 2C is capped anyway, so cap the cost first: that keeps
 	// c·Window/Limit inside 64 bits (at most 2·MaxRefill).
 	c := min(uint64(cost), 2*r.capacity)
@@ -131,6 +132,12 @@ func bucketRecord(l *Limit, s *State, now, cost int64) {
 	mq, mrem, _ := mulDiv(2*r.capacity, r.window, r.limit)
 	if ma := satAdd(now, int64(mq)); a > ma || a == ma && b > int64(mrem) {
 		a, b = ma, int64(mrem)
+	}
+	// But taking tokens never gives any back: a debt run up at another
+	// rate (an elastic stretch, rounded) or a record stamped before the
+	// last one may already be past that cap; it stays.
+	if a0 > a || a0 == a && b0 > b {
+		a, b = a0, b0
 	}
 	s.A, s.B = a, b
 }

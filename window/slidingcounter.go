@@ -74,7 +74,7 @@ func counterCheck(l *Limit, s *State, now, cost int64) Decision {
 		return decide(l.Limit, 0, cost, now, now)
 	}
 	sh := shapeOf(l)
-	cur := now / sh.b
+	cur, asked := now/sh.b, now
 	if cur < s.A {
 		cur, now = s.A, s.A*sh.b
 	}
@@ -100,7 +100,7 @@ func counterCheck(l *Limit, s *State, now, cost int64) Decision {
 	if !d.Allowed && fits(l.Limit, cost) {
 		d.RetryAfter = sh.retry(slots, s.A, cur, o, sum, x, l.Limit-max(cost, 1))
 	}
-	return d
+	return waitFrom(d, now, asked)
 }
 
 // retry is the least d > 0 such that, with nothing more counted, at most
@@ -160,9 +160,12 @@ func counterRecord(l *Limit, s *State, now, cost int64) {
 		clear(slots) // everything aged out: reuse the buffer
 		s.B = 0
 	default:
-		for i := s.A + 1; i <= cur; i++ {
-			s.B -= int64(slots[i%sh.k])
-			slots[i%sh.k] = 0
+		// Count the steps, not the index: i <= cur always holds for cur
+		// = math.MaxInt64 (1ns buckets at the end of time).
+		for j := int64(1); j <= cur-s.A; j++ {
+			i := (s.A + j) % sh.k
+			s.B -= int64(slots[i])
+			slots[i] = 0
 		}
 	}
 	s.A = cur

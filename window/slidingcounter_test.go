@@ -151,3 +151,19 @@ func TestSlidingCounterTimeBackwards(t *testing.T) {
 		t.Fatalf("a record in the past went to slot counts %v, want 5 in the newest bucket", slots)
 	}
 }
+
+// TestSlidingCounterAtEndOfTime: a counter of 1ns buckets recording at
+// math.MaxInt64 panicked (index out of range), or with one bucket looped
+// forever: the rotation's index could not pass bucket math.MaxInt64, so
+// it wrapped around. Either stops the state machine applying it.
+func TestSlidingCounterAtEndOfTime(t *testing.T) {
+	for _, a := range []Algorithm{SlidingCounter, SlidingCounterWeighted} {
+		l := Limit{Algorithm: a, Limit: 10, Window: 4, Buckets: 4}
+		var s State
+		l.Record(&s, math.MaxInt64-2, 1)
+		l.Record(&s, math.MaxInt64, 2)
+		if d := l.Check(&s, math.MaxInt64, 1); d.Remaining != 6 {
+			t.Fatalf("%s: at the end of time %+v, want 6 remaining (3 counted, 1 asked)", a, d)
+		}
+	}
+}

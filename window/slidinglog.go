@@ -116,6 +116,7 @@ func logCheck(l *Limit, s *State, now, cost int64) Decision {
 		return decide(l.Limit, 0, cost, now, now)
 	}
 	newest := r.at(r.n - 1)
+	asked := now
 	now = max(now, newest)
 	if k := r.aged(now - l.Window); k > 0 {
 		r.drop(k)
@@ -132,7 +133,7 @@ func logCheck(l *Limit, s *State, now, cost int64) Decision {
 		need := used - (l.Limit - max(cost, 1))
 		d.RetryAfter = r.at(int(need-1)) + l.Window - now
 	}
-	return d
+	return waitFrom(d, now, asked)
 }
 
 // logRecord appends cost copies of now to the log.

@@ -33,7 +33,8 @@ type Decision struct {
 // changes a later answer) but never allocates. now must not go backwards
 // for a given State; callers guarantee it (the FSM clamps log time). Should
 // it anyway, nothing breaks: the sliding algorithms answer as at the newest
-// time they hold and a fixed window keeps counting its period. l must be
+// time they hold (a denial's RetryAfter still counts from now) and a fixed
+// window keeps counting its period. l must be
 // valid (Validate). Times before the epoch count as the epoch and a
 // negative cost as a peek.
 //

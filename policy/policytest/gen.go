@@ -39,6 +39,23 @@ var Modes = []Mode{
 		elastic(rng, p)
 		p.CountDenied = true
 	}, room: func(rng *rand.Rand) bool { return rng.IntN(2) == 0 }},
+	{Name: "count_denied_reduced", set: func(rng *rand.Rand, p *policy.Policy) {
+		p.CountDenied = true
+		reduced(rng, p)
+	}},
+	{Name: "soft_reduced", set: func(rng *rand.Rand, p *policy.Policy) {
+		soft(rng, p)
+		reduced(rng, p)
+	}},
+	{Name: "shadow_count_denied_reduced", set: func(rng *rand.Rand, p *policy.Policy) {
+		p.Mode, p.CountDenied = policy.Shadow, true
+		reduced(rng, p)
+	}},
+	{Name: "elastic_flapping_count_denied_reduced", set: func(rng *rand.Rand, p *policy.Policy) {
+		elastic(rng, p)
+		p.CountDenied = true
+		reduced(rng, p)
+	}, room: func(rng *rand.Rand) bool { return rng.IntN(2) == 0 }},
 }
 
 func soft(rng *rand.Rand, p *policy.Policy) {
@@ -138,4 +155,40 @@ func Requests(rng *rand.Rand, p *policy.Policy, m Mode, n int) []Request {
 		out[i] = Request{Time: now, Cost: cost, Elastic: m.Room(rng)}
 	}
 	return out
+}
+
+// Edit returns an edit of p, as `policy set` of its name with the same
+// shapes: one limit (or the reduced limit) gets another valid value or
+// burst, and keeps its counts (which the reference then reads with it).
+func Edit(rng *rand.Rand, p *policy.Policy) func() {
+	return func() {
+		all := []*window.Limit{}
+		for i := range p.Limits {
+			all = append(all, &p.Limits[i].Limit)
+		}
+		if p.Reduced != nil {
+			all = append(all, &p.Reduced.Limit)
+		}
+		l := all[rng.IntN(len(all))]
+		old := *l
+		hi := window.MaxLimit
+		if l.Algorithm == window.SlidingLog {
+			hi = 200
+		}
+		if l.Algorithm == window.SlidingLog && p.CountDenied {
+			// A log keeps only its limit's newest timestamps, so the
+			// denials it counted beyond them are gone once an edit raises
+			// it within the window (a client that hammered a limit of 10
+			// gets 40 more at 50, where it counted 100). Known and
+			// accepted: keeping them would cost memory per denial.
+			return
+		}
+		l.Limit = windowtest.Count(rng, hi)
+		if l.Burst > 0 || rng.IntN(3) == 0 && (l.Algorithm == window.TokenBucket || l.Algorithm == window.GCRA) {
+			l.Burst = windowtest.Count(rng, window.MaxLimit)
+		}
+		if p.Validate(0) != nil {
+			*l = old
+		}
+	}
 }

@@ -34,10 +34,10 @@ func (m *Model) Clone() *Model {
 func New(p *policy.Policy) *Model {
 	m := &Model{p: p}
 	for i := range p.Limits {
-		m.limits = append(m.limits, windowtest.New(p.Limits[i].Limit))
+		m.limits = append(m.limits, windowtest.NewExact(p.Limits[i].Limit))
 	}
 	if p.Reduced != nil {
-		m.reduced = windowtest.New(p.Reduced.Limit)
+		m.reduced = windowtest.NewExact(p.Reduced.Limit)
 	}
 	return m
 }
@@ -105,6 +105,9 @@ func (m *Model) check(c call) policy.Result {
 	m.hist = append(m.hist, c)
 	now, cost, elastic := c.now, c.cost, c.elastic
 	p, pct := m.p, Stretch(m.p, elastic)
+	if p.Reduced != nil {
+		m.reduced.SetLimit(p.Reduced.Limit) // never stretched, maybe edited
+	}
 	ds := make([]window.Decision, len(p.Limits))
 	res := policy.Result{Allowed: true, Decider: -1}
 	for i := range p.Limits {

@@ -90,12 +90,17 @@ func (m *bucket) Horizon(now int64) int64 {
 	return now + new(big.Int).Div(missing, big.NewInt(m.l.Limit)).Int64() + 1
 }
 
-// Record takes cost tokens, never going below -C.
+// Record takes cost tokens, never going below -C, nor giving any back
+// when the bucket is already below (a debt run up at another rate).
 func (m *bucket) Record(now, cost int64) {
+	held := m.at(now)
 	x := new(big.Int).Mul(big.NewInt(cost), big.NewInt(m.l.Window))
-	x.Sub(m.at(now), x)
+	x.Sub(held, x)
 	if floor := new(big.Int).Neg(full(&m.l)); x.Cmp(floor) < 0 {
 		x = floor
+		if held.Cmp(floor) < 0 {
+			x = held
+		}
 	}
 	m.scaled, m.t0, m.w = x, now, m.l
 }

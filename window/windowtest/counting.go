@@ -46,6 +46,39 @@ func (m *slidingLog) Record(now, cost int64) {
 	}
 }
 
+// exactLog: every recorded (time, cost), untrimmed.
+type exactLog struct {
+	l    window.Limit
+	recs [][2]int64
+}
+
+func (m *exactLog) Capacity() int64         { return m.l.Limit }
+func (m *exactLog) Linear() int64           { return 1024 }
+func (m *exactLog) SetLimit(l window.Limit) { m.l = l }
+
+func (m *exactLog) Used(t int64) int64 {
+	n := int64(0)
+	for _, r := range m.recs {
+		if r[0] > t-m.l.Window {
+			n += r[1]
+		}
+	}
+	return n
+}
+
+func (m *exactLog) Horizon(now int64) int64 {
+	if len(m.recs) == 0 {
+		return now
+	}
+	return max(now, m.recs[len(m.recs)-1][0]+m.l.Window)
+}
+
+func (m *exactLog) Record(now, cost int64) {
+	// Records out of the window now are out of every later one.
+	m.recs = slices.DeleteFunc(m.recs, func(r [2]int64) bool { return r[0] <= now-m.l.Window })
+	m.recs = append(m.recs, [2]int64{now, cost})
+}
+
 // counter: a map from bucket index to count, for both sliding counters.
 type counter struct {
 	l      window.Limit

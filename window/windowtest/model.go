@@ -43,6 +43,19 @@ func New(l window.Limit) Model {
 	panic("windowtest: no model for " + l.Algorithm.String())
 }
 
+// NewExact returns the reference of l's algorithm as a caller sees it
+// across every limit a stored state is read with: a sliding log counts
+// every unit recorded in the window, however many, instead of the newest
+// Limit that window keeps (New). The two answer alike at any limit up to
+// the ones recorded with, so a policy whose log dropped timestamps it
+// later reads at a higher limit (elastic room returning) is caught.
+func NewExact(l window.Limit) Model {
+	if l.Algorithm == window.SlidingLog {
+		return &exactLog{l: l}
+	}
+	return New(l)
+}
+
 // Check answers a request of cost at now from m's Used(t), by search:
 // ResetAt is the first t >= now with nothing used, RetryAfter the first
 // t > now at which the cost fits. Used never increases without records
