@@ -22,7 +22,9 @@ import (
 // reference's; a set is admitted whole or not at all; and at every flush
 // the three replicas' snapshots must be byte-identical.
 func TestPropertyAtomicSets(t *testing.T) {
-	seqs, ops := 4, 40
+	// 3 sequences per mode and kind: the time 4 took when there were 11
+	// modes, not 15 (make test runs this under -race, in CI).
+	seqs, ops := 3, 40
 	if testing.Short() {
 		seqs /= 2
 	}

@@ -16,7 +16,9 @@ import (
 // elastic room) and compares every answer, field by field, with the
 // brute-force reference of the whole policy.
 func TestPropertyPolicy(t *testing.T) {
-	seqs, ops := 20, 80
+	// 15 sequences per mode and algorithm: the time 20 took when there
+	// were 11 modes, not 15 (make test runs this under -race, in CI).
+	seqs, ops := 15, 80
 	if testing.Short() {
 		seqs /= 4
 	}
