@@ -94,7 +94,7 @@ func (s *Shard) HeldAfterRestore(states []byte) (int, error) {
 	defer s.mu.Unlock()
 	held, _ := s.needs(nil)
 	for _, e := range w.entries {
-		if _, ok := s.tab.lookup([]byte(e.id)); !ok && s.ov.entries[e.id] == nil {
+		if !s.tab.holds([]byte(e.id)) && s.ov.entries[e.id] == nil {
 			held++
 		}
 	}

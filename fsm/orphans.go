@@ -103,3 +103,10 @@ func (t *table) orphans() int {
 // held returns how many live states t holds for its group: its records
 // less the orphans.
 func (t *table) held() int { return t.live - t.orphans() }
+
+// holds reports whether the group holds a state of identity id: a record
+// that is not an orphan, which is memory for the sweeper, not a state.
+func (t *table) holds(id []byte) bool {
+	n, ok := t.lookup(id)
+	return ok && (t.orphans() == 0 || !t.counts.orphan(t.rec(n).id))
+}
