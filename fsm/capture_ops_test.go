@@ -217,27 +217,11 @@ func captureEveryOperation(t *testing.T, seed uint64) {
 						t.Fatal(err)
 					}
 				}
-				frozen, away = map[uint32]uint64{}, map[uint32]bool{}
 				slowOrphans()
 				a.ResetFast()
 				b.ResetFast()
 				pendingA, pendingB, pendingHits = nil, nil, nil
-				// the restored ownership: rebuild frozen
-				info := a.Ownership()
-				for m, xs := range info.Frozen {
-					for _, x := range xs {
-						frozen[x] = m
-					}
-				}
-				held := map[uint32]bool{}
-				for _, x := range info.Owned {
-					held[x] = true
-				}
-				for x := range uint32(slots) {
-					if _, f := frozen[x]; !f && !held[x] {
-						away[x] = true
-					}
-				}
+				frozen, away = slotsOf(a.Ownership(), slots) // the restored ownership
 				// raft restores also move log time back, possibly
 				if n := a.Stats().Now; n > ts {
 					ts = n
@@ -289,4 +273,25 @@ func captureEveryOperation(t *testing.T, seed uint64) {
 	if orphanStep > 0 && orphansCaptured == 0 {
 		t.Fatal("no capture ran beside orphans")
 	}
+}
+
+// slotsOf reads info as the operation tests track slots: the move that
+// froze each frozen one, and those away (neither owned nor frozen).
+func slotsOf(info OwnershipInfo, slots int) (frozen map[uint32]uint64, away map[uint32]bool) {
+	frozen, away = map[uint32]uint64{}, map[uint32]bool{}
+	for m, xs := range info.Frozen {
+		for _, x := range xs {
+			frozen[x] = m
+		}
+	}
+	owned := map[uint32]bool{}
+	for _, x := range info.Owned {
+		owned[x] = true
+	}
+	for x := range uint32(slots) {
+		if _, f := frozen[x]; !f && !owned[x] {
+			away[x] = true
+		}
+	}
+	return frozen, away
 }

@@ -297,22 +297,7 @@ func snapshotsOfATwin(t *testing.T, seed uint64) {
 					}
 				}
 				slow()
-				frozen, away = map[uint32]uint64{}, map[uint32]bool{}
-				info := a.Ownership()
-				for m, xs := range info.Frozen {
-					for _, x := range xs {
-						frozen[x] = m
-					}
-				}
-				owned := map[uint32]bool{}
-				for _, x := range info.Owned {
-					owned[x] = true
-				}
-				for x := range uint32(slots) {
-					if frozen[x] == 0 && !owned[x] {
-						away[x] = true
-					}
-				}
+				frozen, away = slotsOf(a.Ownership(), slots)
 				ts = max(ts, a.Stats().Now)
 			}
 		}
