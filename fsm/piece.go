@@ -46,7 +46,6 @@ func (s *Shard) CutImport(slots []uint32, export []byte, max int) ([]ImportPiece
 		return nil, err
 	}
 	of := make(map[int][]snapEntry, len(slots))
-	size := make(map[int]int, len(slots))
 	for _, x := range slots {
 		of[int(x)] = nil
 	}
@@ -56,7 +55,6 @@ func (s *Shard) CutImport(slots []uint32, export []byte, max int) ([]ImportPiece
 			return nil, fmt.Errorf("%w: cut an import: a state of slot %d, outside the move", ErrCorrupt, x)
 		}
 		of[x] = append(of[x], e)
-		size[x] += e.end - e.off
 	}
 	var (
 		out     []ImportPiece
@@ -73,20 +71,19 @@ func (s *Shard) CutImport(slots []uint32, export []byte, max int) ([]ImportPiece
 		cur, curSize, curSl = &shardSnapshot{now: w.now, buf: export}, 0, nil
 		return nil
 	}
-	placed := make(map[int]bool, len(slots))
-	for _, x := range slots {
-		if placed[int(x)] {
-			continue // a slot named twice goes once
+	for _, x := range slots { // ascending, each once: a move's
+		size := 0
+		for _, e := range of[int(x)] {
+			size += e.end - e.off
 		}
-		placed[int(x)] = true
-		if curSize > 0 && curSize+size[int(x)] > max {
+		if curSize > 0 && curSize+size > max {
 			if err := flush(); err != nil {
 				return nil, err
 			}
 		}
 		curSl = append(curSl, x)
 		cur.entries = append(cur.entries, of[int(x)]...)
-		curSize += size[int(x)]
+		curSize += size
 	}
 	if len(curSl) > 0 {
 		if err := flush(); err != nil {

@@ -347,9 +347,10 @@ func (p *Policy) Count(states []*window.State, now, cost int64, elastic bool, re
 //
 // The limits are counted stretched exactly as Evaluate checked them (Soft
 // always, Elastic when elastic), a sliding log at the most it is ever
-// read at (it keeps up to that limit's timestamps), and a token bucket or GCRA takes its tokens at the
-// stretched refill rate, so a soft 10% limit of 10 admits 11, not 10 (log)
-// or every request (bucket). The reduced limit is never stretched.
+// read at (it keeps up to that limit's timestamps), and a token bucket or
+// GCRA takes its tokens at the stretched refill rate, so a soft 10% limit
+// of 10 admits 11, not 10 (log) or every request (bucket). The reduced
+// limit is never stretched.
 func (p *Policy) Record(states []*window.State, now, cost int64, outcome Outcome, elastic bool) int64 {
 	var reset int64
 	rec := func(l window.Limit, s *window.State) {
@@ -359,17 +360,16 @@ func (p *Policy) Record(states []*window.State, now, cost int64, outcome Outcome
 	if outcome == Admitted || outcome == DeniedCounted || outcome == DeniedCountedReduced {
 		stretch := p.stretch(elastic)
 		for i := range p.Limits {
-			l := &p.Limits[i].Limit
+			l, s := &p.Limits[i].Limit, stretch
 			if l.Algorithm == window.SlidingLog {
 				// A log keeps only its limit's newest timestamps: kept at
 				// the unstretched limit, an elastic policy without room
 				// forgets the ones it needs once room returns (20 of a
 				// ceiling of 20, then 10 more). Keep the most it is read
 				// at; at any lower limit the answers are the same.
-				rec(scaled(l, p.stretch(true)), states[i])
-				continue
+				s = p.stretch(true)
 			}
-			rec(scaled(l, stretch), states[i])
+			rec(scaled(l, s), states[i])
 		}
 	}
 	if (outcome == AdmittedReduced || outcome == DeniedCountedReduced) && p.Reduced != nil {
