@@ -90,8 +90,11 @@ func startNodes(t *testing.T, dirs []string, groups []string, boot bool) []*node
 		for _, g := range groups {
 			c := raft.DefaultConfig()
 			c.LocalID = raft.ServerID(fmt.Sprint(i))
-			c.HeartbeatTimeout, c.ElectionTimeout = 50*time.Millisecond, 50*time.Millisecond
-			c.LeaderLeaseTimeout, c.CommitTimeout = 50*time.Millisecond, 5*time.Millisecond
+			// Real time: long enough that a leader keeps its lease while
+			// the race detector and other test binaries stall this one
+			// (at 50 ms a leader stepped down under load, failing Apply).
+			c.HeartbeatTimeout, c.ElectionTimeout = time.Second, time.Second
+			c.LeaderLeaseTimeout, c.CommitTimeout = 500*time.Millisecond, 5*time.Millisecond
 			c.SnapshotThreshold, c.TrailingLogs = 1<<30, 10
 			c.Logger = hclog.NewNullLogger()
 			logs, err := raft.NewLogCache(16, s.Group(g))

@@ -109,6 +109,15 @@ func newNode(t testing.TB, id string) *node {
 
 func (n *node) addr() raft.ServerAddress { return raft.ServerAddress(n.layer.Addr().String()) }
 
+// steadyTimings sets the raft timeouts of a group that runs on real time:
+// long enough that a test binary stalled by the race detector on two busy
+// cores keeps its leaders (at 100 ms a leader lost its lease under load
+// and an Apply failed), short enough that elections take a second or two.
+func steadyTimings(rc *raft.Config) {
+	rc.HeartbeatTimeout, rc.ElectionTimeout = time.Second, time.Second
+	rc.LeaderLeaseTimeout = 500 * time.Millisecond
+}
+
 // start opens group on n with a fresh store.
 func (n *node) start(t testing.TB, group string, tune func(*raft.Config)) {
 	t.Helper()
@@ -119,9 +128,7 @@ func (n *node) start(t testing.TB, group string, tune func(*raft.Config)) {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(n.id)
 	rc.Logger = quietLogger()
-	rc.HeartbeatTimeout = 200 * time.Millisecond
-	rc.ElectionTimeout = 200 * time.Millisecond
-	rc.LeaderLeaseTimeout = 100 * time.Millisecond
+	steadyTimings(rc)
 	if tune != nil {
 		tune(rc)
 	}
@@ -216,7 +223,7 @@ func startMixed(t testing.TB, id string, m *testMux, group string) (*raft.Raft, 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(id)
 	rc.Logger = quietLogger()
-	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
+	steadyTimings(rc)
 	f, store := &kv{}, raft.NewInmemStore()
 	r, err := raft.NewRaft(rc, f, store, store, raft.NewInmemSnapshotStore(), tr)
 	if err != nil {
