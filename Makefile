@@ -7,6 +7,10 @@ PKGS    := ./...
 # Every package but the process-level suites runs under the race detector,
 # so a new package is tested without anyone remembering to list it.
 RACE    = $$($(GO) list ./... | grep -v /test/)
+# Property tests run a quarter of their sequences under -race
+# (test/proptest), where the race detector makes them 6-9 times slower;
+# the packages whose tests use it run again without -race, at full size.
+PROPS   = $$($(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | grep ' github.com/floodgate/floodgate/test/proptest' | cut -d' ' -f1)
 # Test binaries run two per core: the cluster and rpc packages spend most
 # of their time waiting on real Raft timers (cluster: 166 s of wall time
 # for 34 s of CPU), so with one per core the race pass idled half its
@@ -34,6 +38,7 @@ test: ## Run every test: unit, property, race, system, end-to-end and fault
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags clockskew ./wallclock/ ./cmd/floodgate/
 	$(GO) test -race -count=1 -p $(RACEP) $(RACE)
+	$(GO) test -count=1 $(PROPS)
 	$(GO) test -count=1 -run '^TestAMemberMovedToNewAddressesTakesThem$$' ./cluster/ # trips hashicorp/raft's own race under -race
 	$(GO) test -count=1 -tags clockskew ./wallclock/
 	$(GO) test -count=1 $$($(GO) list ./test/... | grep -v /test/fault)

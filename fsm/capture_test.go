@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/floodgate/floodgate/test/proptest"
 	"github.com/floodgate/floodgate/window"
 )
 
@@ -123,13 +124,10 @@ func TestCaptureKeepsItsPointInTime(t *testing.T) {
 	})
 }
 
-// forSeeds runs run in parallel subtests, one per seed: n of them, a third
-// with -short.
+// forSeeds runs run in parallel subtests, one per seed: n of them, fewer
+// under -race or -short (proptest.Runs).
 func forSeeds(t *testing.T, n int, run func(t *testing.T, seed uint64)) {
-	if testing.Short() {
-		n /= 3
-	}
-	for seed := range uint64(n) {
+	for seed := range uint64(proptest.Runs(n)) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			t.Parallel()
 			run(t, seed)

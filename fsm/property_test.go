@@ -11,6 +11,7 @@ import (
 
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/policy/policytest"
+	"github.com/floodgate/floodgate/test/proptest"
 )
 
 // TestPropertyStrictAndFastAgree applies the same random requests, for
@@ -21,12 +22,7 @@ import (
 // answer must be the brute-force reference's, and at every flush the three
 // replicas must write byte-identical snapshots.
 func TestPropertyStrictAndFastAgree(t *testing.T) {
-	// 7 sequences per mode and kind: the time 10 took when there were 11
-	// modes, not 15 (make test runs this under -race, in CI).
-	seqs, ops := 7, 60
-	if testing.Short() {
-		seqs /= 3
-	}
+	seqs, ops := proptest.Runs(10), 60
 	for mi, m := range policytest.Modes {
 		for ki, k := range policytest.Kinds {
 			t.Run(m.Name+"/"+k.Name, func(t *testing.T) {

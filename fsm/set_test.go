@@ -11,6 +11,7 @@ import (
 
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/policy/policytest"
+	"github.com/floodgate/floodgate/test/proptest"
 	"github.com/floodgate/floodgate/window"
 )
 
@@ -22,12 +23,7 @@ import (
 // reference's; a set is admitted whole or not at all; and at every flush
 // the three replicas' snapshots must be byte-identical.
 func TestPropertyAtomicSets(t *testing.T) {
-	// 3 sequences per mode and kind: the time 4 took when there were 11
-	// modes, not 15 (make test runs this under -race, in CI).
-	seqs, ops := 3, 40
-	if testing.Short() {
-		seqs /= 2
-	}
+	seqs, ops := proptest.Runs(4), 40
 	for mi, m := range policytest.Modes {
 		for ki, k := range policytest.Kinds {
 			t.Run(m.Name+"/"+k.Name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/floodgate/floodgate/test/proptest"
 	"github.com/floodgate/floodgate/window"
 )
 
@@ -19,7 +20,7 @@ func expiringAt(exp int64) window.State { return window.State{A: exp, B: 1} }
 // The table against a map, the brute-force reference: random inserts,
 // removals and sweeps, with every key checked after each step batch.
 func TestTableMatchesMap(t *testing.T) {
-	for seed := uint64(1); seed <= 20; seed++ {
+	for seed := uint64(1); seed <= uint64(proptest.Runs(20)); seed++ {
 		r := rand.New(rand.NewPCG(seed, 7))
 		tab := newTable()
 		ref := map[string]int64{} // id → exp

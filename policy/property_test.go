@@ -8,6 +8,7 @@ import (
 
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/policy/policytest"
+	"github.com/floodgate/floodgate/test/proptest"
 	"github.com/floodgate/floodgate/window"
 )
 
@@ -16,12 +17,7 @@ import (
 // elastic room) and compares every answer, field by field, with the
 // brute-force reference of the whole policy.
 func TestPropertyPolicy(t *testing.T) {
-	// 15 sequences per mode and algorithm: the time 20 took when there
-	// were 11 modes, not 15 (make test runs this under -race, in CI).
-	seqs, ops := 15, 80
-	if testing.Short() {
-		seqs /= 4
-	}
+	seqs, ops := proptest.Runs(20), 80
 	for mi, m := range policytest.Modes {
 		for ki, k := range policytest.Kinds {
 			t.Run(m.Name+"/"+k.Name, func(t *testing.T) {
@@ -144,10 +140,7 @@ func describe(p *policy.Policy) string {
 // state's identity, is the same). The reference reads the edited policy
 // too.
 func TestPropertyPolicyEdits(t *testing.T) {
-	seqs, ops := 5, 80
-	if testing.Short() {
-		seqs /= 4
-	}
+	seqs, ops := proptest.Runs(5), 80
 	for mi, m := range policytest.Modes {
 		t.Run(m.Name, func(t *testing.T) {
 			t.Parallel()

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/floodgate/floodgate/test/proptest"
 	"github.com/hashicorp/raft"
 )
 
@@ -81,7 +82,7 @@ type cutPoint struct {
 // one in flight. With NoSync, to the state after some prefix of them.
 func TestPowerCutMidHousekeeping(t *testing.T) {
 	for _, noSync := range []bool{false, true} {
-		for seed := range 3 {
+		for seed := range proptest.Runs(3) {
 			t.Run(fmt.Sprint(noSync, seed), func(t *testing.T) { runCutMid(t, uint64(seed), 200, noSync) })
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/floodgate/floodgate/test/proptest"
 )
 
 // tornDisk models what a power cut leaves of a directory written through
@@ -95,7 +97,7 @@ func (d *tornDisk) cut(t *testing.T, rng *rand.Rand, dst string) {
 // after the one in flight, never to anything else (a lost acknowledged op,
 // a deleted entry back, a wrong entry).
 func TestPowerCutTornWrites(t *testing.T) {
-	for seed := range 4 {
+	for seed := range proptest.Runs(4) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { runTornCuts(t, uint64(seed), 100) })
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/floodgate/floodgate/test/proptest"
 	"github.com/hashicorp/raft"
 )
 
@@ -15,10 +16,7 @@ import (
 // every group exactly as an in-memory reference says, whatever the
 // segment size does to rotation, GC and rewrites.
 func TestPropertyMatchesReference(t *testing.T) {
-	seeds, ops := 24, 300
-	if testing.Short() {
-		seeds = 6
-	}
+	seeds, ops := proptest.Runs(24), 300
 	for seed := range seeds {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			runProperty(t, uint64(seed), ops)

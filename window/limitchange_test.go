@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/floodgate/floodgate/test/proptest"
 	"github.com/floodgate/floodgate/window"
 	"github.com/floodgate/floodgate/window/windowtest"
 )
@@ -20,10 +21,7 @@ func TestPropertyLimitChanges(t *testing.T) {
 		t.Run(a.String(), func(t *testing.T) {
 			t.Parallel()
 			rng := rand.New(rand.NewPCG(uint64(i), 0xc4a9e))
-			seqs := 100
-			if testing.Short() {
-				seqs /= 5
-			}
+			seqs := proptest.Runs(100)
 			for range seqs {
 				runChanging(t, rng, windowtest.Limit(rng, a), 100)
 			}

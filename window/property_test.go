@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/floodgate/floodgate/test/proptest"
 	"github.com/floodgate/floodgate/window"
 	"github.com/floodgate/floodgate/window/windowtest"
 )
@@ -45,10 +46,7 @@ func TestPropertyLongLog(t *testing.T) {
 func runProperty(t *testing.T, a window.Algorithm, seed uint64, seqs, ops int) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	if testing.Short() {
-		seqs /= 5
-	}
-	for range seqs {
+	for range proptest.Runs(seqs) {
 		l := windowtest.Limit(rng, a)
 		if err := l.Validate(0); err != nil {
 			t.Fatalf("generated an invalid limit %+v: %v", l, err)
