@@ -6,7 +6,10 @@ BIN     := bin
 PKGS    := ./...
 # Every package but the process-level suites runs under the race detector,
 # so a new package is tested without anyone remembering to list it.
-RACE    = $$($(GO) list ./... | grep -v /test/)
+# The slowest packages come first: go test starts them in this order, and
+# rpc and cluster mostly wait on real Raft timers, so started last (in
+# name order) they ran on alone after the rest had finished.
+RACE    = $$($(GO) list ./rpc/ ./cluster/ ./fsm/ ./rpc/client/ ./raftlog/ ./... | grep -v /test/)
 # Property tests run a quarter of their sequences under -race
 # (test/proptest), where the race detector makes them 6-9 times slower;
 # the packages whose tests use it run again without -race, at full size.
@@ -41,7 +44,7 @@ test: ## Run every test: unit, property, race, system, end-to-end and fault
 	$(GO) test -count=1 $(PROPS)
 	$(GO) test -count=1 -run '^TestAMemberMovedToNewAddressesTakesThem$$' ./cluster/ # trips hashicorp/raft's own race under -race
 	$(GO) test -count=1 -tags clockskew ./wallclock/
-	$(GO) test -count=1 $$($(GO) list ./test/... | grep -v /test/fault)
+	$(GO) test -count=1 -parallel 4 $$($(GO) list ./test/... | grep -v /test/fault)
 	$(MAKE) deploy-check
 	$(MAKE) fault
 
@@ -52,7 +55,7 @@ fault: ## Run the fault-injection suite alone (real processes; partition and dis
 	$(GO) test -count=1 -timeout 15m -v ./test/fault/
 
 e2e: ## Run only the end-to-end tests (real processes on loopback)
-	$(GO) test -count=1 -v ./test/e2e/
+	$(GO) test -count=1 -parallel 4 -v ./test/e2e/
 
 # Fuzz targets, package:Target; their seed corpora (testdata/fuzz/) also run
 # as ordinary tests in `make test`.

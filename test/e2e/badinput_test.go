@@ -21,6 +21,7 @@ const badShards = 4
 // names the field and changes nothing: no Raft log entry on any replica,
 // no policy, no count. The node stays up and keeps answering checks.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, "--shards", "4", "--max-log-length", "1000")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -19,6 +19,7 @@ import (
 // 100 clients spread over all three nodes hammer one key limited to 50:
 // exactly 50 requests are admitted, whichever node they arrive at.
 func TestExactLimitUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	for _, lim := range []*pb.Limit{
 		slidingLog(50, time.Minute),
@@ -169,6 +170,7 @@ func TestKillBusyShardLeader(t *testing.T) {
 // A fourth node joined with floodgatectl gets replicas; a node drained
 // with floodgatectl leave gives them up without any shard losing quorum.
 func TestJoinAndLeaveWithCtl(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -294,6 +296,7 @@ func TestJoinAndLeaveWithCtl(t *testing.T) {
 // Stopping every node (kill -9) and starting them again on their data
 // keeps every count inside its window.
 func TestFullRestartKeepsCounts(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -346,6 +349,7 @@ func TestFullRestartKeepsCounts(t *testing.T) {
 // both clusters, instead of resuming its own silently: two limiters where
 // the operator meant one. Restarted without --join, it resumes.
 func TestJoinRefusedForALoneClustersDataDir(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -389,6 +393,7 @@ func TestJoinRefusedForALoneClustersDataDir(t *testing.T) {
 // would otherwise take the member's Raft traffic. The refusal is retried
 // (a member whose old process just died is taken once gossip says so).
 func TestJoinWithALiveMembersIDIsRefused(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -12,6 +12,7 @@ import (
 // whom, and the first node keeps serving. Before, the second process took
 // the live logs for damaged ones and advised deleting the data dir.
 func TestSecondProcessOnALiveDataDirIsRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first, err := NewNode(bin, dir, "n1")
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 // node writes (RLIMIT_FSIZE): a write past it fails like one on a full
 // disk, without a small filesystem to mount.
 func TestFullDiskStopsTheNodeCleanly(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

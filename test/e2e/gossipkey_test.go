@@ -12,6 +12,7 @@ import (
 // added as a member that gossip never heard, and listed dead until an
 // operator removed it.
 func TestJoinWithAnotherGossipKeyIsRefused(t *testing.T) {
+	t.Parallel()
 	const key = "RD/MfEpCdLGl7JZSd7VYXSVeS5CSpLnrU4Zox8XKsX8="
 	c := startCluster(t, 2, "--gossip-key", key)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -40,6 +40,7 @@ var (
 
 // The HTTP/JSON API of real nodes, as a service without gRPC uses it.
 func TestHTTPAPI(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3, "--http-ratelimit-headers", "both")
 	setPolicies(t, c, `
 policies:

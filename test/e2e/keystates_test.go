@@ -23,6 +23,7 @@ import (
 // single and batch calls; and once the states expire the groups take new
 // keys again by themselves.
 func TestMaxKeyStatesRefusesNewKeys(t *testing.T) {
+	t.Parallel()
 	const perGroup = 20
 	c := startCluster(t, 3, "--max-key-states", fmt.Sprint(perGroup))
 	setPolicies(t, c, `

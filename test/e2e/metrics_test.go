@@ -79,6 +79,7 @@ next:
 // A scrape of a real node's /metrics: the counters move with the checks
 // it answers, and Raft's, memberlist's and gRPC's own metrics are there.
 func TestMetricsMove(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	n := c.Running()[0]
 	before := scrape(t, n)

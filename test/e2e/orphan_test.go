@@ -46,6 +46,7 @@ func runOrphanHelper() {
 // test binary killed from outside (go test's timeout, ^C, kill -9) used to
 // leave its nodes running for hours, holding ports and data dirs.
 func TestNodesDieWithTheHarness(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS != "linux" {
 		t.Skip("Pdeathsig is Linux only")
 	}

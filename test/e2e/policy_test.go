@@ -79,6 +79,7 @@ func hammer(c *Cluster, workers int, until time.Time, req func() *pb.AllowReques
 // every denial. The same shape at a faster time scale (10 per 2s + 25 per
 // 10s) shows the longer limit capping the total exactly too.
 func TestMinuteAndHourPolicyEnforcedExactly(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	setPolicies(t, c, `
 policies:
@@ -134,6 +135,7 @@ policies:
 // A policy set with floodgatectl survives stopping every node, and so do
 // the counts made under it.
 func TestPolicySetWithCtlSurvivesFullRestart(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	setPolicies(t, c, `
 policies:
@@ -179,6 +181,7 @@ policies:
 
 // Shadow mode never denies; it says which requests enforcing would deny.
 func TestShadowNeverDenies(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	setPolicies(t, c, `
 policies:

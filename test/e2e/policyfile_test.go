@@ -43,6 +43,7 @@ func policyNames(t *testing.T, ctx context.Context, n *Node) []string {
 // prunes on request; `policy validate` needs no cluster and names the
 // field at fault.
 func TestDeclarativePolicies(t *testing.T) {
+	t.Parallel()
 	seed := writeFile(t, "seed.yaml", `
 policies:
   - name: login

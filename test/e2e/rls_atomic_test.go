@@ -18,6 +18,7 @@ import (
 // the group's leader): a request one of them refuses counts in none of
 // them, strict or fast. Under a policy that does not colocate, each is counted on its own.
 func TestEnvoyAtomicDescriptors(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	setPolicies(t, c, `
 policies:

@@ -27,6 +27,7 @@ func rlsDesc(kv ...string) *rlcommon.RateLimitDescriptor {
 // Envoy's rate limit filter, as Envoy calls it: the generated RLS v3
 // client against every node of a real cluster.
 func TestEnvoyRateLimitService(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	setPolicies(t, c, `
 policies:

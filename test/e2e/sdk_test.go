@@ -35,6 +35,7 @@ var (
 // cluster, called by a real HTTP and gRPC client; then, with the cluster
 // gone, fail-open and fail-closed.
 func TestSDKMiddlewareAgainstRealNodes(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	setPolicies(t, c, `
 policies:

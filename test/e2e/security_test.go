@@ -117,6 +117,7 @@ func dialTLS(t *testing.T, addr string, cfg *tls.Config, token string) *grpc.Cli
 // TestSecuredCluster runs three nodes with every port protected and checks
 // each refusal a security review asks for, as real callers meet them.
 func TestSecuredCluster(t *testing.T) {
+	t.Parallel()
 	p := newPKI(t)
 	ops := p.client(t, p.clientCA, "ops")
 	c := startSecureCluster(t, 3, []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(ops))}, p.args()...)
@@ -372,6 +373,7 @@ func isClosed(err error) bool {
 // without the token are Unauthenticated, a checking caller is not stopped,
 // and nodes still form a cluster with the peer token.
 func TestTokensWithoutTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	admin, peer := filepath.Join(dir, "admin"), filepath.Join(dir, "peer")
 	for f, tok := range map[string]string{admin: "admin-plain-token-0123456789", peer: "peer-plain-token-0123456789"} {

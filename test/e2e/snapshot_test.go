@@ -18,6 +18,7 @@ import (
 // groups into one): the policies and every key's counts come back, a
 // second restore changes nothing, and a damaged file is refused whole.
 func TestSnapshotSaveRestore(t *testing.T) {
+	t.Parallel()
 	src := startCluster(t, 3)
 	setPolicies(t, src, `
 policies:

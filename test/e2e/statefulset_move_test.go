@@ -22,6 +22,7 @@ import (
 // IPs advertised, no Raft server could reach another at the addresses
 // the meta state lists, and no group, meta included, could elect.
 func TestStatefulSetMoveAll(t *testing.T) {
+	t.Parallel()
 	dns, ports, ip := podNetwork(t)
 	name := func(i int) string { return fmt.Sprintf("floodgate-%d.floodgate-headless.e2e.test", i) }
 	c := &Cluster{Bin: bin, Dir: t.TempDir(), Args: []string{

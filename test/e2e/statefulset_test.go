@@ -69,6 +69,7 @@ func podNetwork(t *testing.T) (dns *dnstest.Server, ports [4]string, ip func(int
 
 // and the cluster keeps its quorum when another pod goes.
 func TestStatefulSetStart(t *testing.T) {
+	t.Parallel()
 	dns, ports, ip := podNetwork(t)
 	c := &Cluster{Bin: bin, Dir: t.TempDir(), Args: []string{
 		"--join", "dns:floodgate-headless:" + ports[0], "--bootstrap-expect", "3", "--dns-server", dns.Addr,

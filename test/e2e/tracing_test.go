@@ -47,6 +47,7 @@ func (c *collector) Export(_ context.Context, req *collectorpb.ExportTraceServic
 // is one trace: the entry node's dispatch and forward, the leader's gRPC
 // handling and Raft commit, exported by OTLP from both nodes.
 func TestTracesFollowAForwardedCheck(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
