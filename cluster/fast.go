@@ -137,6 +137,12 @@ func (f *fastLane) lock(ctx context.Context, keys ...string) error {
 	if err != nil {
 		return err
 	}
+	return f.enter(ctx, term, keys)
+}
+
+// enter is lock once leading returned term: it takes f.mu, waits for room
+// and checks ownership. On error f.mu is not held.
+func (f *fastLane) enter(ctx context.Context, term uint64, keys []string) error {
 	var stopWake func() bool
 	defer func() {
 		if stopWake != nil {
@@ -145,7 +151,11 @@ func (f *fastLane) lock(ctx context.Context, keys ...string) error {
 	}()
 	f.mu.Lock()
 	for {
-		if f.refused || f.handing > 0 || f.term != term {
+		// The lane's term moves only at a new term's barrier, so it still
+		// matches after a hand-over completed between leading and here: a
+		// transfer's future answers once raft left the leader state, so
+		// reading it under f.mu (handOver ends under it) refuses the check.
+		if f.refused || f.handing > 0 || f.term != term || f.r.State() != raft.Leader {
 			f.mu.Unlock()
 			return f.notLeader()
 		}

@@ -419,3 +419,39 @@ func TestFastPeekWritesNothing(t *testing.T) {
 func leaderLane(g *memGroup, li int, cfg Config) *fastLane {
 	return newFastLane(g.rafts[li], g.shards[li], cfg, func() error { return &NotLeaderError{Group: "shard-0"} })
 }
+
+// A fast check that found this replica leading just before a leadership
+// transfer, and takes the lane only once the transfer is over, is refused:
+// the replica no longer leads, and a decision answered from its overlay
+// would never commit, on a hand-over that promises to lose nothing. The
+// lane's term is still the old one (a new term's barrier moves it), so the
+// term check alone let it through.
+func TestFastCheckEnteringAfterHandOverIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newMemGroup(t, 3)
+		defer g.close()
+		li := g.leader()
+		lane := leaderLane(g, li, testFastConfig())
+		defer lane.close()
+		ctx := context.Background()
+		if _, err := lane.decide(ctx, fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+		// The check's first step: this replica leads in term.
+		term, err := lane.leading(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The whole hand-over runs before the check takes the lane.
+		if err := lane.handOver(func() error { return g.rafts[li].LeadershipTransfer().Error() }); err != nil {
+			t.Fatalf("hand over: %v", err)
+		}
+		if err := lane.enter(ctx, term, []string{"k"}); err == nil {
+			lane.mu.Unlock()
+			t.Fatal("a fast check was let in after its replica handed its leadership over")
+		}
+		if got := committedCount(t, g, "k"); got != 1 {
+			t.Errorf("committed %d, want the 1 answered before the hand-over", got)
+		}
+	})
+}

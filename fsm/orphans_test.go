@@ -368,3 +368,37 @@ func TestHeldAfterRestoreLeavesOrphansOut(t *testing.T) {
 		t.Fatalf("HeldAfterRestore said %d, the group then held %d", held, got)
 	}
 }
+
+// Vet's needs and missing look records up with lookup, not holds: right
+// because an owned slot never has orphans. A slot dropped and imported
+// back before the sweeper reached its orphans frees them at the import
+// (importSlots), so a fast decision pending on a key of it, and a check of
+// a new key there, are counted exactly against the bound.
+func TestVetOnSlotImportedBackBeforeTheSweep(t *testing.T) {
+	g, _ := orphanGroup(t, 400)
+	g.s.tab.counts.step = 1
+	exp := g.moveAway(1, 3)
+	o := newGroup(t, 2, 4)
+	o.mustApply(EncodeImport(1, 1, []uint32{3}, exp))
+	back := o.moveAway(2, 3)
+	if g.s.Stats().Orphans == 0 {
+		t.Fatal("the orphans were swept already: the test needs them")
+	}
+	g.mustApply(EncodeImport(2, 2, []uint32{3}, back))
+	checkCounts(t, g.s)
+	p := hourly(5)
+	pending, fresh := keyIn(3, 4, 9000), keyIn(3, 4, 9001)
+	if res, _, _ := g.s.FastEval(p, pending, 1, g.now+1000, false); !res.Allowed {
+		t.Fatal("fast check refused")
+	}
+	// 400 states held, 1 on its way.
+	if v, _ := g.s.Vet([]Check{{Key: pending, Policy: p, Cost: 1}}, 401, 0); v != Take {
+		t.Errorf("the pending key at a bound of 401: %v, want Take", v)
+	}
+	if v, _ := g.s.Vet([]Check{{Key: fresh, Policy: p, Cost: 1}}, 402, 0); v != Take {
+		t.Errorf("a new key at a bound of 402: %v, want Take", v)
+	}
+	if v, _ := g.s.Vet([]Check{{Key: fresh, Policy: p, Cost: 1}}, 401, 0); v != Full {
+		t.Errorf("a new key at a bound of 401: %v, want Full", v)
+	}
+}
