@@ -2,12 +2,13 @@ package proptest
 
 import (
 	"flag"
+	"strconv"
 	"testing"
 )
 
 func TestRuns(t *testing.T) {
 	short := testing.Short()
-	defer flag.Set("test.short", map[bool]string{true: "true", false: "false"}[short])
+	defer flag.Set("test.short", strconv.FormatBool(short))
 	for _, tc := range []struct {
 		n           int
 		race, short bool
@@ -22,7 +23,7 @@ func TestRuns(t *testing.T) {
 		if tc.race != Race {
 			continue // the race rows run in a -race build, the others in a plain one
 		}
-		flag.Set("test.short", map[bool]string{true: "true", false: "false"}[tc.short])
+		flag.Set("test.short", strconv.FormatBool(tc.short))
 		if got := Runs(tc.n); got != tc.want {
 			t.Errorf("Runs(%d) race=%v short=%v = %d, want %d", tc.n, Race, tc.short, got, tc.want)
 		}
