@@ -2,10 +2,13 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/floodgate/floodgate/raftlog"
 )
 
 // clusterFile names the cluster a data dir's Raft state belongs to. A
@@ -24,6 +27,14 @@ func recordCluster(dir, id string) error {
 	return writeDurable(filepath.Join(dir, clusterFile), []byte(id+"\n"))
 }
 
+// forgetCluster removes dir's cluster file: its cluster was discarded.
+func forgetCluster(dir string) error {
+	if err := os.Remove(filepath.Join(dir, clusterFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return raftlog.SyncDir(dir)
+}
+
 // recordedCluster is the cluster id dir's cluster file holds, or "" (a
 // data dir of a release before the file, or a node never a member).
 func recordedCluster(dir string) string {
@@ -35,12 +46,28 @@ func recordedCluster(dir string) string {
 }
 
 // ownCluster is the cluster this node's data dir belongs to: the one its
-// meta state names, else the one recorded in its cluster file, else "".
+// meta state names, else the one recorded in its cluster file, else ""
+// (also before the meta group is open: raftnet asks from the start).
 func (n *Node) ownCluster() string {
-	if id := n.View().ClusterID; id != "" {
-		return id
+	if m := n.metaState(); m != nil {
+		if id := m.View().ClusterID; id != "" {
+			return id
+		}
 	}
 	return recordedCluster(n.cfg.DataDir)
+}
+
+// AdmitPeer judges a node by the cluster it says it belongs to, at a
+// Raft handshake: a node of another cluster is refused (ErrOtherCluster),
+// one that knows no cluster yet (a fresh node, an older release) or while
+// this node knows none is taken. Cluster ids never change once created,
+// so the members of one cluster never refuse each other.
+func (n *Node) AdmitPeer(cluster string) error {
+	own := n.ownCluster()
+	if own == "" || cluster == "" || cluster == own {
+		return nil
+	}
+	return fmt.Errorf("%w: a node of cluster %s; this node is of cluster %s", ErrOtherCluster, cluster, own)
 }
 
 // otherCluster returns the error for a --join address that answers as a

@@ -21,6 +21,9 @@ var (
 	// unknown (leadership lost, commit timed out): it may or may not have
 	// been applied, so it must not be retried.
 	ErrUnavailable = errors.New("outcome unknown")
+	// ErrOtherCluster refuses a node of another cluster on a node-to-node
+	// path: a member's address reused by a node of another cluster.
+	ErrOtherCluster = errors.New("node of another cluster")
 	// ErrNotFresh refuses to move a node with its own members or data into
 	// another cluster.
 	ErrNotFresh = errors.New("node is not fresh")

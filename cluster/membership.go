@@ -25,6 +25,17 @@ import (
 func (n *Node) bootstrap(ctx context.Context) error {
 	// The cluster this creates is this dir's own life, from its first
 	// entry: said before there is any, so a crash part-way is resumed.
+	// Its id is chosen and recorded first, before the Raft port takes any
+	// peer (accept): members of another cluster still calling an address
+	// this node reuses are refused from their first handshake (AdmitPeer),
+	// not let into its meta group before InitCluster names the cluster.
+	id := n.ownCluster()
+	if id == "" {
+		id = newClusterID()
+		if err := recordCluster(n.cfg.DataDir, id); err != nil {
+			return fmt.Errorf("data-dir: %w", err)
+		}
+	}
 	if err := n.accept(); err != nil {
 		return fmt.Errorf("data-dir: %w", err)
 	}
@@ -51,9 +62,9 @@ func (n *Node) bootstrap(ctx context.Context) error {
 			init.Shards = uint32(v.Shards)
 		}
 	case n.cfg.Shards > 0:
-		init.ClusterId, init.Shards = newClusterID(), uint32(n.cfg.Shards)
+		init.ClusterId, init.Shards = id, uint32(n.cfg.Shards)
 	default:
-		init.ClusterId = newClusterID()
+		init.ClusterId = id
 		init.Slots, init.GroupsPerNode, init.Home = uint32(n.cfg.Slots), uint32(n.cfg.GroupsPerNode), n.cfg.NodeID
 	}
 	// The first groups: a legacy cluster's shards, or this node's groups
@@ -297,6 +308,10 @@ func (n *Node) reset(why string) error {
 		return err
 	}
 	if err := os.RemoveAll(filepath.Join(n.cfg.DataDir, "shards")); err != nil {
+		return err
+	}
+	// Of no cluster now: the one to join must reach it (AdmitPeer).
+	if err := forgetCluster(n.cfg.DataDir); err != nil {
 		return err
 	}
 	return n.openMeta()

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/floodgate/floodgate/raftnet"
 )
 
 // Every connection to the Raft port starts with a header naming the group
@@ -99,11 +101,6 @@ func (m *Mux) serve() {
 }
 
 func (m *Mux) route(conn net.Conn) {
-	if m.held.Load() {
-		m.refused.Add(1)
-		conn.Close()
-		return
-	}
 	_ = conn.SetDeadline(time.Now().Add(muxHeaderTimeout))
 	if m.tls != nil {
 		tc := tls.Server(conn, m.tls.Server)
@@ -121,6 +118,18 @@ func (m *Mux) route(conn net.Conn) {
 	}
 	name := make([]byte, hdr[1])
 	if _, err := io.ReadFull(conn, name); err != nil {
+		conn.Close()
+		return
+	}
+	if m.held.Load() {
+		m.refused.Add(1)
+		if string(name) == raftnet.LayerName {
+			// Told, not closed: a dialer that took this node for an older
+			// release would call it through NetworkTransport once admitted,
+			// where no handshake names a cluster.
+			raftnet.RefuseHeld(conn, muxHeaderTimeout)
+			return
+		}
 		conn.Close()
 		return
 	}

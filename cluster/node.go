@@ -193,7 +193,7 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 	if cfg.RaftBind == cfg.RaftAddr {
 		n.cfg.RaftAddr = ln.Addr().String() // port 0 (tests): the port picked
 	}
-	if n.rnet, err = openNetwork(n.cfg, n.mux, n.log); err != nil {
+	if n.rnet, err = n.openNetwork(n.cfg, n.mux, n.log); err != nil {
 		return nil, err
 	}
 	if err := n.openMeta(); err != nil {

@@ -29,8 +29,9 @@ type groupTransport interface {
 }
 
 // openNetwork starts the node's raftnet on its Raft port, or returns nil
-// with the legacy transport.
-func openNetwork(cfg Config, mux *Mux, log *slog.Logger) (*raftnet.Network, error) {
+// with the legacy transport. Its handshakes name the node's cluster, and
+// refuse peers of another (admitPeer).
+func (n *Node) openNetwork(cfg Config, mux *Mux, log *slog.Logger) (*raftnet.Network, error) {
 	if cfg.RaftTransport == TransportLegacy {
 		return nil, nil
 	}
@@ -38,7 +39,8 @@ func openNetwork(cfg Config, mux *Mux, log *slog.Logger) (*raftnet.Network, erro
 	if err != nil {
 		return nil, err
 	}
-	return raftnet.New(raftnet.Config{Layer: layer, Timeout: 10 * time.Second, Logger: log}), nil
+	return raftnet.New(raftnet.Config{Layer: layer, Timeout: 10 * time.Second, Logger: log,
+		Cluster: n.ownCluster, Admit: n.AdmitPeer}), nil
 }
 
 // openTransport returns the transport of group o.name: over the node's

@@ -72,9 +72,12 @@ func (t *Transport) leadingFunc() func() bool {
 
 // unreached reports whether route's err means the peer could not be
 // reached (a dial or handshake that failed), which a wait may outlast;
-// not a closed transport, nor a peer that does not speak raftnet.
+// not a closed transport, nor a peer that does not speak raftnet, nor
+// one of another cluster (a wait would dial it ten times a second, where
+// raft's backoff calls a dead peer less and less often).
 func unreached(err error) bool {
-	return err != nil && !errors.Is(err, raft.ErrTransportShutdown) && !errors.Is(err, errNotSpoken)
+	return err != nil && !errors.Is(err, raft.ErrTransportShutdown) && !errors.Is(err, errNotSpoken) &&
+		!errors.Is(err, ErrOtherCluster)
 }
 
 // dialFailed reports whether a NetworkTransport call failed at its dial:

@@ -3,11 +3,9 @@ package raftnet
 import (
 	"bufio"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
-	"time"
 )
 
 // Frame kinds.
@@ -24,22 +22,6 @@ const (
 // release writes it; this one writes pieces of about 4 MiB
 // (fsm.PieceBytes). A variable only for tests.
 var maxFrame uint32 = 256 << 20
-
-// The handshake: the dialer sends helloMagic, protocolVersion and the
-// connection's use; a node that speaks raftnet answers helloMagic and
-// the version. An older release's mux closes a connection for a layer it
-// does not know, so no answer means "use NetworkTransport".
-var helloMagic = [4]byte{'F', 'G', 'R', 'N'}
-
-const (
-	protocolVersion byte = 1
-	useLink         byte = 'L' // a link: framed calls of every group
-	useSnapshot     byte = 'S' // one InstallSnapshot and its data
-)
-
-// errNotSpoken is a peer that closed the connection at the handshake: it
-// does not speak raftnet.
-var errNotSpoken = errors.New("raftnet: peer does not speak raftnet")
 
 // frame is a decoded frame; body aliases the reader's buffer until the
 // next read.
@@ -157,47 +139,4 @@ func parseFrame(b []byte) (frame, error) {
 		return frame{}, fmt.Errorf("raftnet: unknown frame kind %d", f.kind)
 	}
 	return f, nil
-}
-
-// sendHello starts a connection for use and waits for the answer within
-// timeout.
-func sendHello(rw io.ReadWriter, use byte, setDeadline func(time.Time) error, timeout time.Duration) error {
-	_ = setDeadline(time.Now().Add(timeout))
-	defer setDeadline(time.Time{})
-	hello := append(helloMagic[:], protocolVersion, use)
-	if _, err := rw.Write(hello); err != nil {
-		return err
-	}
-	var ack [5]byte
-	if _, err := io.ReadFull(rw, ack[:]); err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isReset(err) {
-			return errNotSpoken
-		}
-		return err
-	}
-	if [4]byte(ack[:4]) != helloMagic || ack[4] != protocolVersion {
-		return fmt.Errorf("%w: answered %q", errNotSpoken, ack[:])
-	}
-	return nil
-}
-
-// readHello reads a dialer's hello and answers it; it returns the
-// connection's use.
-func readHello(rw io.ReadWriter) (byte, error) {
-	var hello [6]byte
-	if _, err := io.ReadFull(rw, hello[:]); err != nil {
-		return 0, err
-	}
-	if [4]byte(hello[:4]) != helloMagic {
-		return 0, fmt.Errorf("raftnet: bad hello %q", hello[:])
-	}
-	if hello[4] != protocolVersion {
-		return 0, fmt.Errorf("raftnet: protocol version %d, this node speaks %d", hello[4], protocolVersion)
-	}
-	if use := hello[5]; use != useLink && use != useSnapshot {
-		return 0, fmt.Errorf("raftnet: unknown connection use %q", use)
-	}
-	ack := append(helloMagic[:], protocolVersion)
-	_, err := rw.Write(ack)
-	return hello[5], err
 }

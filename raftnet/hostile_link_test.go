@@ -29,7 +29,7 @@ func fakePeer(t *testing.T, pn *pipeNet, addr string, serve func(r *bufio.Reader
 			}
 			go func() {
 				defer c.Close()
-				if _, err := readHello(c); err != nil {
+				if _, err := readHello(c, "", nil); err != nil {
 					return
 				}
 				serve(bufio.NewReader(c), func(b []byte) { _, _ = c.Write(b) })

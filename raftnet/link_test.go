@@ -168,7 +168,7 @@ func TestSilentPeerTimesOut(t *testing.T) {
 				}
 				go func() {
 					defer c.Close()
-					if _, err := readHello(c); err != nil {
+					if _, err := readHello(c, "", nil); err != nil {
 						return
 					}
 					_, _ = io.Copy(io.Discard, c) // reads everything, answers nothing

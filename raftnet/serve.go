@@ -50,8 +50,12 @@ func (n *Network) serve(conn net.Conn) {
 		}
 	}()
 	_ = conn.SetDeadline(time.Now().Add(n.cfg.Timeout))
-	use, err := readHello(conn)
+	use, err := readHello(conn, n.cluster(), n.cfg.Admit)
 	_ = conn.SetDeadline(time.Time{})
+	if errors.Is(err, ErrOtherCluster) {
+		host, _, _ := net.SplitHostPort(conn.RemoteAddr().String()) // its port changes at each dial
+		n.warnRefusal(host+err.Error(), "raftnet: refused a peer of another cluster", "remote", conn.RemoteAddr(), "err", err)
+	}
 	if err != nil {
 		n.log.Debug("raftnet: handshake refused", "remote", conn.RemoteAddr(), "err", err)
 		conn.Close()

@@ -37,7 +37,14 @@ type Config struct {
 	// PeerWait bounds how long a replicating AppendEntries waits for a
 	// peer it cannot reach (Transport.Await; a minute by default).
 	PeerWait time.Duration
-	Logger   *slog.Logger
+	// Cluster names the cluster this node belongs to, "" while it knows
+	// none (a fresh node); every handshake carries it. Nil is "".
+	Cluster func() string
+	// Admit judges a peer by the cluster its handshake names, both ways:
+	// a dialer this node refuses is told so, and a peer this node refuses
+	// is not called (ErrOtherCluster). Nil admits every peer.
+	Admit  func(cluster string) error
+	Logger *slog.Logger
 }
 
 // Network is a node's raftnet: its links to peers and its groups'
@@ -52,6 +59,7 @@ type Network struct {
 	dialing map[raft.ServerAddress]*dialing
 	legacy  map[raft.ServerAddress]time.Time // refused the handshake, until
 	tried   map[raft.ServerAddress]time.Time // a waiting call's last dial, at
+	warned  map[string]time.Time             // a refusal's text, last logged at
 	closed  bool
 
 	stop chan struct{}
@@ -78,7 +86,7 @@ func New(cfg Config) *Network {
 	}
 	n := &Network{cfg: cfg, log: cfg.Logger, groups: map[string]*Transport{}, links: map[raft.ServerAddress]*link{},
 		dialing: map[raft.ServerAddress]*dialing{}, legacy: map[raft.ServerAddress]time.Time{},
-		tried: map[raft.ServerAddress]time.Time{}, stop: make(chan struct{})}
+		tried: map[raft.ServerAddress]time.Time{}, warned: map[string]time.Time{}, stop: make(chan struct{})}
 	n.wg.Add(2)
 	go n.accept()
 	go n.watch()
@@ -139,11 +147,42 @@ func (n *Network) dial(addr raft.ServerAddress, use byte) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := sendHello(conn, use, conn.SetDeadline, n.cfg.Timeout); err != nil {
+	if err := sendHello(conn, use, n.cluster(), n.cfg.Admit, conn.SetDeadline, n.cfg.Timeout); err != nil {
 		conn.Close()
+		if errors.Is(err, ErrOtherCluster) {
+			n.warnRefusal(string(addr)+err.Error(), "raftnet: not calling a peer of another cluster", "peer", addr, "err", err)
+		}
 		return nil, err
 	}
 	return conn, nil
+}
+
+// cluster is the cluster this node's handshakes name.
+func (n *Network) cluster() string {
+	if n.cfg.Cluster == nil {
+		return ""
+	}
+	return n.cfg.Cluster()
+}
+
+// warnRefusalEvery bounds how often one refusal is logged: the groups of
+// a node whose member's address a node of another cluster took call it
+// again and again.
+const warnRefusalEvery = time.Minute
+
+// warnRefusal logs a handshake refused for its cluster, once a
+// warnRefusalEvery for each key (the peer and the refusal).
+func (n *Network) warnRefusal(key, msg string, args ...any) {
+	now := time.Now()
+	n.mu.Lock()
+	last, seen := n.warned[key]
+	if !seen || now.Sub(last) >= warnRefusalEvery {
+		n.warned[key] = now
+	}
+	n.mu.Unlock()
+	if !seen || now.Sub(last) >= warnRefusalEvery {
+		n.log.Warn(msg, args...)
+	}
 }
 
 // linkTo returns the link to addr, dialing it if there is none. It fails
