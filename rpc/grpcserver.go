@@ -46,10 +46,11 @@ func NewGRPCServer(node *cluster.Node, peers *Peers, cfg Config, opts ...grpc.Se
 		// already: a goroutine per call spent a tenth of a node's CPU
 		// growing its stack under load.
 		grpc.NumStreamWorkers(streamWorkers),
-		grpc.ChainUnaryInterceptor(metrics.GRPCServer.UnaryServerInterceptor()),
+		grpc.ChainUnaryInterceptor(metrics.GRPCServer.UnaryServerInterceptor(), admitPeerCalls(node.AdmitPeer)),
 		grpc.ChainStreamInterceptor(metrics.GRPCServer.StreamServerInterceptor()),
 	}, decodeOptions()...), opts...)
 	gs := grpc.NewServer(opts...)
+	peers.NameCluster(func() string { return node.View().ClusterID })
 	srv := NewServer(node, peers, cfg)
 	pb.RegisterRateLimiterServer(gs, srv)
 	rlsv3.RegisterRateLimitServiceServer(gs, NewRLSServer(srv))

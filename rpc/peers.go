@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -23,8 +24,9 @@ import (
 // Peers holds this node's gRPC connections to other nodes and implements
 // cluster.Peers over them.
 type Peers struct {
-	opts   []grpc.DialOption
-	closed chan struct{} // closed by Close: forwarders stop
+	opts    []grpc.DialOption
+	closed  chan struct{}                 // closed by Close: forwarders stop
+	cluster atomic.Pointer[func() string] // the cluster calls name (NameCluster)
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
@@ -43,11 +45,10 @@ func NewPeers(opts ...grpc.DialOption) *Peers {
 		Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: peerMaxBackoff},
 		MinConnectTimeout: 2 * time.Second,
 	})
-	return &Peers{
-		opts:   append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), reconnect}, opts...),
-		closed: make(chan struct{}),
-		conns:  map[string]*grpc.ClientConn{},
-	}
+	p := &Peers{closed: make(chan struct{}), conns: map[string]*grpc.ClientConn{}}
+	p.opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), reconnect,
+		grpc.WithChainUnaryInterceptor(p.nameCluster)}, opts...)
+	return p
 }
 
 // conn returns the (lazily connecting) connection to addr.
