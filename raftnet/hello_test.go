@@ -37,6 +37,22 @@ func clusterNet(t *testing.T, pn *pipeNet, addr, id string, peerWait time.Durati
 	return n
 }
 
+// awaitingWithFallback is a's transport of group "g", waiting for peers,
+// with a NetworkTransport fallback whose dials legacy counts.
+func awaitingWithFallback(t *testing.T, pn *pipeNet, a *Network) (*Transport, *countingLayer) {
+	t.Helper()
+	legacy := &countingLayer{pipeLayer: pn.listen("a-legacy")}
+	fallback := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: legacy, MaxPool: 2, Timeout: 5 * time.Second, Logger: quietLogger()})
+	tr, err := a.Transport("g", fallback, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	tr.Await(func() bool { return true })
+	return tr, legacy
+}
+
 // Raft calls between the nodes of one cluster, or with a node that knows
 // none yet (a fresh one, or an older release's), go through; between
 // nodes of two clusters they fail with ErrOtherCluster whichever side
@@ -58,15 +74,7 @@ func TestCallsBetweenClustersAreRefused(t *testing.T) {
 				pn := newPipeNet()
 				a := clusterNet(t, pn, "a", tc.dialer, time.Minute)
 				b := clusterNet(t, pn, "b", tc.acceptor, time.Minute)
-				legacy := &countingLayer{pipeLayer: pn.listen("a-legacy")}
-				fallback := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-					Stream: legacy, MaxPool: 2, Timeout: 5 * time.Second, Logger: quietLogger()})
-				tr, err := a.Transport("g", fallback, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { tr.Close() })
-				tr.Await(func() bool { return true })
+				tr, legacy := awaitingWithFallback(t, pn, a)
 				var reached atomic.Int64
 				bt := mustTransport(t, b, "g")
 				go func() {
@@ -86,7 +94,7 @@ func TestCallsBetweenClustersAreRefused(t *testing.T) {
 					}
 				}()
 				start := time.Now()
-				_, err = appendEntries(tr, "b", 7, 1)
+				_, err := appendEntries(tr, "b", 7, 1)
 				switch {
 				case tc.refused && !errors.Is(err, ErrOtherCluster):
 					t.Fatalf("a call to a node of another cluster: %v, want ErrOtherCluster", err)
@@ -207,15 +215,7 @@ func TestHeldPeerIsAwaited(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pn := newPipeNet()
 		a := clusterNet(t, pn, "a", "c1", time.Minute)
-		legacy := &countingLayer{pipeLayer: pn.listen("a-legacy")}
-		fallback := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-			Stream: legacy, MaxPool: 2, Timeout: 5 * time.Second, Logger: quietLogger()})
-		tr, err := a.Transport("g", fallback, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { tr.Close() })
-		tr.Await(func() bool { return true })
+		tr, legacy := awaitingWithFallback(t, pn, a)
 		held := pn.listen("b")
 		go func() {
 			for {
