@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/floodgate/floodgate/metrics"
 	"github.com/floodgate/floodgate/raftlog"
 )
 
@@ -67,6 +68,7 @@ func (n *Node) AdmitPeer(cluster string) error {
 	if own == "" || cluster == "" || cluster == own {
 		return nil
 	}
+	metrics.OtherClusterRefusals.Inc()
 	return fmt.Errorf("%w: a node of cluster %s; this node is of cluster %s", ErrOtherCluster, cluster, own)
 }
 

@@ -84,6 +84,15 @@ var (
 		grpcprom.WithHistogramBuckets([]float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5}),
 	))
 
+	// OtherClusterRefusals counts the node-to-node handshakes (Raft, both
+	// ways) and Peer calls this node refused because the other node is of
+	// another cluster: a member's address held by a node of another
+	// cluster (cluster.Node.AdmitPeer).
+	OtherClusterRefusals = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "floodgate_other_cluster_refusals_total",
+		Help: "Raft handshakes and Peer calls refused because the other node belongs to another cluster.",
+	})
+
 	// LeaderChanges counts the leaderships this node's replicas took: each
 	// change of a group's leader counts once in the cluster, on its new
 	// leader (every replica observes it).
@@ -97,7 +106,7 @@ var (
 func ours() []prometheus.Collector {
 	return []prometheus.Collector{
 		Decisions, CheckErrors, ForwardedChecks, ForwardBatchSize, GroupCommitSize, GroupCommitSeconds,
-		FsyncSeconds, StoresPerFlush, LeaderChanges, GRPCServer, nodeCollector{}, certCollector{},
+		FsyncSeconds, StoresPerFlush, LeaderChanges, OtherClusterRefusals, GRPCServer, nodeCollector{}, certCollector{},
 	}
 }
 

@@ -125,6 +125,11 @@ func TestAlertsFire(t *testing.T) {
 			fault: map[string]func(float64) float64{`floodgate_tls_certificate_expiration_timestamp_seconds{cert="peer-tls-cert",instance="n2"}`: func(float64) float64 {
 				return 14*86400 + 12*60 // 14 days from minute 12: nobody renewed it
 			}}},
+		{name: "a node of another cluster at a member's address", fires: "FloodgateOtherClusterAtMemberAddress", by: 17 * time.Minute,
+			labels: map[string]string{"instance": "n1"}, says: "n1 refuses a node of another floodgate cluster",
+			fault: map[string]func(float64) float64{`floodgate_other_cluster_refusals_total{instance="n1"}`: func(m float64) float64 {
+				return 6 * max(0, m-from) // a raftnet redial refused every 10 s
+			}}},
 		{name: "a slow disk", fires: "FloodgateSlowDisk", by: 25 * time.Minute, labels: map[string]string{"instance": "n2"}, says: "on n2",
 			fault: slowFsyncs("n2", from)},
 	}
@@ -357,6 +362,7 @@ func healthy(minutes int) *memStorage {
 		q.add(`floodgate_check_errors_total{`+inst+`,code="Unavailable"}`, func(m float64) float64 { return 60 * 0.5 * m })
 		q.add(`floodgate_check_errors_total{`+inst+`,code="ResourceExhausted"}`, func(float64) float64 { return 0 })
 		q.add(`floodgate_key_states_refused_total{`+inst+`}`, func(float64) float64 { return 0 })
+		q.add(`floodgate_other_cluster_refusals_total{`+inst+`}`, func(float64) float64 { return 0 })
 		q.add(`floodgate_leader_changes_total{`+inst+`,group="shard"}`, func(float64) float64 { return 2 })
 		for _, cert := range []string{"tls-cert", "peer-tls-cert"} {
 			q.add(`floodgate_tls_certificate_expiration_timestamp_seconds{`+inst+`,cert="`+cert+`"}`, func(float64) float64 { return 60 * 86400 })

@@ -82,6 +82,9 @@ func TestMemberAddressTakenByAnotherClusterIsRefused(t *testing.T) {
 	if theirs == ours {
 		t.Fatalf("the other node joined cluster %s", ours)
 	}
+	if v := value(scrape(t, other), "floodgate_other_cluster_refusals_total", nil); v < 1 {
+		t.Errorf("the other node's floodgate_other_cluster_refusals_total is %v", v)
+	}
 
 	// Each cluster is as it was: the other node alone in its own, the
 	// member's cluster with its counts, serving strict checks on two of
