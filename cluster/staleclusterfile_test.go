@@ -40,3 +40,20 @@ func TestJoinAfterACreationThatNeverBegan(t *testing.T) {
 		t.Errorf("joined cluster %q, want %s", got, want)
 	}
 }
+
+// A node without Raft state that creates a cluster makes a new one, of
+// an id of its own, whatever id its cluster file held: one a join
+// recorded before the meta log came (joinOnce) is another cluster's, and
+// a cluster of the same id would be taken for it at every handshake.
+func TestCreationIgnoresAClusterFileWithoutRaftState(t *testing.T) {
+	const stale = "00000000deadbeef"
+	cfg := inproc.Config(t, "n1")
+	cfg.Shards, cfg.Slots = 0, 32
+	if err := os.WriteFile(filepath.Join(cfg.DataDir, "cluster"), []byte(stale+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := inproc.Start(t, cfg)
+	if got := n.Node.View().ClusterID; got == stale || got == "" {
+		t.Errorf("created cluster %q from a data dir without Raft state whose cluster file held %s", got, stale)
+	}
+}
