@@ -54,7 +54,9 @@ func NewGRPCServer(node *cluster.Node, peers *Peers, cfg Config, opts ...grpc.Se
 	// learns this node's cluster from a refusal.
 	opts = append(opts, grpc.ChainUnaryInterceptor(admitPeerCalls(node.AdmitPeer)))
 	gs := grpc.NewServer(opts...)
-	peers.NameCluster(func() string { return node.View().ClusterID })
+	// Named as at the Raft handshake: a restarted member knows its
+	// cluster from its data dir before its meta state is replayed.
+	peers.NameCluster(node.Cluster)
 	srv := NewServer(node, peers, cfg)
 	pb.RegisterRateLimiterServer(gs, srv)
 	rlsv3.RegisterRateLimitServiceServer(gs, NewRLSServer(srv))
