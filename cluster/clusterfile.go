@@ -58,6 +58,10 @@ func (n *Node) ownCluster() string {
 	return recordedCluster(n.cfg.DataDir)
 }
 
+// Cluster is the cluster this node belongs to as its handshakes name it
+// (ownCluster): its meta state's, else its data dir's, else "".
+func (n *Node) Cluster() string { return n.ownCluster() }
+
 // AdmitPeer judges a node by the cluster it says it belongs to, at a
 // Raft handshake: a node of another cluster is refused (ErrOtherCluster),
 // one that knows no cluster yet (a fresh node, an older release) or while

@@ -197,6 +197,13 @@ func (n *Node) joinOnce(ctx context.Context, addr string) (refused bool, err err
 	if err := n.gossip.join(gossipAddrs); err != nil {
 		n.log.Warn("join gossip", "err", err)
 	}
+	// The cluster that took this node, named from the moment its Raft
+	// port takes peers (accept), as bootstrap does its own: not only once
+	// its meta log arrives, a node of another cluster still calling this
+	// address would be let into its groups meanwhile (AdmitPeer).
+	if err := recordCluster(n.cfg.DataDir, cid); err != nil {
+		return true, fmt.Errorf("data-dir: recording the join: %w", err)
+	}
 	if err := n.accept(); err != nil {
 		return true, fmt.Errorf("data-dir: recording the join: %w", err)
 	}

@@ -29,6 +29,18 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("%w: data-dir: %s holds Raft state but not %s: not known to be this dir's own; if the cluster refused this node (node.incarnation), empty the dir and start it again once the old member has left (floodgatectl leave %s)",
 			ErrConfig, n.cfg.DataDir, acceptedFile, n.cfg.NodeID)
 	}
+	if !has {
+		// No Raft state, yet maybe a cluster file: a creation stopped
+		// before its meta group held anything (bootstrap records the id
+		// first), a cluster no peer knows, or a join stopped before the
+		// meta log came (joinOnce records the cluster's id first). Kept,
+		// the node would name it at every handshake and refuse the
+		// cluster it joins (AdmitPeer), or create a cluster of the id of
+		// the one it had joined (bootstrap).
+		if err := forgetCluster(n.cfg.DataDir); err != nil {
+			return fmt.Errorf("data-dir: %w", err)
+		}
+	}
 	switch {
 	case has:
 		n.log.Info("resuming cluster membership from data dir", "dir", n.cfg.DataDir)

@@ -54,7 +54,7 @@ func (n *Network) serve(conn net.Conn) {
 	_ = conn.SetDeadline(time.Time{})
 	if errors.Is(err, ErrOtherCluster) {
 		host, _, _ := net.SplitHostPort(conn.RemoteAddr().String()) // its port changes at each dial
-		n.warnRefusal(host+err.Error(), "raftnet: refused a peer of another cluster", "remote", conn.RemoteAddr(), "err", err)
+		n.warnRefusal(host, "raftnet: refused a peer of another cluster", "remote", conn.RemoteAddr(), "err", err)
 	}
 	if err != nil {
 		n.log.Debug("raftnet: handshake refused", "remote", conn.RemoteAddr(), "err", err)

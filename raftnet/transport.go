@@ -150,7 +150,7 @@ func (n *Network) dial(addr raft.ServerAddress, use byte) (net.Conn, error) {
 	if err := sendHello(conn, use, n.cluster(), n.cfg.Admit, conn.SetDeadline, n.cfg.Timeout); err != nil {
 		conn.Close()
 		if errors.Is(err, ErrOtherCluster) {
-			n.warnRefusal(string(addr)+err.Error(), "raftnet: not calling a peer of another cluster", "peer", addr, "err", err)
+			n.warnRefusal(string(addr), "raftnet: not calling a peer of another cluster", "peer", addr, "err", err)
 		}
 		return nil, err
 	}
@@ -170,17 +170,32 @@ func (n *Network) cluster() string {
 // again and again.
 const warnRefusalEvery = time.Minute
 
+// maxWarned bounds the peers whose last refusal warning is kept: the
+// hosts that reach the Raft port are not this node's to choose.
+const maxWarned = 1024
+
 // warnRefusal logs a handshake refused for its cluster, once a
-// warnRefusalEvery for each key (the peer and the refusal).
+// warnRefusalEvery for each key: the peer (its address, or a dialer's
+// host), never the refusal's text, which names a cluster the peer chose
+// (one made up at each hello would be logged, and kept, each time).
 func (n *Network) warnRefusal(key, msg string, args ...any) {
 	now := time.Now()
 	n.mu.Lock()
 	last, seen := n.warned[key]
-	if !seen || now.Sub(last) >= warnRefusalEvery {
+	log := !seen || now.Sub(last) >= warnRefusalEvery
+	if log && !seen && len(n.warned) >= maxWarned {
+		for k, at := range n.warned {
+			if now.Sub(at) >= warnRefusalEvery {
+				delete(n.warned, k)
+			}
+		}
+		log = len(n.warned) < maxWarned // else a flood of peers: not each logged
+	}
+	if log {
 		n.warned[key] = now
 	}
 	n.mu.Unlock()
-	if !seen || now.Sub(last) >= warnRefusalEvery {
+	if log {
 		n.log.Warn(msg, args...)
 	}
 }

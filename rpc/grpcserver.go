@@ -46,11 +46,17 @@ func NewGRPCServer(node *cluster.Node, peers *Peers, cfg Config, opts ...grpc.Se
 		// already: a goroutine per call spent a tenth of a node's CPU
 		// growing its stack under load.
 		grpc.NumStreamWorkers(streamWorkers),
-		grpc.ChainUnaryInterceptor(metrics.GRPCServer.UnaryServerInterceptor(), admitPeerCalls(node.AdmitPeer)),
+		grpc.ChainUnaryInterceptor(metrics.GRPCServer.UnaryServerInterceptor()),
 		grpc.ChainStreamInterceptor(metrics.GRPCServer.StreamServerInterceptor()),
 	}, decodeOptions()...), opts...)
+	// Chained last, inside opts' (the call rules, cmd/floodgate): a caller
+	// is judged by its credentials before its cluster, and only a peer
+	// learns this node's cluster from a refusal.
+	opts = append(opts, grpc.ChainUnaryInterceptor(admitPeerCalls(node.AdmitPeer)))
 	gs := grpc.NewServer(opts...)
-	peers.NameCluster(func() string { return node.View().ClusterID })
+	// Named as at the Raft handshake: a restarted member knows its
+	// cluster from its data dir before its meta state is replayed.
+	peers.NameCluster(node.Cluster)
 	srv := NewServer(node, peers, cfg)
 	pb.RegisterRateLimiterServer(gs, srv)
 	rlsv3.RegisterRateLimitServiceServer(gs, NewRLSServer(srv))
