@@ -2,7 +2,6 @@ package rpc_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,13 +10,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/floodgate/floodgate/cluster"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
-	"github.com/floodgate/floodgate/rpc"
 	"github.com/floodgate/floodgate/test/inproc"
 )
 
@@ -32,32 +28,14 @@ func TestPeerCallsAreAuthorizedBeforeTheirCluster(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cfg.DataDir, "cluster"), []byte(own+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", cfg.GRPCAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	peers := rpc.NewPeers()
-	defer peers.Close()
-	node, err := cluster.Open(cfg, peers)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer node.Close()
 	deny := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		return nil, status.Errorf(codes.PermissionDenied, "%s: the peer role is required", info.FullMethod)
 	}
-	gs, _, _ := rpc.NewGRPCServer(node, peers, rpc.Config{}, grpc.ChainUnaryInterceptor(deny))
-	go gs.Serve(ln)
-	defer gs.Stop()
-	conn, err := grpc.NewClient(cfg.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	_, _, conn := openedNode(t, cfg, grpc.ChainUnaryInterceptor(deny))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ctx = metadata.AppendToOutgoingContext(ctx, "floodgate-cluster", "made-up")
-	_, err = peerv1.NewPeerClient(conn).ShardProgress(ctx, &peerv1.ShardProgressRequest{})
+	_, err := peerv1.NewPeerClient(conn).ShardProgress(ctx, &peerv1.ShardProgressRequest{})
 	if status.Code(err) != codes.PermissionDenied || strings.Contains(err.Error(), own) {
 		t.Fatalf("an unauthorized Peer call naming another cluster: %v; want PermissionDenied, without the node's cluster", err)
 	}

@@ -12,9 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/floodgate/floodgate/cluster"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
-	"github.com/floodgate/floodgate/rpc"
 	"github.com/floodgate/floodgate/test/inproc"
 )
 
@@ -43,15 +41,7 @@ func TestPeerCallsNameTheClusterOfTheDataDir(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cfg.DataDir, "cluster"), []byte(own+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	peers := rpc.NewPeers()
-	defer peers.Close()
-	node, err := cluster.Open(cfg, peers)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer node.Close()
-	gs, _, _ := rpc.NewGRPCServer(node, peers, rpc.Config{})
-	defer gs.Stop()
+	_, peers, _ := openedNode(t, cfg)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/cluster"
@@ -19,7 +16,6 @@ import (
 	"github.com/floodgate/floodgate/policy"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
-	"github.com/floodgate/floodgate/rpc"
 	"github.com/floodgate/floodgate/test/inproc"
 	"github.com/floodgate/floodgate/window"
 )
@@ -31,25 +27,7 @@ import (
 // (InvalidArgument, which clients take as final).
 func TestChecksWaitUntilTheNodeIsReady(t *testing.T) {
 	cfg := inproc.Config(t, "n1")
-	ln, err := net.Listen("tcp", cfg.GRPCAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	peers := rpc.NewPeers()
-	defer peers.Close()
-	node, err := cluster.Open(cfg, peers)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer node.Close()
-	gs, _, _ := rpc.NewGRPCServer(node, peers, rpc.Config{})
-	go gs.Serve(ln)
-	defer gs.Stop()
-	conn, err := grpc.NewClient(cfg.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	node, _, conn := openedNode(t, cfg)
 	ctx := context.Background()
 	rl := pb.NewRateLimiterClient(conn)
 	inline := &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 10, WindowMs: 60_000}
