@@ -133,6 +133,9 @@ func readHello(rw io.ReadWriter, cluster string, admit func(string) error) (byte
 	if use != useLink && use != useSnapshot {
 		return 0, fmt.Errorf("raftnet: unknown connection use %q", use)
 	}
+	if len(cluster) > maxClusterID { // its length would not fit its byte
+		return 0, fmt.Errorf("raftnet: cluster id of %d bytes, at most %d", len(cluster), maxClusterID)
+	}
 	var theirs string
 	if version == protocolVersion {
 		var n [1]byte

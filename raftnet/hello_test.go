@@ -192,9 +192,13 @@ func TestMalformedHandshakes(t *testing.T) {
 			t.Errorf("%s: %v, want an error other than errNotSpoken", name, err)
 		}
 	}
-	err := sendHello(&rwPair{r: bytes.NewReader(nil)}, useLink, string(make([]byte, maxClusterID+1)), nil, noDeadline, time.Second)
-	if err == nil {
+	long := string(make([]byte, maxClusterID+1))
+	if err := sendHello(&rwPair{r: bytes.NewReader(nil)}, useLink, long, nil, noDeadline, time.Second); err == nil {
 		t.Error("a cluster id of 256 bytes was sent")
+	}
+	p := &rwPair{r: bytes.NewReader(hello("c1"))}
+	if _, err := readHello(p, long, nil); err == nil || p.w.Len() != 0 {
+		t.Errorf("a node of a cluster id of 256 bytes answered: %v, %q", err, p.w.Bytes())
 	}
 }
 
