@@ -31,7 +31,7 @@ func TestJoinAfterACreationThatNeverBegan(t *testing.T) {
 	}
 	cfg.Join = []string{a.Cfg.GRPCAddr}
 	n := inproc.Open(t, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a join takes seconds; the old code waited for good
 	defer cancel()
 	if err := n.Node.Start(ctx); err != nil {
 		t.Fatalf("join: %v", err)
