@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/raftnet"
 )
 
 // Errors of the cluster. rpc maps them to gRPC codes.
@@ -22,8 +23,9 @@ var (
 	// been applied, so it must not be retried.
 	ErrUnavailable = errors.New("outcome unknown")
 	// ErrOtherCluster refuses a node of another cluster on a node-to-node
-	// path: a member's address reused by a node of another cluster.
-	ErrOtherCluster = errors.New("node of another cluster")
+	// path (a member's address reused by a node of another cluster): the
+	// Raft handshake's error, so that its refusals are not wrapped twice.
+	ErrOtherCluster = raftnet.ErrOtherCluster
 	// ErrNotFresh refuses to move a node with its own members or data into
 	// another cluster.
 	ErrNotFresh = errors.New("node is not fresh")

@@ -47,8 +47,17 @@ var errNotSpoken = errors.New("raftnet: peer does not speak raftnet")
 
 // ErrOtherCluster is a handshake refused because the two nodes belong to
 // different clusters, by either side. Its calls fail with it: the peer
-// is neither reached through NetworkTransport nor waited for.
-var ErrOtherCluster = errors.New("raftnet: peer of another cluster")
+// is neither reached through NetworkTransport nor waited for. Admit may
+// return it (wrapped) itself: package cluster's refusals do.
+var ErrOtherCluster = errors.New("node of another cluster")
+
+// otherCluster marks admit's refusal err as ErrOtherCluster, once.
+func otherCluster(err error) error {
+	if errors.Is(err, ErrOtherCluster) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrOtherCluster, err)
+}
 
 // errHeld is a peer whose Raft port takes no peer yet: a call waits for
 // it as for a peer that is down (unreached).
@@ -99,7 +108,7 @@ func sendHello(rw io.ReadWriter, use byte, cluster string, admit func(string) er
 	}
 	if admit != nil {
 		if err := admit(theirs); err != nil {
-			return fmt.Errorf("%w: %w", ErrOtherCluster, err)
+			return otherCluster(err)
 		}
 	}
 	return nil
@@ -170,7 +179,7 @@ func readHello(rw io.ReadWriter, cluster string, admit func(string) error) (byte
 	case status == helloHeld:
 		return 0, refused
 	case refused != nil:
-		return 0, fmt.Errorf("%w: %w", ErrOtherCluster, refused)
+		return 0, otherCluster(refused)
 	}
 	return use, nil
 }

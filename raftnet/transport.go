@@ -59,7 +59,7 @@ type Network struct {
 	dialing map[raft.ServerAddress]*dialing
 	legacy  map[raft.ServerAddress]time.Time // refused the handshake, until
 	tried   map[raft.ServerAddress]time.Time // a waiting call's last dial, at
-	warned  map[string]time.Time             // a refusal's text, last logged at
+	warned  map[string]time.Time             // a refused peer's last warning, at
 	closed  bool
 
 	stop chan struct{}
