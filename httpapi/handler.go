@@ -82,6 +82,7 @@ var (
 )
 
 func (a *api) allow(w http.ResponseWriter, r *http.Request) {
+	noStore(w)
 	var req pb.AllowRequest
 	if !noQuery(w, r) || !decode(w, r, &req) {
 		return
@@ -98,6 +99,7 @@ func (a *api) allow(w http.ResponseWriter, r *http.Request) {
 // allowBatch answers 200 with every item's answer or error; one set of
 // headers cannot describe many limits, so it sends none.
 func (a *api) allowBatch(w http.ResponseWriter, r *http.Request) {
+	noStore(w)
 	var req pb.AllowBatchRequest
 	if !noQuery(w, r) || !decode(w, r, &req) {
 		return
@@ -113,6 +115,7 @@ func (a *api) allowBatch(w http.ResponseWriter, r *http.Request) {
 // limit is the seed's GET /api/v1/limit?key=…: 200 when allowed, 429 with
 // Retry-After when not, the answer as JSON either way.
 func (a *api) limit(w http.ResponseWriter, r *http.Request) {
+	noStore(w)
 	q, err := parseQuery(r.URL.RawQuery)
 	if err != nil {
 		writeError(w, err)
@@ -134,6 +137,16 @@ func (a *api) limit(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusTooManyRequests
 	}
 	writeProto(w, code, resp)
+}
+
+// noStore marks an answer to a check as not to be stored by any cache.
+// A check counts, but GET /api/v1/limit is a GET, and its 200 is
+// heuristically cacheable (RFC 9111 §4.2.2): a shared cache in front of
+// the nodes (Varnish keeps such an answer two minutes by default) would
+// answer the same "allowed" to every check of a key, none of them
+// counted. The POST routes say it too, for caches told to store POSTs.
+func noStore(w http.ResponseWriter) {
+	w.Header().Set("Cache-Control", "no-store")
 }
 
 // queryParams are the parameters of GET /api/v1/limit.
