@@ -17,9 +17,11 @@ import (
 
 // fastAndStrict returns the fast and the strict version of one policy
 // with a limit of limit an hour, as the nodes that take checks hold while
-// a change of its consistency spreads.
+// a change of its consistency spreads. A sliding log: a fixed window ends
+// at the next epoch-aligned hour, and one passing while a test counted
+// admitted more than the limit.
 func fastAndStrict(limit int64) (fast, strict *policy.Policy) {
-	lim := policy.Limit{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: limit, Window: int64(time.Hour)}}
+	lim := policy.Limit{Limit: window.Limit{Algorithm: window.SlidingLog, Limit: limit, Window: int64(time.Hour)}}
 	return &policy.Policy{Name: "p", Consistency: policy.Fast, Limits: []policy.Limit{lim}},
 		&policy.Policy{Name: "p", Limits: []policy.Limit{lim}}
 }

@@ -116,7 +116,9 @@ func TestElasticFollowsClusterRate(t *testing.T) {
 	ctx := context.Background()
 	elastic := func(name string, capacity int64) *pb.Policy {
 		return &pb.Policy{Name: name, Mode: pb.Mode_MODE_ELASTIC, Elastic: &pb.Elastic{CeilingPercent: 200, Capacity: capacity},
-			Limits: []*pb.PolicyLimit{{Limit: &pb.Limit{Algorithm: pb.Algorithm_FIXED_WINDOW, Limit: 10, WindowMs: 3_600_000}}}}
+			// A sliding log: a fixed window ends at the next epoch-aligned
+			// hour, and one passing during a key's 30 checks admitted more.
+			Limits: []*pb.PolicyLimit{{Limit: &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 10, WindowMs: 3_600_000}}}}
 	}
 	if _, err := nodes[0].Admin().SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: []*pb.Policy{
 		elastic("roomy", 1_000_000), elastic("tight", 60),

@@ -30,7 +30,9 @@ func TestPartlyCountedCallIsNotRetryable(t *testing.T) {
 	n := startOne(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	lim := policy.Limit{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 5, Window: int64(time.Minute)}}
+	// A sliding log: a fixed window ends at the next epoch-aligned minute,
+	// and one passing between the two calls reset the count.
+	lim := policy.Limit{Limit: window.Limit{Algorithm: window.SlidingLog, Limit: 5, Window: int64(time.Minute)}}
 	strict := &policy.Policy{Name: "s", Limits: []policy.Limit{lim}}
 	fast := &policy.Policy{Name: "f", Consistency: policy.Fast, Limits: []policy.Limit{lim}}
 	r := n.replica(0)

@@ -31,7 +31,10 @@ func TestRestoreBeyondMaxKeyStates(t *testing.T) {
 		{Name: "saved", Limits: []*pb.PolicyLimit{pl("m", pb.Algorithm_SLIDING_LOG, 10, 60_000)}}}}); err != nil {
 		t.Fatal(err)
 	}
-	lim := &pb.Limit{Algorithm: pb.Algorithm_FIXED_WINDOW, Limit: 10, WindowMs: time.Hour.Milliseconds()}
+	// A sliding log, not a fixed window: a fixed window ends at the next
+	// epoch-aligned hour, and states expired by one passing between the
+	// checks and the saves were left out of them.
+	lim := &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 10, WindowMs: time.Hour.Milliseconds()}
 	allow := func(n *inproc.Node, from, to int) {
 		req := &pb.AllowBatchRequest{}
 		for k := from; k < to; k++ {

@@ -73,7 +73,7 @@ func TestPolicyChecks(t *testing.T) {
 		{Name: "api", KeyBy: []string{"user", "ip"}, Limits: []*pb.PolicyLimit{
 			pl("per-minute", pb.Algorithm_SLIDING_LOG, 3, 60_000),
 			pl("per-hour", pb.Algorithm_SLIDING_COUNTER, 500, 3_600_000),
-		}, Reduced: pl("slow-lane", pb.Algorithm_FIXED_WINDOW, 1, 3_600_000)},
+		}, Reduced: pl("slow-lane", pb.Algorithm_SLIDING_LOG, 1, 3_600_000)}, // not a fixed window: one ending (on the hour) between requests 3 and 4 admitted 4
 		{Name: "dry-run", Mode: pb.Mode_MODE_SHADOW, Limits: []*pb.PolicyLimit{pl("", pb.Algorithm_TOKEN_BUCKET, 2, 60_000)}},
 	}})
 	if err != nil {

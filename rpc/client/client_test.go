@@ -101,7 +101,9 @@ func TestClientPolicyKeys(t *testing.T) {
 	ctx := context.Background()
 	_, err := nodes[0].Admin().SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: []*pb.Policy{{
 		Name: "by-user-ip", KeyBy: []string{"user", "ip"},
-		Limits: []*pb.PolicyLimit{{Limit: &pb.Limit{Algorithm: pb.Algorithm_FIXED_WINDOW, Limit: 2, WindowMs: 60_000}}},
+		// A sliding log: a fixed window ends at the next epoch-aligned
+		// minute, and one passing between the checks admitted the third.
+		Limits: []*pb.PolicyLimit{{Limit: &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 2, WindowMs: 60_000}}},
 	}}})
 	if err != nil {
 		t.Fatal(err)
