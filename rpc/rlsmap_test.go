@@ -378,7 +378,7 @@ func TestRLSStatus(t *testing.T) {
 	st := rlsStatus(fsmCheck(p), policy.Result{Allowed: false, Decider: 0, Limit: 10, Remaining: 0, ResetAfter: int64(1500 * time.Millisecond)})
 	if st.Code != rlsv3.RateLimitResponse_OVER_LIMIT || st.CurrentLimit.GetRequestsPerUnit() != 10 ||
 		st.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_MINUTE || st.CurrentLimit.GetName() != "per-minute" ||
-		st.DurationUntilReset.AsDuration() != 1500*time.Millisecond {
+		st.DurationUntilReset.AsDuration() != 2*time.Second {
 		t.Errorf("status %v", st)
 	}
 	if st := rlsStatus(fsmCheck(nil), policy.Result{}); st.Code != rlsv3.RateLimitResponse_OK || st.CurrentLimit != nil {
@@ -398,6 +398,25 @@ func TestRLSStatus(t *testing.T) {
 		u, m := windowUnit(c.w)
 		if u != c.unit || m.GetValue() != c.mult {
 			t.Errorf("window %s: %v ×%d, want %v ×%d", c.w, u, m.GetValue(), c.unit, c.mult)
+		}
+	}
+}
+
+// Envoy's X-RateLimit-Reset is duration_until_reset's seconds alone, so
+// the duration is whole seconds, rounded up: a denial with 0.9 s left must
+// not tell the client to come back in 0 s.
+func TestRLSDurationUntilResetIsWholeSecondsRoundedUp(t *testing.T) {
+	p := rlsPolicies()("edge")
+	for _, c := range []struct {
+		left time.Duration
+		want int64
+	}{
+		{0, 0}, {time.Nanosecond, 1}, {900 * time.Millisecond, 1}, {time.Second, 1},
+		{1500 * time.Millisecond, 2}, {time.Minute, 60}, {-time.Second, 0},
+	} {
+		st := rlsStatus(fsmCheck(p), policy.Result{Limit: 10, ResetAfter: int64(c.left)})
+		if d := st.GetDurationUntilReset(); d.GetSeconds() != c.want || d.GetNanos() != 0 {
+			t.Errorf("%s left: duration_until_reset %ds %dns, want %ds (Envoy's X-RateLimit-Reset reads the seconds)", c.left, d.GetSeconds(), d.GetNanos(), c.want)
 		}
 	}
 }
