@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,7 +26,7 @@ import (
 //
 // A request names a domain and a list of descriptors, each an ordered list
 // of (key, value) entries. A descriptor is checked under the first policy
-// that exists of:
+// that exists, and with key_by names exactly its entries' keys, of:
 //
 //   - "<domain>.<key1>.<key2>…", its entries' keys joined by dots, then
 //   - "<domain>",
@@ -99,10 +100,7 @@ func rlsDescriptor(req *rlsv3.RateLimitRequest, d *rlcommon.RateLimitDescriptor,
 	if h := d.GetHitsAddend(); h != nil {
 		cost = int64(min(h.GetValue(), math.MaxInt32+1)) // more than any limit: over the limit below
 	}
-	p := policyOf(req.GetDomain() + "." + strings.Join(keys, "."))
-	if p == nil {
-		p = policyOf(req.GetDomain())
-	}
+	p := rlsPolicy(req.GetDomain(), keys, policyOf)
 	if o := d.GetLimit(); o != nil {
 		l, err := overrideLimit(o, p, field+"limit.", maxLog)
 		if err != nil {
@@ -140,6 +138,41 @@ func rlsDescriptor(req *rlsv3.RateLimitRequest, d *rlcommon.RateLimitDescriptor,
 		return fsm.Check{Key: key, Policy: p}, true, nil
 	}
 	return fsm.Check{Key: key, Policy: p, Cost: cost}, false, nil
+}
+
+// rlsPolicy is the policy a descriptor of these entry keys is checked
+// under: the first of "<domain>.<keys>" and "<domain>" that exists and can
+// key it, nil when neither does. A policy with key_by keys only
+// descriptors of exactly its key_by names; one of other keys is one its
+// rule does not match, as envoyproxy/ratelimit answers it (not limited),
+// not an error: Envoy sends every descriptor of a route and its virtual
+// host in one request, and a refusal of one (say a vhost's generic_key
+// under a domain policy keyed by user) failed the whole request, so under
+// failure_mode_deny: false none of its descriptors was limited.
+func rlsPolicy(domain string, keys []string, policyOf func(string) *policy.Policy) *policy.Policy {
+	for _, name := range [2]string{domain + "." + strings.Join(keys, "."), domain} {
+		if p := policyOf(name); p != nil && keysBy(p, keys) {
+			return p
+		}
+	}
+	return nil
+}
+
+// keysBy reports whether p keys a descriptor of these (distinct) entry
+// keys: any keys without key_by, else exactly its key_by names.
+func keysBy(p *policy.Policy, keys []string) bool {
+	if len(p.KeyBy) == 0 {
+		return true
+	}
+	if len(p.KeyBy) != len(keys) {
+		return false
+	}
+	for _, k := range p.KeyBy {
+		if !slices.Contains(keys, k) {
+			return false
+		}
+	}
+	return true
 }
 
 // overrideError names the part of an RLS request at fault when the policy

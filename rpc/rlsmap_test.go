@@ -77,6 +77,40 @@ func TestRLSChecksMapDescriptorsToPolicies(t *testing.T) {
 	}
 }
 
+// A policy with key_by matches only descriptors of exactly its key_by
+// names: one of other keys falls to the next name, then is not limited,
+// as envoyproxy/ratelimit answers a descriptor no rule matches, and the
+// request's other descriptors are still counted. Refused, it failed the
+// whole request, which Envoy lets through under failure_mode_deny: false.
+func TestRLSKeyByMatchesOnlyItsKeys(t *testing.T) {
+	perSec := []policy.Limit{{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 5, Window: int64(time.Second)}}}
+	ps := map[string]*policy.Policy{
+		"api":      {Name: "api", KeyBy: []string{"user"}, Limits: perSec},
+		"api.user": {Name: "api.user", KeyBy: []string{"tenant"}, Limits: perSec}, // cannot key its own name's descriptors
+		"api.a.b":  {Name: "api.a.b", KeyBy: []string{"b", "a"}, Limits: perSec},
+	}
+	req := &rlsv3.RateLimitRequest{Domain: "api", Descriptors: []*rlcommon.RateLimitDescriptor{
+		desc("user", "42"),                 // api.user cannot key it: api
+		desc("generic_key", "vhost"),       // api lacks user: not limited
+		desc("user", "42", "path", "/x"),   // api takes user only: not limited
+		desc("a", "1", "b", "2"),           // api.a.b, in its key_by order
+		desc("x-user/id", "7", "user", ""), // the odd key is no key_by name: not limited
+	}}
+	cs, _, err := rlsChecks(req, func(n string) *policy.Policy { return ps[n] }, 0)
+	if err != nil {
+		t.Fatalf("a descriptor the policies' key_by cannot key failed the request: %v", err)
+	}
+	want := []struct{ policy, key string }{{"api", "user=42"}, {}, {}, {"api.a.b", "b=2,a=1"}, {}}
+	for i, w := range want {
+		switch {
+		case w.policy == "" && cs[i].Policy != nil:
+			t.Errorf("descriptor %d: under %s, want not limited", i, cs[i].Policy.Name)
+		case w.policy != "" && (cs[i].Policy == nil || cs[i].Policy.Name != w.policy || cs[i].Key != w.key):
+			t.Errorf("descriptor %d: %+v, want %s %q", i, cs[i], w.policy, w.key)
+		}
+	}
+}
+
 func TestRLSCost(t *testing.T) {
 	for _, c := range []struct {
 		request uint32
@@ -298,7 +332,6 @@ func TestRLSRefusesBadInputNamingTheField(t *testing.T) {
 		kv = append(kv, fmt.Sprintf("k%d", i), "v")
 	}
 	manyEntries := desc(kv...)
-	apiNoUser := desc("ip", "1.2.3.4")
 	for _, c := range []struct {
 		domain string
 		d      *rlcommon.RateLimitDescriptor
@@ -312,7 +345,6 @@ func TestRLSRefusesBadInputNamingTheField(t *testing.T) {
 		{"edge", unknownUnit, "descriptors[0].limit.unit"},
 		{"edge", noKey, "descriptors[0].entries[1].key: must not be empty"},
 		{"other", noKey, "descriptors[0].entries[1].key: must not be empty"}, // with no policy too
-		{"api", apiNoUser, "descriptors[0].entries: missing"},
 		{"edge", manyEntries, "descriptors[0].entries: 33 given"},
 		{"we ird!", override(2, typev3.RateLimitUnit_MINUTE, 0), "domain: \"we ird!\" must be"},
 		{"edge", override(math.MaxUint32, typev3.RateLimitUnit_MINUTE, 0), "descriptors[0].limit.requests_per_unit: must be"},
