@@ -115,7 +115,7 @@ func rlsDescriptor(req *rlsv3.RateLimitRequest, d *rlcommon.RateLimitDescriptor,
 		// other before anything is counted: a domain that cannot name a
 		// policy, or a limit the policy's mode stretches past the nodes'
 		// cap, would otherwise reach the log and be refused there.
-		if err := q.Validate(maxLog); err != nil {
+		if err := q.Validate(maxLog); err != nil && !logAsCounter(q, maxLog) {
 			return fsm.Check{}, false, fmt.Errorf("%w: %s", validate.ErrInvalid, overrideError(q, p == nil, field, err))
 		}
 		p = q
@@ -245,7 +245,8 @@ func clonePolicy(p *policy.Policy) *policy.Policy {
 
 // overrideLimit turns a descriptor's limit override into a limit: the
 // policy's first algorithm (a fixed window without one, or for calendar
-// units: months and years are UTC calendar periods).
+// units: months and years are UTC calendar periods; a sliding counter for
+// a sliding log longer than maxLog, see logAsCounter).
 func overrideLimit(o *rlcommon.RateLimitDescriptor_RateLimitOverride, p *policy.Policy, field string, maxLog int64) (window.Limit, error) {
 	if o.GetRequestsPerUnit() == 0 {
 		return window.Limit{}, fmt.Errorf("%w: %srequests_per_unit: must be at least 1", validate.ErrInvalid, field)
@@ -310,7 +311,37 @@ func overrideLimit(o *rlcommon.RateLimitDescriptor_RateLimitOverride, p *policy.
 		// request through under failure_mode_deny: false.
 		l.Buckets = window.DefaultBucketsFor(l.Window)
 	}
+	if l.Algorithm == window.SlidingLog && l.Validate(maxLog) != nil {
+		if c := counterOf(l); c.Validate(maxLog) == nil {
+			l = c // see logAsCounter
+		}
+	}
 	return l, overrideField(field, l.Validate(maxLog))
+}
+
+// counterOf is the sliding counter of l's limit and window.
+func counterOf(l window.Limit) window.Limit {
+	return window.Limit{Algorithm: window.SlidingCounter, Limit: l.Limit, Window: l.Window, Buckets: window.DefaultBucketsFor(l.Window)}
+}
+
+// logAsCounter makes the override policy q, whose sliding log is longer
+// than --max-log-length (or than it once soft or elastic mode stretches
+// it), a sliding counter of the same limit and window, and reports
+// whether q is valid so. The override is Envoy's (per-tenant plans in
+// dynamic metadata): refused, it failed the whole request, so under
+// failure_mode_deny: false none of its descriptors was limited; a sliding
+// counter is what the cap's own error points to.
+func logAsCounter(q *policy.Policy, maxLog int64) bool {
+	l := q.Limits[0].Limit
+	if l.Algorithm != window.SlidingLog {
+		return false
+	}
+	q.Limits[0].Limit = counterOf(l)
+	if q.Validate(maxLog) != nil {
+		q.Limits[0].Limit = l
+		return false
+	}
+	return true
 }
 
 // scaleBurst keeps a policy's burst in proportion to its limit under an

@@ -319,6 +319,38 @@ func TestRLSOverrideOfASlidingCounterFindsBucketsThatDivide(t *testing.T) {
 	}
 }
 
+// An override a sliding log cannot hold (past --max-log-length, or past
+// it once soft mode stretches it) is counted by a sliding counter of the
+// same limit and window, not refused: a refusal failed the whole request,
+// which Envoy lets through under failure_mode_deny: false.
+func TestRLSOverrideOfALogPastTheCapIsASlidingCounter(t *testing.T) {
+	for _, c := range []struct {
+		domain string
+		n      uint32
+		unit   typev3.RateLimitUnit
+		maxLog int64
+		want   window.Algorithm
+	}{
+		{"edge", 5000, typev3.RateLimitUnit_HOUR, 0, window.SlidingLog},
+		{"edge", 10000, typev3.RateLimitUnit_HOUR, 0, window.SlidingLog},
+		{"edge", 10001, typev3.RateLimitUnit_HOUR, 0, window.SlidingCounter},
+		{"edge", 50, typev3.RateLimitUnit_MINUTE, 40, window.SlidingCounter},
+		{"soft", 900, typev3.RateLimitUnit_HOUR, 0, window.SlidingLog},       // stretched to 9,900
+		{"soft", 10000, typev3.RateLimitUnit_HOUR, 0, window.SlidingCounter}, // stretched to 110,000
+	} {
+		d := override(c.n, c.unit, 0)
+		cs, _, err := rlsChecks(&rlsv3.RateLimitRequest{Domain: c.domain, Descriptors: []*rlcommon.RateLimitDescriptor{d}}, rlsPolicies(), c.maxLog)
+		if err != nil {
+			t.Errorf("%s, %d per %v (max log %d): %v", c.domain, c.n, c.unit, c.maxLog, err)
+			continue
+		}
+		l := cs[0].Policy.Limits[0].Limit
+		if l.Algorithm != c.want || l.Limit != int64(c.n) || (c.want == window.SlidingCounter && l.Buckets != window.DefaultBucketsFor(l.Window)) {
+			t.Errorf("%s, %d per %v (max log %d): %v of %d with %d buckets, want %v of %d", c.domain, c.n, c.unit, c.maxLog, l.Algorithm, l.Limit, l.Buckets, c.want, c.n)
+		}
+	}
+}
+
 func TestRLSRefusesBadInputNamingTheField(t *testing.T) {
 	neg := desc("a", "b")
 	neg.IsNegativeHits = true
@@ -351,7 +383,6 @@ func TestRLSRefusesBadInputNamingTheField(t *testing.T) {
 		{"edge", override(3, typev3.RateLimitUnit_MINUTE, 307445735), "descriptors[0].limit.unit_multiplier: 307445735 minutes is longer than the longest window"},
 		{"edge", override(3, typev3.RateLimitUnit_DAY, 367), "descriptors[0].limit.unit_multiplier: 367 days"},
 		{"edge", override(3, typev3.RateLimitUnit_SECOND, math.MaxUint32), "descriptors[0].limit.unit_multiplier"},
-		{"soft", override(10000, typev3.RateLimitUnit_HOUR, 0), "descriptors[0].limit: a sliding_log keeps one timestamp per request and is capped at 10000; stretched to 1100% this one holds 110000"},
 	} {
 		_, _, err := rlsChecks(&rlsv3.RateLimitRequest{Domain: c.domain, Descriptors: []*rlcommon.RateLimitDescriptor{c.d}}, rlsPolicies(), 0)
 		if !errors.Is(err, validate.ErrInvalid) || !strings.Contains(err.Error(), c.field) {
