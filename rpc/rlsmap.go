@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,7 +26,7 @@ import (
 //
 // A request names a domain and a list of descriptors, each an ordered list
 // of (key, value) entries. A descriptor is checked under the first policy
-// that exists of:
+// that exists, and with key_by names exactly its entries' keys, of:
 //
 //   - "<domain>.<key1>.<key2>…", its entries' keys joined by dots, then
 //   - "<domain>",
@@ -99,10 +100,7 @@ func rlsDescriptor(req *rlsv3.RateLimitRequest, d *rlcommon.RateLimitDescriptor,
 	if h := d.GetHitsAddend(); h != nil {
 		cost = int64(min(h.GetValue(), math.MaxInt32+1)) // more than any limit: over the limit below
 	}
-	p := policyOf(req.GetDomain() + "." + strings.Join(keys, "."))
-	if p == nil {
-		p = policyOf(req.GetDomain())
-	}
+	p := rlsPolicy(req.GetDomain(), keys, policyOf)
 	if o := d.GetLimit(); o != nil {
 		l, err := overrideLimit(o, p, field+"limit.", maxLog)
 		if err != nil {
@@ -117,7 +115,7 @@ func rlsDescriptor(req *rlsv3.RateLimitRequest, d *rlcommon.RateLimitDescriptor,
 		// other before anything is counted: a domain that cannot name a
 		// policy, or a limit the policy's mode stretches past the nodes'
 		// cap, would otherwise reach the log and be refused there.
-		if err := q.Validate(maxLog); err != nil {
+		if err := q.Validate(maxLog); err != nil && !logAsCounter(q, maxLog) {
 			return fsm.Check{}, false, fmt.Errorf("%w: %s", validate.ErrInvalid, overrideError(q, p == nil, field, err))
 		}
 		p = q
@@ -140,6 +138,41 @@ func rlsDescriptor(req *rlsv3.RateLimitRequest, d *rlcommon.RateLimitDescriptor,
 		return fsm.Check{Key: key, Policy: p}, true, nil
 	}
 	return fsm.Check{Key: key, Policy: p, Cost: cost}, false, nil
+}
+
+// rlsPolicy is the policy a descriptor of these entry keys is checked
+// under: the first of "<domain>.<keys>" and "<domain>" that exists and can
+// key it, nil when neither does. A policy with key_by keys only
+// descriptors of exactly its key_by names; one of other keys is one its
+// rule does not match, as envoyproxy/ratelimit answers it (not limited),
+// not an error: Envoy sends every descriptor of a route and its virtual
+// host in one request, and a refusal of one (say a vhost's generic_key
+// under a domain policy keyed by user) failed the whole request, so under
+// failure_mode_deny: false none of its descriptors was limited.
+func rlsPolicy(domain string, keys []string, policyOf func(string) *policy.Policy) *policy.Policy {
+	for _, name := range [2]string{domain + "." + strings.Join(keys, "."), domain} {
+		if p := policyOf(name); p != nil && keysBy(p, keys) {
+			return p
+		}
+	}
+	return nil
+}
+
+// keysBy reports whether p keys a descriptor of these (distinct) entry
+// keys: any keys without key_by, else exactly its key_by names.
+func keysBy(p *policy.Policy, keys []string) bool {
+	if len(p.KeyBy) == 0 {
+		return true
+	}
+	if len(p.KeyBy) != len(keys) {
+		return false
+	}
+	for _, k := range p.KeyBy {
+		if !slices.Contains(keys, k) {
+			return false
+		}
+	}
+	return true
 }
 
 // overrideError names the part of an RLS request at fault when the policy
@@ -212,7 +245,8 @@ func clonePolicy(p *policy.Policy) *policy.Policy {
 
 // overrideLimit turns a descriptor's limit override into a limit: the
 // policy's first algorithm (a fixed window without one, or for calendar
-// units: months and years are UTC calendar periods).
+// units: months and years are UTC calendar periods; a sliding counter for
+// a sliding log longer than maxLog, see logAsCounter).
 func overrideLimit(o *rlcommon.RateLimitDescriptor_RateLimitOverride, p *policy.Policy, field string, maxLog int64) (window.Limit, error) {
 	if o.GetRequestsPerUnit() == 0 {
 		return window.Limit{}, fmt.Errorf("%w: %srequests_per_unit: must be at least 1", validate.ErrInvalid, field)
@@ -277,7 +311,37 @@ func overrideLimit(o *rlcommon.RateLimitDescriptor_RateLimitOverride, p *policy.
 		// request through under failure_mode_deny: false.
 		l.Buckets = window.DefaultBucketsFor(l.Window)
 	}
+	if l.Algorithm == window.SlidingLog && l.Validate(maxLog) != nil {
+		if c := counterOf(l); c.Validate(maxLog) == nil {
+			l = c // see logAsCounter
+		}
+	}
 	return l, overrideField(field, l.Validate(maxLog))
+}
+
+// counterOf is the sliding counter of l's limit and window.
+func counterOf(l window.Limit) window.Limit {
+	return window.Limit{Algorithm: window.SlidingCounter, Limit: l.Limit, Window: l.Window, Buckets: window.DefaultBucketsFor(l.Window)}
+}
+
+// logAsCounter makes the override policy q, whose sliding log is longer
+// than --max-log-length (or than it once soft or elastic mode stretches
+// it), a sliding counter of the same limit and window, and reports
+// whether q is valid so. The override is Envoy's (per-tenant plans in
+// dynamic metadata): refused, it failed the whole request, so under
+// failure_mode_deny: false none of its descriptors was limited; a sliding
+// counter is what the cap's own error points to.
+func logAsCounter(q *policy.Policy, maxLog int64) bool {
+	l := q.Limits[0].Limit
+	if l.Algorithm != window.SlidingLog {
+		return false
+	}
+	q.Limits[0].Limit = counterOf(l)
+	if q.Validate(maxLog) != nil {
+		q.Limits[0].Limit = l
+		return false
+	}
+	return true
 }
 
 // scaleBurst keeps a policy's burst in proportion to its limit under an
@@ -345,8 +409,22 @@ func rlsStatus(c fsm.Check, r policy.Result) *rlsv3.RateLimitResponse_Descriptor
 	}
 	st.CurrentLimit = currentLimit(c.Policy, r)
 	st.LimitRemaining = uint32(min(max(r.Remaining, 0), math.MaxUint32))
-	st.DurationUntilReset = durationpb.New(time.Duration(r.ResetAfter))
+	st.DurationUntilReset = untilReset(r.ResetAfter)
 	return st
+}
+
+// untilReset is a duration until reset in whole seconds, rounded up.
+// Envoy's X-RateLimit-Reset (enable_x_ratelimit_headers) is the
+// duration's seconds alone: 0.9 s left sent as is told a client denied
+// in a window's last second to come back in 0 s, and a retry then was
+// denied again. envoyproxy/ratelimit answers whole seconds too, and
+// floodgate's own HTTP headers round up the same way.
+func untilReset(ns int64) *durationpb.Duration {
+	s := ns / int64(time.Second)
+	if ns > s*int64(time.Second) {
+		s++
+	}
+	return &durationpb.Duration{Seconds: max(s, 0)}
 }
 
 // currentLimit describes the limit that decided in RLS terms: a count per

@@ -77,6 +77,40 @@ func TestRLSChecksMapDescriptorsToPolicies(t *testing.T) {
 	}
 }
 
+// A policy with key_by matches only descriptors of exactly its key_by
+// names: one of other keys falls to the next name, then is not limited,
+// as envoyproxy/ratelimit answers a descriptor no rule matches, and the
+// request's other descriptors are still counted. Refused, it failed the
+// whole request, which Envoy lets through under failure_mode_deny: false.
+func TestRLSKeyByMatchesOnlyItsKeys(t *testing.T) {
+	perSec := []policy.Limit{{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 5, Window: int64(time.Second)}}}
+	ps := map[string]*policy.Policy{
+		"api":      {Name: "api", KeyBy: []string{"user"}, Limits: perSec},
+		"api.user": {Name: "api.user", KeyBy: []string{"tenant"}, Limits: perSec}, // cannot key its own name's descriptors
+		"api.a.b":  {Name: "api.a.b", KeyBy: []string{"b", "a"}, Limits: perSec},
+	}
+	req := &rlsv3.RateLimitRequest{Domain: "api", Descriptors: []*rlcommon.RateLimitDescriptor{
+		desc("user", "42"),                 // api.user cannot key it: api
+		desc("generic_key", "vhost"),       // api lacks user: not limited
+		desc("user", "42", "path", "/x"),   // api takes user only: not limited
+		desc("a", "1", "b", "2"),           // api.a.b, in its key_by order
+		desc("x-user/id", "7", "user", ""), // the odd key is no key_by name: not limited
+	}}
+	cs, _, err := rlsChecks(req, func(n string) *policy.Policy { return ps[n] }, 0)
+	if err != nil {
+		t.Fatalf("a descriptor the policies' key_by cannot key failed the request: %v", err)
+	}
+	want := []struct{ policy, key string }{{"api", "user=42"}, {}, {}, {"api.a.b", "b=2,a=1"}, {}}
+	for i, w := range want {
+		switch {
+		case w.policy == "" && cs[i].Policy != nil:
+			t.Errorf("descriptor %d: under %s, want not limited", i, cs[i].Policy.Name)
+		case w.policy != "" && (cs[i].Policy == nil || cs[i].Policy.Name != w.policy || cs[i].Key != w.key):
+			t.Errorf("descriptor %d: %+v, want %s %q", i, cs[i], w.policy, w.key)
+		}
+	}
+}
+
 func TestRLSCost(t *testing.T) {
 	for _, c := range []struct {
 		request uint32
@@ -285,6 +319,38 @@ func TestRLSOverrideOfASlidingCounterFindsBucketsThatDivide(t *testing.T) {
 	}
 }
 
+// An override a sliding log cannot hold (past --max-log-length, or past
+// it once soft mode stretches it) is counted by a sliding counter of the
+// same limit and window, not refused: a refusal failed the whole request,
+// which Envoy lets through under failure_mode_deny: false.
+func TestRLSOverrideOfALogPastTheCapIsASlidingCounter(t *testing.T) {
+	for _, c := range []struct {
+		domain string
+		n      uint32
+		unit   typev3.RateLimitUnit
+		maxLog int64
+		want   window.Algorithm
+	}{
+		{"edge", 5000, typev3.RateLimitUnit_HOUR, 0, window.SlidingLog},
+		{"edge", 10000, typev3.RateLimitUnit_HOUR, 0, window.SlidingLog},
+		{"edge", 10001, typev3.RateLimitUnit_HOUR, 0, window.SlidingCounter},
+		{"edge", 50, typev3.RateLimitUnit_MINUTE, 40, window.SlidingCounter},
+		{"soft", 900, typev3.RateLimitUnit_HOUR, 0, window.SlidingLog},       // stretched to 9,900
+		{"soft", 10000, typev3.RateLimitUnit_HOUR, 0, window.SlidingCounter}, // stretched to 110,000
+	} {
+		d := override(c.n, c.unit, 0)
+		cs, _, err := rlsChecks(&rlsv3.RateLimitRequest{Domain: c.domain, Descriptors: []*rlcommon.RateLimitDescriptor{d}}, rlsPolicies(), c.maxLog)
+		if err != nil {
+			t.Errorf("%s, %d per %v (max log %d): %v", c.domain, c.n, c.unit, c.maxLog, err)
+			continue
+		}
+		l := cs[0].Policy.Limits[0].Limit
+		if l.Algorithm != c.want || l.Limit != int64(c.n) || (c.want == window.SlidingCounter && l.Buckets != window.DefaultBucketsFor(l.Window)) {
+			t.Errorf("%s, %d per %v (max log %d): %v of %d with %d buckets, want %v of %d", c.domain, c.n, c.unit, c.maxLog, l.Algorithm, l.Limit, l.Buckets, c.want, c.n)
+		}
+	}
+}
+
 func TestRLSRefusesBadInputNamingTheField(t *testing.T) {
 	neg := desc("a", "b")
 	neg.IsNegativeHits = true
@@ -298,7 +364,6 @@ func TestRLSRefusesBadInputNamingTheField(t *testing.T) {
 		kv = append(kv, fmt.Sprintf("k%d", i), "v")
 	}
 	manyEntries := desc(kv...)
-	apiNoUser := desc("ip", "1.2.3.4")
 	for _, c := range []struct {
 		domain string
 		d      *rlcommon.RateLimitDescriptor
@@ -312,14 +377,12 @@ func TestRLSRefusesBadInputNamingTheField(t *testing.T) {
 		{"edge", unknownUnit, "descriptors[0].limit.unit"},
 		{"edge", noKey, "descriptors[0].entries[1].key: must not be empty"},
 		{"other", noKey, "descriptors[0].entries[1].key: must not be empty"}, // with no policy too
-		{"api", apiNoUser, "descriptors[0].entries: missing"},
 		{"edge", manyEntries, "descriptors[0].entries: 33 given"},
 		{"we ird!", override(2, typev3.RateLimitUnit_MINUTE, 0), "domain: \"we ird!\" must be"},
 		{"edge", override(math.MaxUint32, typev3.RateLimitUnit_MINUTE, 0), "descriptors[0].limit.requests_per_unit: must be"},
 		{"edge", override(3, typev3.RateLimitUnit_MINUTE, 307445735), "descriptors[0].limit.unit_multiplier: 307445735 minutes is longer than the longest window"},
 		{"edge", override(3, typev3.RateLimitUnit_DAY, 367), "descriptors[0].limit.unit_multiplier: 367 days"},
 		{"edge", override(3, typev3.RateLimitUnit_SECOND, math.MaxUint32), "descriptors[0].limit.unit_multiplier"},
-		{"soft", override(10000, typev3.RateLimitUnit_HOUR, 0), "descriptors[0].limit: a sliding_log keeps one timestamp per request and is capped at 10000; stretched to 1100% this one holds 110000"},
 	} {
 		_, _, err := rlsChecks(&rlsv3.RateLimitRequest{Domain: c.domain, Descriptors: []*rlcommon.RateLimitDescriptor{c.d}}, rlsPolicies(), 0)
 		if !errors.Is(err, validate.ErrInvalid) || !strings.Contains(err.Error(), c.field) {
@@ -378,7 +441,7 @@ func TestRLSStatus(t *testing.T) {
 	st := rlsStatus(fsmCheck(p), policy.Result{Allowed: false, Decider: 0, Limit: 10, Remaining: 0, ResetAfter: int64(1500 * time.Millisecond)})
 	if st.Code != rlsv3.RateLimitResponse_OVER_LIMIT || st.CurrentLimit.GetRequestsPerUnit() != 10 ||
 		st.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_MINUTE || st.CurrentLimit.GetName() != "per-minute" ||
-		st.DurationUntilReset.AsDuration() != 1500*time.Millisecond {
+		st.DurationUntilReset.AsDuration() != 2*time.Second {
 		t.Errorf("status %v", st)
 	}
 	if st := rlsStatus(fsmCheck(nil), policy.Result{}); st.Code != rlsv3.RateLimitResponse_OK || st.CurrentLimit != nil {
@@ -398,6 +461,25 @@ func TestRLSStatus(t *testing.T) {
 		u, m := windowUnit(c.w)
 		if u != c.unit || m.GetValue() != c.mult {
 			t.Errorf("window %s: %v ×%d, want %v ×%d", c.w, u, m.GetValue(), c.unit, c.mult)
+		}
+	}
+}
+
+// Envoy's X-RateLimit-Reset is duration_until_reset's seconds alone, so
+// the duration is whole seconds, rounded up: a denial with 0.9 s left must
+// not tell the client to come back in 0 s.
+func TestRLSDurationUntilResetIsWholeSecondsRoundedUp(t *testing.T) {
+	p := rlsPolicies()("edge")
+	for _, c := range []struct {
+		left time.Duration
+		want int64
+	}{
+		{0, 0}, {time.Nanosecond, 1}, {900 * time.Millisecond, 1}, {time.Second, 1},
+		{1500 * time.Millisecond, 2}, {time.Minute, 60}, {-time.Second, 0},
+	} {
+		st := rlsStatus(fsmCheck(p), policy.Result{Limit: 10, ResetAfter: int64(c.left)})
+		if d := st.GetDurationUntilReset(); d.GetSeconds() != c.want || d.GetNanos() != 0 {
+			t.Errorf("%s left: duration_until_reset %ds %dns, want %ds (Envoy's X-RateLimit-Reset reads the seconds)", c.left, d.GetSeconds(), d.GetNanos(), c.want)
 		}
 	}
 }

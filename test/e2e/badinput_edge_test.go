@@ -57,8 +57,10 @@ func rlsCases(f *badFixture) []grpcCase {
 	inv := codes.InvalidArgument
 	return []grpcCase{
 		{"override under a domain that cannot name a policy", everyNode(override("we ird!", 2, typev3.RateLimitUnit_MINUTE, 0)), inv, `domain: "we ird!" must be`},
-		{"override a soft policy stretches past --max-log-length", everyNode(override("bi-soft", 500, typev3.RateLimitUnit_HOUR, 0)), inv,
-			"descriptors[0].limit: a sliding_log keeps one timestamp per request and is capped at 1000; stretched to 1100% this one holds 5500"},
+		// An override a soft policy stretches past --max-log-length is no
+		// longer bad input: a sliding counter counts it (rpc/rlsmap.go).
+		{"calendar unit with a multiplier", everyNode(override("bi-soft", 500, typev3.RateLimitUnit_MONTH, 2)), inv,
+			"descriptors[0].limit.unit_multiplier: only 1 with a calendar unit"},
 		{"unit_multiplier past int64 nanoseconds", everyNode(override("edge", 3, typev3.RateLimitUnit_MINUTE, 307445735)), inv, "descriptors[0].limit.unit_multiplier: 307445735 minutes"},
 		{"requests_per_unit above the largest limit", everyNode(override("edge", math.MaxUint32, typev3.RateLimitUnit_MINUTE, 0)), inv, "descriptors[0].limit.requests_per_unit:"},
 		{"33 entries", everyNode(&rlsv3.RateLimitRequest{Domain: "bi-soft", Descriptors: []*rlcommon.RateLimitDescriptor{rlsDesc(many...)}}), inv, "descriptors[0].entries: 33 given"},
