@@ -267,3 +267,25 @@ func TestTornRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Cutting a torn tail is only done once it is on disk: an open whose cut
+// cannot be flushed fails, naming the segment, rather than taking appends
+// after torn bytes that a later replay would meet mid-log.
+func TestTornTailCutThatCannotSyncFailsOpen(t *testing.T) {
+	dir := t.TempDir()
+	_, before := writeHistory(t, dir)
+	path := onlySegment(t, dir)
+	if err := os.Truncate(path, before+5); err != nil {
+		t.Fatal(err)
+	}
+	ops := defaultFileOps()
+	ops.sync = func(*os.File) error { return errors.New("injected EIO") }
+	s, err := openWith(dir, Options{}, ops)
+	if err == nil {
+		s.Close()
+		t.Fatal("open succeeded although the cut of the torn tail was not flushed")
+	}
+	if !strings.Contains(err.Error(), "cut torn tail of "+path) || !strings.Contains(err.Error(), "injected EIO") {
+		t.Fatalf("err = %v, want it to name the cut of %s and the cause", err, path)
+	}
+}

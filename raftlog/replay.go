@@ -124,7 +124,8 @@ func (s *Store) replaySegment(seq uint32, last bool) (*segment, error) {
 	if off < len(data) {
 		// Cut the torn tail, durably, so appends follow the last whole
 		// record and a later replay does not meet the torn bytes mid-log.
-		if err := f.Truncate(int64(off)); err == nil {
+		err := f.Truncate(int64(off))
+		if err == nil {
 			err = s.ops.sync(f)
 		}
 		if err != nil {

@@ -69,14 +69,15 @@ func appendRequest(b []byte, id uint64, group string, cmd any) ([]byte, byte, er
 
 // appendResponse appends a response frame for resp, or an error frame.
 func appendResponse(b []byte, id uint64, resp any, rpcErr error) []byte {
-	start := len(b)
 	if rpcErr == nil {
-		b, at := beginFrame(b, kindResponse, id)
-		b, err := encodeResponse(b, resp)
+		// On failure the frame begun in rb is dropped: b still ends
+		// where it did, and the error frame goes there.
+		rb, at := beginFrame(b, kindResponse, id)
+		rb, err := encodeResponse(rb, resp)
 		if err == nil {
-			return endFrame(b, at)
+			return endFrame(rb, at)
 		}
-		rpcErr, b = err, b[:start]
+		rpcErr = err
 	}
 	b, at := beginFrame(b, kindError, id)
 	b = append(b, rpcErr.Error()...)
