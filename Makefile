@@ -82,9 +82,17 @@ $(GHZ):
 bench: build $(GHZ) ## Measure issue 7's targets (ghz and Go SDK, idle, failover, 5 nodes, memory): ~10 min; BENCHFLAGS=--quick
 	$(GO) run ./test/bench --ghz $(GHZ) $(BENCHFLAGS)
 
-lint: ## gofmt and go vet
+# The linter of `make lint`, installed on first use into $(BIN)/tools.
+STATICCHECK        := $(BIN)/tools/staticcheck
+STATICCHECK_MODULE := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+$(STATICCHECK):
+	GOBIN=$(abspath $(BIN)/tools) $(GO) install $(STATICCHECK_MODULE)
+
+lint: $(STATICCHECK) ## gofmt, go vet and staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(STATICCHECK) $(PKGS)
 
 proto: ## Regenerate the protobuf code (needs protoc, protoc-gen-go, protoc-gen-go-grpc)
 	protoc -I proto --go_out=. --go_opt=module=github.com/floodgate/floodgate \

@@ -11,7 +11,8 @@ import (
 type stepKind int
 
 const (
-	stepNone stepKind = iota
+	// The zero stepKind is no step (planShard's shardStep{}).
+	_ stepKind = iota
 	// stepReaddress updates a server whose Raft address moved.
 	stepReaddress
 	// stepAddNonvoter adds a placed node that has no replica yet.
@@ -94,8 +95,8 @@ func planShard(in shardPlanInput) shardStep {
 		return shardStep{}
 	}
 	live := func(id string) bool { return id == in.me || in.alive(id) }
-	for _, s := range removalOrder(in.servers, in.desired, live) {
-		id := string(s.ID)
+	if out := removalOrder(in.servers, in.desired, live); len(out) > 0 {
+		s, id := out[0], string(out[0].ID) // one step at a time, the first in order
 		if s.Suffrage == raft.Voter && live(id) && !liveQuorumWithout(in.servers, id, live) {
 			return shardStep{} // wait: the unreachable voters go first, or come back
 		}

@@ -11,7 +11,7 @@ import (
 // then states in the shard snapshot format.
 const (
 	cmdRestore     byte = 9
-	restoreVersion      = 1
+	restoreVersion byte = 1
 )
 
 // ExportAll returns every live state of the group, with the log time, in

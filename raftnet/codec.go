@@ -1,5 +1,7 @@
 package raftnet
 
+//lint:file-ignore SA1019 hashicorp/raft still sets and reads the deprecated Leader and Candidate fields: the codec carries every field raft has.
+
 import (
 	"encoding/binary"
 	"errors"

@@ -1,5 +1,7 @@
 package raftnet
 
+//lint:file-ignore SA1019 the requests carry raft's deprecated Leader and Candidate fields, as raft sends them.
+
 import (
 	"bufio"
 	"bytes"

@@ -156,7 +156,6 @@ func (rig *forwardRig) close() {
 }
 
 type forwarded struct {
-	key string
 	n   int
 	err error
 	ok  bool // every answer is the one for its own check

@@ -38,8 +38,8 @@ func (c *reloading) Clone() credentials.TransportCredentials {
 	return &reloading{r: c.r, serverName: c.serverName}
 }
 
-//lint:ignore SA1019 part of the interface grpc still defines.
-func (c *reloading) OverrideServerName(name string) error { //nolint:staticcheck
+// OverrideServerName is part of the interface grpc still defines.
+func (c *reloading) OverrideServerName(name string) error {
 	c.serverName = name
 	return nil
 }

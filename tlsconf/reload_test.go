@@ -96,14 +96,14 @@ func TestClientCredentialsFollowReloads(t *testing.T) {
 	copyFile(t, f.otherFile, caFile, time.Now())
 	r := reloader(t, Files{CA: caFile})
 	srv := reloader(t, Files{Cert: f.srvCert, Key: f.srvKey}).ServerConfig()
-	if _, err, _ := handshake(t, srv, r.ClientConfig("127.0.0.1")); err == nil {
+	if _, _, err := handshake(t, srv, r.ClientConfig("127.0.0.1")); err == nil {
 		t.Fatal("verified a server with the wrong CA")
 	}
 	copyFile(t, f.caFile, caFile, time.Now().Add(time.Second))
 	if err := r.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err, _ := handshake(t, srv, r.ClientConfig("127.0.0.1")); err != nil {
+	if _, _, err := handshake(t, srv, r.ClientConfig("127.0.0.1")); err != nil {
 		t.Fatalf("after the CA's reload: %v", err)
 	}
 	creds := r.ClientCredentials("")

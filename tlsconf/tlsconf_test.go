@@ -91,7 +91,7 @@ func TestCheckNamesTheSetting(t *testing.T) {
 
 // handshake runs one TLS handshake over loopback TCP and returns the
 // errors of both sides and the server's view of the connection.
-func handshake(t *testing.T, srv, cli *tls.Config) (srvErr, cliErr error, st tls.ConnectionState) {
+func handshake(t *testing.T, srv, cli *tls.Config) (st tls.ConnectionState, srvErr, cliErr error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -122,7 +122,7 @@ func handshake(t *testing.T, srv, cli *tls.Config) (srvErr, cliErr error, st tls
 	c := tls.Client(conn, cli)
 	cliErr = c.Handshake()
 	r := <-done
-	return r.err, cliErr, r.st
+	return r.st, r.err, cliErr
 }
 
 func reloader(t *testing.T, f Files) *Reloader {
@@ -146,7 +146,7 @@ func TestMutualTLS(t *testing.T) {
 		{"no client certificate", Files{CA: f.caFile}, false},
 		{"a stranger's certificate", Files{Cert: f.strCert, Key: f.strKey, CA: f.caFile}, false},
 	} {
-		srvErr, cliErr, st := handshake(t, srv, reloader(t, tc.client).ClientConfig("127.0.0.1"))
+		st, srvErr, cliErr := handshake(t, srv, reloader(t, tc.client).ClientConfig("127.0.0.1"))
 		if ok := srvErr == nil && cliErr == nil; ok != tc.ok {
 			t.Errorf("%s: server %v, client %v; want ok=%v", tc.name, srvErr, cliErr, tc.ok)
 		}
@@ -170,7 +170,7 @@ func TestClientVerifiesTheServer(t *testing.T) {
 		{"another CA", Files{Cert: f.strCert, Key: f.strKey}, "127.0.0.1", false},
 		{"another host", Files{Cert: f.wrongHost, Key: f.wrongHK}, "127.0.0.1", false},
 	} {
-		_, cliErr, _ := handshake(t, reloader(t, tc.srv).ServerConfig(), cli.ClientConfig(tc.serverName))
+		_, _, cliErr := handshake(t, reloader(t, tc.srv).ServerConfig(), cli.ClientConfig(tc.serverName))
 		if ok := cliErr == nil; ok != tc.ok {
 			t.Errorf("%s: client %v, want ok=%v", tc.name, cliErr, tc.ok)
 		}

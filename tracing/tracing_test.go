@@ -24,7 +24,8 @@ func TestOffWithoutAnEndpoint(t *testing.T) {
 }
 
 func TestStartIsFreeWhileOff(t *testing.T) {
-	ctx := context.WithValue(context.Background(), struct{}{}, 1)
+	type key struct{}
+	ctx := context.WithValue(context.Background(), key{}, 1)
 	got, span := Start(ctx, "x")
 	if got != ctx {
 		t.Error("Start changed the context with tracing off")

@@ -51,6 +51,7 @@ func TestInlinePastItsSizeStillAnswersRight(t *testing.T) {
 func TestNilInlineSharesNothing(t *testing.T) {
 	var in *Inline
 	l := window.Limit{Algorithm: window.TokenBucket, Limit: 5, Window: 1e9}
+	//lint:ignore SA4000 two calls must not share a policy
 	if in.Policy(l) == in.Policy(l) {
 		t.Error("a nil Inline shared a policy")
 	}
