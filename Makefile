@@ -93,6 +93,7 @@ lint: $(STATICCHECK) ## gofmt, go vet and staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(STATICCHECK) $(PKGS)
+	$(STATICCHECK) -tags clockskew ./wallclock/ ./cmd/floodgate/
 
 proto: ## Regenerate the protobuf code (needs protoc, protoc-gen-go, protoc-gen-go-grpc)
 	protoc -I proto --go_out=. --go_opt=module=github.com/floodgate/floodgate \

@@ -32,7 +32,7 @@ func TestSkewFromEnvironment(t *testing.T) {
 	if Skew() != want {
 		t.Fatalf("Skew %v, want %v", Skew(), want)
 	}
-	if d := Now().Sub(time.Now()) - want; d < -time.Second || d > time.Second {
+	if d := time.Until(Now()) - want; d < -time.Second || d > time.Second {
 		t.Fatalf("Now is %v off the skew", d)
 	}
 }
