@@ -39,6 +39,12 @@ const (
 	DefaultMaxKeyStates = 2_000_000
 	// minMaxClockOffset is the least --max-clock-offset (other than 0).
 	minMaxClockOffset = 50 * time.Millisecond
+	// DefaultMaxSyncDuration is --max-sync-duration's default: far past
+	// a healthy disk's slowest flush (this VM's under load: 1.6 s), short
+	// enough that a hung disk's groups fail over before callers give up.
+	DefaultMaxSyncDuration = 10 * time.Second
+	// minMaxSyncDuration is the least --max-sync-duration (other than 0).
+	minMaxSyncDuration = time.Second
 	// metaVoters is how many nodes vote in the meta group; the others
 	// follow it as non-voters so every node has the membership locally.
 	metaVoters = 5
@@ -135,6 +141,11 @@ type Config struct {
 	// (clockwatch.go). A restore refuses states whose log time is ahead
 	// of this node's clock by more (CheckRestoreTime).
 	MaxClockOffset time.Duration
+	// MaxSyncDuration stops the node (StorageFailed) once a write or
+	// fsync of its log has hung this long (0: not watched): a leader whose
+	// disk hangs keeps its followers' heartbeats going, so only its stop
+	// lets its groups fail over (raftlog.Options.MaxSyncDuration).
+	MaxSyncDuration time.Duration
 
 	// CheckStore checks a Raft log file after an unclean stop (nil: no
 	// check). The daemon runs CheckStore in a child process.
@@ -288,12 +299,18 @@ func (c Config) Validate() error {
 		flag string
 		v    time.Duration
 	}{{"dead-after", c.DeadAfter}, {"fast-flush-interval", c.FastFlushInterval}, {"reconcile interval", c.ReconcileInterval},
-		{"gossip interval", c.GossipInterval}, {"commit timeout", c.CommitTimeout}, {"max-clock-offset", c.MaxClockOffset}} {
+		{"gossip interval", c.GossipInterval}, {"commit timeout", c.CommitTimeout}, {"max-clock-offset", c.MaxClockOffset},
+		{"max-sync-duration", c.MaxSyncDuration}} {
 		// Zero takes the default (WithDefaults); below zero is a typo, not
 		// "never" or "at once".
 		if d.v < 0 {
 			return fmt.Errorf("%w: %s: must not be negative, got %s", ErrConfig, d.flag, d.v)
 		}
+	}
+	if c.MaxSyncDuration > 0 && c.MaxSyncDuration < minMaxSyncDuration {
+		// Flushes on a loaded virtual machine take over a second now and
+		// then: a shorter bound would stop healthy nodes.
+		return fmt.Errorf("%w: max-sync-duration: must be 0 (not watched) or at least %s, got %s", ErrConfig, minMaxSyncDuration, c.MaxSyncDuration)
 	}
 	if c.MaxClockOffset > 0 && c.MaxClockOffset < minMaxClockOffset {
 		// Healthy clocks on busy virtual machines wander by milliseconds:

@@ -25,6 +25,9 @@ func TestConfigRefusesNegativeDurations(t *testing.T) {
 		{func(c *Config) { c.ReconcileInterval = -1 }, "reconcile interval: must not be negative"},
 		{func(c *Config) { c.GossipInterval = -1 }, "gossip interval: must not be negative"},
 		{func(c *Config) { c.CommitTimeout = -1 }, "commit timeout: must not be negative"},
+		{func(c *Config) { c.MaxSyncDuration = -time.Second }, "max-sync-duration: must not be negative, got -1s"},
+		// Flushes of a healthy disk under load take over a second now and then.
+		{func(c *Config) { c.MaxSyncDuration = 500 * time.Millisecond }, "max-sync-duration: must be 0 (not watched) or at least 1s, got 500ms"},
 	} {
 		c := good()
 		tc.edit(&c)

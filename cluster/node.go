@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -179,7 +180,7 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 			n.lock.release()
 		}
 	}()
-	if n.wal, err = openWAL(cfg.DataDir, cfg.Fsync); err != nil {
+	if n.wal, err = openWAL(cfg.DataDir, cfg.Fsync, cfg.MaxSyncDuration); err != nil {
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", cfg.RaftBind)
@@ -260,6 +261,11 @@ func (n *Node) StorageErr() error {
 	err := n.wal.Err()
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, raftlog.ErrStalled) {
+		return fmt.Errorf("%w: %w (data dir %s, --max-sync-duration %s): this node stops so that its groups fail over to their other replicas "+
+			"(a leader whose disk hangs keeps the others from electing another); check the disk, then start it again on the same --data-dir: "+
+			"it replays its log", ErrStorage, err, n.cfg.DataDir, n.cfg.MaxSyncDuration)
 	}
 	return fmt.Errorf("%w: %w (data dir %s): this node stops, and its groups go on with their other replicas; "+
 		"free or replace the disk and start it again on the same --data-dir: it replays its log", ErrStorage, err, n.cfg.DataDir)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -24,8 +25,9 @@ const (
 // openWAL opens the node's shared Raft log: every group's entries and
 // stable state go to one append-only log, and concurrent appends of all
 // groups share one write and one fsync. With FsyncOff nothing is fsync'd.
-func openWAL(dataDir, mode string) (*raftlog.Store, error) {
-	wal, err := raftlog.Open(filepath.Join(dataDir, walDir), raftlog.Options{NoSync: mode == FsyncOff})
+// A write or fsync pending for maxSync fails it (0: not watched).
+func openWAL(dataDir, mode string, maxSync time.Duration) (*raftlog.Store, error) {
+	wal, err := raftlog.Open(filepath.Join(dataDir, walDir), raftlog.Options{NoSync: mode == FsyncOff, MaxSyncDuration: maxSync})
 	if errors.Is(err, raftlog.ErrCorrupt) {
 		return nil, fmt.Errorf("%w: %v. Remove this node from the cluster (floodgatectl leave, on another node), "+
 			"delete %s, and start it again with --join: its replicas come back from its peers", ErrDamaged, err, dataDir)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Errors a store returns.
@@ -34,6 +35,10 @@ type Options struct {
 	// MaxSegments is how many segments may be kept before the groups that
 	// pin the oldest are rewritten so it can go (default 4).
 	MaxSegments int
+	// MaxSyncDuration fails the log (Failed, ErrStalled) once a write or
+	// fsync has not returned for this long: a hung disk (stall.go). 0:
+	// not watched.
+	MaxSyncDuration time.Duration
 }
 
 const (
@@ -120,6 +125,13 @@ func openWith(dir string, opts Options, ops fileOps) (*Store, error) {
 	if err := s.replay(); err != nil {
 		s.closeFiles()
 		return nil, err
+	}
+	if opts.MaxSyncDuration > 0 {
+		// After replay: a node still starting leads nothing, and a disk
+		// that hangs then hangs its start, which says so plainly.
+		w := &stallWatch{}
+		s.ops = w.watched(s.ops)
+		go s.watchStalls(w, opts.MaxSyncDuration)
 	}
 	go s.flusher()
 	return s, nil
@@ -249,7 +261,7 @@ func (s *Store) fail(err error) error {
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
 	if s.failed == nil {
-		s.failed = fmt.Errorf("raftlog: log unusable after a failed write (restart to replay it): %w", err)
+		s.failed = fmt.Errorf("raftlog: log unusable after a failed or hung write (restart to replay it): %w", err)
 		close(s.failedCh)
 	}
 	return s.failed

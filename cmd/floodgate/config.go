@@ -94,6 +94,7 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 		leaderWait = durationFlag(fs, "leader-wait", 2*time.Second, "how long a check waits for its shard to elect a leader")
 		fastFlush  = durationFlag(fs, "fast-flush-interval", 500*time.Millisecond, "the longest the count of a fast-consistency check waits on its shard leader before it is replicated")
 		maxOffset  = durationFlag(fs, "max-clock-offset", cluster.DefaultMaxClockOffset, "the largest offset allowed between this node's clock and most of the others' before it stops (leaders stamp checks with their clocks); 0: not checked")
+		maxSync    = durationFlag(fs, "max-sync-duration", cluster.DefaultMaxSyncDuration, "how long a write or fsync of the Raft log may hang before the node stops (exit 1) so that its groups fail over: a leader whose disk hangs keeps its followers from electing another; 0: not watched, else at least 1s")
 		fastMax    = fs.Int64("fast-max-pending", 1000, "cost of fast checks a shard leader may answer before their batch is replicated (a failover may lose up to twice this)")
 		maxStates  = fs.Int("max-key-states", cluster.DefaultMaxKeyStates, "the most key states (one per key and limit) a group holds: checks that would add more are refused (ResourceExhausted; HTTP 429 with error RESOURCE_EXHAUSTED) until old ones expire, so a flood of new keys cannot run the cluster out of memory; 0: no bound")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
@@ -256,6 +257,7 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 			Slots: creation("slots", *slots), GroupsPerNode: creation("groups-per-node", *perNode),
 			Fsync: *fsync, RaftTransport: *raftTrans, DeadAfter: *deadAfter, HeartbeatTimeout: *heartbeat, ElectionTimeout: *election,
 			LeaderLeaseTimeout: *lease, FastFlushInterval: *fastFlush, FastMaxPending: *fastMax, MaxClockOffset: *maxOffset, MaxKeyStates: *maxStates,
+			MaxSyncDuration: *maxSync,
 		},
 		rpc:        rpc.Config{MaxLogLength: *maxLog, LeaderWait: *leaderWait},
 		httpAddr:   *httpAddr,

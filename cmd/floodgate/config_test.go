@@ -256,7 +256,7 @@ func TestZeroIsNotASetting(t *testing.T) {
 	}
 	// Where 0 means something, it stays allowed.
 	for _, args := range [][]string{{"--shards", "0"}, {"--max-key-states", "0"}, {"--gc-headroom-mib", "0"}, {"--max-clock-offset", "0s"},
-		{"--grpc-addr", "127.0.0.1:0", "--raft-addr", "127.0.0.1:0"}} {
+		{"--max-sync-duration", "0s"}, {"--grpc-addr", "127.0.0.1:0", "--raft-addr", "127.0.0.1:0"}} {
 		if _, err := parseOptions(append(args, "--data-dir", t.TempDir()), noEnv, io.Discard); err != nil {
 			t.Errorf("%v: %v", args, err)
 		}
