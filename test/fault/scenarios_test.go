@@ -31,6 +31,8 @@ func scenarios() []scenario {
 		{name: "kill-mid-move", load: 40 * time.Second, exact: true, nemesis: killMidMove},
 		{name: "disk-full", disks: true, load: 25 * time.Second, exact: true, nemesis: diskFull},
 		{name: "readonly-start", disks: true, load: 20 * time.Second, exact: true, nemesis: readOnlyStart},
+		{name: "disk-stall", stalls: true, load: 20 * time.Second, exact: true, nemesis: diskStall,
+			args: []string{"--max-sync-duration", stallBound.String()}},
 		{name: "clock-skew", load: 25 * time.Second, exact: true, nemesis: clockSkew},
 		{name: "lost-volume", load: 30 * time.Second, exact: true, nemesis: lostVolume},
 	}
@@ -266,7 +268,7 @@ func (e *env) joinN4(ctx context.Context) (*e2e.Node, error) {
 	if err := pause(ctx, warmup); err != nil {
 		return nil, err
 	}
-	n4, err := e.newNode("n4", 3, false)
+	n4, err := e.newNode("n4", 3, scenario{})
 	if err != nil {
 		return nil, err
 	}
@@ -424,6 +426,56 @@ func diskFull(ctx context.Context, e *env) error {
 	e.h.Heal(g)
 	if err := l.WaitServing(ctx); err != nil {
 		e.violate("%s did not come back after its disk was full: %v", l.ID, err)
+		return nil
+	}
+	return e.n.Settle(ctx, 40*time.Second)
+}
+
+// stallBound is the disk-stall scenario's --max-sync-duration.
+const stallBound = 2 * time.Second
+
+// diskStall hangs every fsync of the hot shard's leader (its disk answers
+// nothing, as a network volume that lost its path): it must stop itself
+// within --max-sync-duration and a quarter (exit 1, naming the flag), and
+// its shard must answer again from the other replicas while the disk
+// still hangs, for up to 8 s. Once the disk answers again the node starts
+// on its data dir and must rejoin intact.
+func diskStall(ctx context.Context, e *env) error {
+	if err := pause(ctx, warmup); err != nil {
+		return err
+	}
+	l, err := e.n.Leader(ctx)
+	if err != nil {
+		return err
+	}
+	logOff := len(l.Log())
+	f := e.h.Inject("disk stall", l.ID, true)
+	// The stop (at most 2.5 s), then an election (about 0.6 s).
+	e.h.Require(f, stallBound*5/4+2*time.Second)
+	e.stall[l.ID].Hold()
+	held := time.Now()
+	select {
+	case <-l.Exited():
+	case <-time.After(8 * time.Second):
+	}
+	took, exited := time.Since(held), exitedNow(l)
+	e.stall[l.ID].Release()
+	e.h.Heal(f)
+	log := l.Log()[logOff:]
+	switch {
+	case !exited:
+		e.violate("%s still ran %s after its disk hung, with --max-sync-duration %s:\n%s", l.ID, took.Round(time.Millisecond), stallBound, tailLines(log, 10))
+	case l.ExitCode() != 1 || !mentions(log, "--max-sync-duration"):
+		e.violate("%s exited (code %d) on a hung disk without naming --max-sync-duration:\n%s", l.ID, l.ExitCode(), tailLines(log, 10))
+	default:
+		e.t.Logf("%s stopped %s after its disk hung: %s", l.ID, took.Round(time.Millisecond), tailLines(log, 1))
+	}
+	l.Kill() // reaps it (or stops it, if it ran on)
+	if err := l.Start(); err != nil {
+		return err
+	}
+	if err := l.WaitServing(ctx); err != nil {
+		e.violate("%s did not come back after its disk hung: %v", l.ID, err)
 		return nil
 	}
 	return e.n.Settle(ctx, 40*time.Second)

@@ -66,10 +66,11 @@ type scenario struct {
 	name string
 	fast bool // checks under the fast-consistency policy, else strict inline
 	// netns places every node in its own network namespace; disks mounts a
-	// tmpfs on every data dir. Both need root.
-	netns, disks bool
-	load         time.Duration // planned length of the load
-	nemesis      func(context.Context, *env) error
+	// tmpfs on every data dir; stalls mounts a StallFS on every data dir.
+	// All need root.
+	netns, disks, stalls bool
+	load                 time.Duration // planned length of the load
+	nemesis              func(context.Context, *env) error
 	// exact: no over-admission at all and linearizable; otherwise fast
 	// mode's bound per failover of the hot shard applies.
 	exact bool
@@ -99,9 +100,10 @@ type env struct {
 	n     *Nemesis
 	net   *Net
 	disk  map[string]*Disk // by node id
-	keys  []string         // hot keys first, then the control key
-	hot   int              // the hot keys' group
-	table []uint32         // slot → group when the scenario began
+	stall map[string]*StallFS
+	keys  []string // hot keys first, then the control key
+	hot   int      // the hot keys' group
+	table []uint32 // slot → group when the scenario began
 	// found are violations the nemesis saw itself (a node that failed
 	// unclearly, a store it refused after a fault).
 	found []string
@@ -118,12 +120,15 @@ func nodeArgs() []string {
 
 // start brings up the scenario's cluster, placed as it asks.
 func start(ctx context.Context, t *testing.T, s scenario) *env {
-	e := &env{t: t, h: NewHistory(), disk: map[string]*Disk{}}
+	e := &env{t: t, h: NewHistory(), disk: map[string]*Disk{}, stall: map[string]*StallFS{}}
 	dir := t.TempDir()
 	e.c = &e2e.Cluster{Bin: bin, Dir: dir, Args: append(nodeArgs(), s.args...)}
 	t.Cleanup(func() {
 		for _, n := range e.c.Nodes {
 			_ = n.Signal(syscall.SIGCONT) // a paused node must not stall Close
+		}
+		for _, s := range e.stall {
+			s.Release() // a node waiting on its disk must not stall Close
 		}
 		if t.Failed() {
 			t.Log(e.c.Logs(25))
@@ -131,6 +136,9 @@ func start(ctx context.Context, t *testing.T, s scenario) *env {
 		e.c.Close()
 		for _, d := range e.disk {
 			_ = d.Unmount()
+		}
+		for _, s := range e.stall {
+			_ = s.Unmount()
 		}
 		if e.net != nil {
 			e.net.Close()
@@ -143,7 +151,7 @@ func start(ctx context.Context, t *testing.T, s scenario) *env {
 		}
 	}
 	for i := 0; i < nodes; i++ {
-		node, err := e.newNode(fmt.Sprintf("n%d", i+1), i, s.disks)
+		node, err := e.newNode(fmt.Sprintf("n%d", i+1), i, s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +194,7 @@ func start(ctx context.Context, t *testing.T, s scenario) *env {
 }
 
 // newNode prepares node id (index i): on loopback, or in namespace i.
-func (e *env) newNode(id string, i int, disk bool) (*e2e.Node, error) {
+func (e *env) newNode(id string, i int, s scenario) (*e2e.Node, error) {
 	var node *e2e.Node
 	if e.net != nil {
 		wrap, err := e.net.Wrapper(e.c.Dir, bin.Floodgate, i)
@@ -203,12 +211,19 @@ func (e *env) newNode(id string, i int, disk bool) (*e2e.Node, error) {
 			return nil, err
 		}
 	}
-	if disk {
+	if s.disks {
 		d, err := MountDisk(node.Dir, "128m")
 		if err != nil {
 			return nil, err
 		}
 		e.disk[id] = d
+	}
+	if s.stalls {
+		st, err := MountStallFS(node.Dir)
+		if err != nil {
+			return nil, err
+		}
+		e.stall[id] = st
 	}
 	return node, nil
 }
@@ -297,7 +312,7 @@ var (
 // run starts the scenario's cluster, runs the load and the nemesis
 // together, heals, reads the final counts, checks and reports.
 func run(t *testing.T, s scenario) {
-	if (s.netns || s.disks) && NetAvailable() != "" {
+	if (s.netns || s.disks || s.stalls) && NetAvailable() != "" {
 		if os.Getenv("CI") != "" {
 			// CI runs as root with iproute2 (.ci/run installs it): a
 			// scenario it cannot run is a broken setup, not a skip.
