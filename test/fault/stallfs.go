@@ -33,17 +33,13 @@ func MountStallFS(dir string) (*StallFS, error) {
 			return nil, err
 		}
 	}
-	var st syscall.Stat_t
-	if err := syscall.Stat(backing, &st); err != nil {
+	loop, err := fs.NewLoopbackRoot(backing)
+	if err != nil {
 		return nil, err
 	}
 	s := &StallFS{Dir: dir}
-	root := &fs.LoopbackRoot{Path: backing, Dev: uint64(st.Dev)}
-	root.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
-		return &stallNode{LoopbackNode: fs.LoopbackNode{RootData: r}, fs: s}
-	}
-	root.RootNode = root.NewNode(root, nil, "", &st)
-	srv, err := fs.Mount(dir, root.RootNode, &fs.Options{MountOptions: fuse.MountOptions{
+	root := &stallNode{LoopbackNode: loop.(*fs.LoopbackNode), fs: s}
+	srv, err := fs.Mount(dir, root, &fs.Options{MountOptions: fuse.MountOptions{
 		DirectMount: true, // as root, without fusermount
 		AllowOther:  true, // the node may run as another user in a namespace
 		Name:        "floodgate-stall",
@@ -83,11 +79,19 @@ func (s *StallFS) Unmount() error {
 // stallNode is a passed-through file or directory whose fsync waits
 // while its filesystem is held.
 type stallNode struct {
-	fs.LoopbackNode
+	*fs.LoopbackNode
 	fs *StallFS
 }
 
-var _ fs.NodeFsyncer = (*stallNode)(nil)
+var (
+	_ fs.NodeFsyncer     = (*stallNode)(nil)
+	_ fs.NodeWrapChilder = (*stallNode)(nil)
+)
+
+// WrapChild makes every file and directory below a stallNode too.
+func (n *stallNode) WrapChild(_ context.Context, ops fs.InodeEmbedder) fs.InodeEmbedder {
+	return &stallNode{LoopbackNode: ops.(*fs.LoopbackNode), fs: n.fs}
+}
 
 // Fsync waits while the filesystem is held (or until the caller is gone:
 // a process that exits interrupts its pending calls), then syncs.
