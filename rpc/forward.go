@@ -51,8 +51,9 @@ const (
 type forwarder struct {
 	peers *Peers
 
-	mu     sync.Mutex
-	queues map[string]*peerQueue
+	mu       sync.Mutex
+	queues   map[string]*peerQueue
+	sweeping bool // forgetIdleQueues runs (forget.go)
 }
 
 func newForwarder(peers *Peers) *forwarder {
@@ -134,14 +135,19 @@ func (f *forwarder) queue(addr string) *peerQueue {
 		q = newPeerQueue(addr, f.peers)
 		f.queues[addr] = q
 		go q.loop()
+		if !f.sweeping {
+			f.sweeping = true
+			go sweepEvery(f.peers.closed, forgetEvery, f.forgetIdle)
+		}
 	}
+	q.used = time.Now()
 	return q
 }
 
 // newPeerQueue returns the queue of forwards to the peer at addr; its loop
 // is not running yet.
 func newPeerQueue(addr string, peers *Peers) *peerQueue {
-	return &peerQueue{addr: addr, peers: peers, in: make(chan *fwdReq, 1024), done: make(chan struct{}),
+	return &peerQueue{addr: addr, peers: peers, in: make(chan *fwdReq, 1024), done: make(chan struct{}), retire: make(chan struct{}),
 		slots: make(chan struct{}, forwardInFlight), freed: make(chan struct{}, 1)}
 }
 
@@ -157,6 +163,10 @@ type peerQueue struct {
 	peers *Peers
 	in    chan *fwdReq
 	done  chan struct{} // closed when loop returns
+	// retire stops the loop of a queue forgotten as idle (forget.go).
+	retire chan struct{}
+	// used is when a forward last took the queue; forwarder.mu guards it.
+	used time.Time
 	// slots holds a token for each Forward call in flight to the peer,
 	// the loop's and the callers' own alike: forwardInFlight at most.
 	slots chan struct{}
@@ -237,26 +247,36 @@ func (q *peerQueue) loop() {
 			inflight--
 			lg.Answered(start, time.Now())
 		case <-q.freed:
+		case <-q.retire: // forgotten while idle (forget.go): normally nothing to answer
+			q.stop(queue, inflight, sent)
+			return
 		case <-q.peers.closed:
-			notSent := func(r *fwdReq) {
-				q.waiting.Add(-1)
-				r.err = fmt.Errorf("forward to %s: %w", q.addr, errNotSent)
-				close(r.done)
-			}
-			for _, r := range queue {
-				notSent(r)
-			}
-			for ; inflight > 0; inflight-- {
-				<-sent
-			}
-			for {
-				select {
-				case r := <-q.in:
-					notSent(r)
-				default:
-					return
-				}
-			}
+			q.stop(queue, inflight, sent)
+			return
+		}
+	}
+}
+
+// stop ends the loop: forwards queued are answered "not sent", and calls
+// in flight are waited for (they answer their own).
+func (q *peerQueue) stop(queue []*fwdReq, inflight int, sent <-chan time.Time) {
+	notSent := func(r *fwdReq) {
+		q.waiting.Add(-1)
+		r.err = fmt.Errorf("forward to %s: %w", q.addr, errNotSent)
+		close(r.done)
+	}
+	for _, r := range queue {
+		notSent(r)
+	}
+	for ; inflight > 0; inflight-- {
+		<-sent
+	}
+	for {
+		select {
+		case r := <-q.in:
+			notSent(r)
+		default:
+			return
 		}
 	}
 }

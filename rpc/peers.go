@@ -28,9 +28,11 @@ type Peers struct {
 	closed  chan struct{}                 // closed by Close: forwarders stop
 	cluster atomic.Pointer[func() string] // the cluster calls name (NameCluster)
 
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
-	done  bool
+	mu       sync.Mutex
+	conns    map[string]*grpc.ClientConn
+	used     map[string]time.Time // when conn last gave out each one
+	sweeping bool                 // forgetIdle runs (forget.go)
+	done     bool
 }
 
 // peerMaxBackoff bounds how long a connection to a peer that was down
@@ -45,7 +47,7 @@ func NewPeers(opts ...grpc.DialOption) *Peers {
 		Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: peerMaxBackoff},
 		MinConnectTimeout: 2 * time.Second,
 	})
-	p := &Peers{closed: make(chan struct{}), conns: map[string]*grpc.ClientConn{}}
+	p := &Peers{closed: make(chan struct{}), conns: map[string]*grpc.ClientConn{}, used: map[string]time.Time{}}
 	p.opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), reconnect,
 		grpc.WithChainUnaryInterceptor(p.nameCluster)}, opts...)
 	return p
@@ -74,7 +76,12 @@ func (p *Peers) conn(addr string) *grpc.ClientConn {
 			c, _ = grpc.NewClient("passthrough:///invalid", p.opts...)
 		}
 		p.conns[addr] = c
+		if !p.sweeping {
+			p.sweeping = true
+			go sweepEvery(p.closed, forgetEvery, p.forgetIdle)
+		}
 	}
+	p.used[addr] = time.Now()
 	return c
 }
 
@@ -98,6 +105,7 @@ func (p *Peers) Close() error {
 	for addr, c := range p.conns {
 		c.Close()
 		delete(p.conns, addr)
+		delete(p.used, addr)
 	}
 	return nil
 }
