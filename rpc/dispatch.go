@@ -184,7 +184,7 @@ func (s *Server) count(checks []fsm.Check, res []policy.Result, errs []error) {
 			continue
 		}
 		p := checks[i].Policy
-		name, consistency := "inline", "strict"
+		name, consistency := metrics.Inline, "strict"
 		if p.Name != "" {
 			if view == nil {
 				view = s.node.View()

@@ -199,6 +199,7 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 	}
 	rpc.MarkLive(health)
 	go rpc.WatchReadiness(ctx, health, node)
+	go rpc.ForgetDeletedPolicies(ctx, node, metrics.ForgetPolicies)
 	go seedPolicies(ctx, node, opts.policies, log)
 	c := node.Config()
 	log.Info("floodgate ready", "version", version.Get().Version, "node", node.ID(), "cluster", node.View().ClusterID, "grpc", c.GRPCAddr,

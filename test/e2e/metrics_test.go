@@ -239,3 +239,55 @@ func alertMetrics(t *testing.T) []string {
 	}
 	return out
 }
+
+// A deleted policy's decision series leave the node's /metrics (within
+// about a second), so that policies made and deleted by name (one per
+// tenant) do not grow the scrape for the life of the process.
+func TestMetricsOfADeletedPolicyGo(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 1)
+	n := c.Running()[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tenant := &pb.Policy{Name: "tenant-gone", Limits: []*pb.PolicyLimit{{Name: "minute", Limit: slidingLog(5, time.Minute)}}}
+	if _, err := n.Admin().SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: []*pb.Policy{tenant}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Limiter().Allow(ctx, &pb.AllowRequest{Key: "tenant:1", Policy: "tenant-gone"}); err != nil {
+		t.Fatal(err)
+	}
+	series := func() float64 {
+		return float64(len(seriesOf(scrape(t, n), "floodgate_decisions_total", map[string]string{"policy": "tenant-gone"})))
+	}
+	if got := series(); got != 1 {
+		t.Fatalf("%v series of the policy before its deletion, want 1", got)
+	}
+	if _, err := n.Admin().DeletePolicy(ctx, &pb.DeletePolicyRequest{Name: "tenant-gone"}); err != nil {
+		t.Fatal(err)
+	}
+	for series() != 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the deleted policy's decision series are still served")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// seriesOf returns the samples of a family whose labels include want.
+func seriesOf(fams map[string]*dto.MetricFamily, name string, want map[string]string) []*dto.Metric {
+	var out []*dto.Metric
+next:
+	for _, m := range fams[name].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.Label {
+			labels[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if labels[k] != v {
+				continue next
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
