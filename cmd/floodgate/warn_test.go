@@ -118,7 +118,8 @@ func TestTLSRefusesOpenPlanes(t *testing.T) {
 	}
 	// Profiles need the admin role too (README): served beyond loopback
 	// with none configured, they were open to anyone.
-	profiles := append(append([]string{}, tlsFlags...), "--http-addr", "0.0.0.0:7701")
+	// --advertise-host: else the test would need a machine of one address.
+	profiles := append(append([]string{}, tlsFlags...), "--http-addr", "0.0.0.0:7701", "--advertise-host", "127.0.0.1")
 	if err := check(append(profiles, "--pprof")...); err == nil || !strings.Contains(err.Error(), "http-addr: TLS is configured, but profiles (--pprof) are open") {
 		t.Errorf("TLS with open profiles beyond loopback: %v", err)
 	}
