@@ -178,17 +178,21 @@ func (g *Group) waitLeader(ctx context.Context) error {
 // plus room). The bound matters: hashicorp/raft can take a transfer
 // request into its buffered channel after the group shut down (a leader
 // removed from its group shuts itself down) and then never answer it, and
-// an unbounded wait there held up Node.Close for good.
+// an unbounded wait there held up Node.Close for good. The transfer runs
+// on the follower timing (pacer.handOff): raft refuses the group's writes
+// until it ends, for at most the configured election timeout.
 func (g *Group) transferLeadership(ctx context.Context, to *raft.Server) error {
-	var f raft.Future
-	if to == nil {
-		f = g.raft.LeadershipTransfer()
-	} else {
-		f = g.raft.LeadershipTransferToServer(to.ID, to.Address)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 3*g.raft.ReloadableConfig().ElectionTimeout)
-	defer cancel()
-	return awaitFuture(ctx, f)
+	return g.pace.handOff(func() error {
+		var f raft.Future
+		if to == nil {
+			f = g.raft.LeadershipTransfer()
+		} else {
+			f = g.raft.LeadershipTransferToServer(to.ID, to.Address)
+		}
+		ctx, cancel := context.WithTimeout(ctx, 3*g.raft.ReloadableConfig().ElectionTimeout)
+		defer cancel()
+		return awaitFuture(ctx, f)
+	})
 }
 
 // close stops the group, handing leadership away first when it leads, so

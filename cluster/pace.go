@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/floodgate/floodgate/metrics"
@@ -55,6 +56,10 @@ type pacer struct {
 	obs      *raft.Observer
 	stop     chan struct{}
 	done     chan struct{}
+
+	mu      sync.Mutex
+	handing int                   // hand-offs under way (handOff)
+	current raft.ReloadableConfig // the timing r runs
 }
 
 // paceOf returns the timing of a leader on a grid of period every, for
@@ -75,7 +80,7 @@ func paceOf(rc raft.ReloadableConfig, every time.Duration) raft.ReloadableConfig
 func startPacer(r *raft.Raft, self raft.ServerID, kind string, rc raft.ReloadableConfig, g *grid, onLeader func()) *pacer {
 	p := &pacer{
 		r: r, self: self, kind: kind, follower: rc, leader: paceOf(rc, g.every), grid: g, onLeader: onLeader,
-		ch: make(chan raft.Observation, 8), stop: make(chan struct{}), done: make(chan struct{}),
+		ch: make(chan raft.Observation, 8), stop: make(chan struct{}), done: make(chan struct{}), current: rc,
 	}
 	p.obs = raft.NewObserver(p.ch, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
@@ -170,19 +175,48 @@ func (p *pacer) poke() {
 }
 
 func (p *pacer) apply(leading *bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	now := p.r.State() == raft.Leader
-	if now == *leading {
-		return
-	}
 	rc := p.follower
-	if now {
+	if now && p.handing == 0 {
 		rc = p.leader
 	}
 	// Going back to follower, the shorter timeout also resets the
 	// follower's timer at once (raft notifies it).
-	if p.r.ReloadConfig(rc) == nil {
+	if rc == p.current {
 		*leading = now
+		return
 	}
+	if p.r.ReloadConfig(rc) == nil {
+		p.current, *leading = rc, now
+	}
+}
+
+// handOff runs transfer, a leadership transfer of the group, on the
+// follower timing, and puts the leader's back if the group still leads
+// after it. hashicorp/raft bounds a transfer by the election timeout and
+// refuses every write until it ends: on the leader's timing (paceOf, 2s
+// with the default flags) a transfer to a replica it could not reach
+// stalled the group that long, each time the reconciler tried to hand a
+// shard to its preferred leader behind a flapping link. Safe to call on
+// a nil pacer (it only runs transfer).
+func (p *pacer) handOff(transfer func() error) error {
+	if p == nil {
+		return transfer()
+	}
+	var leading bool
+	p.mu.Lock()
+	p.handing++
+	p.mu.Unlock()
+	p.apply(&leading)
+	defer func() {
+		p.mu.Lock()
+		p.handing--
+		p.mu.Unlock()
+		p.apply(&leading)
+	}()
+	return transfer()
 }
 
 // close stops watching. Safe to call on a nil pacer.
