@@ -24,6 +24,11 @@ type Spec struct {
 	LinTimeout time.Duration
 	// VisualDir receives porcupine visualizations of failed checks.
 	VisualDir string
+	// LoadEnd, if set, is when the load stopped: answers after it (the
+	// final reads, once the harness has let the cluster settle) do not
+	// count toward the longest gap, which is the service's, not the
+	// harness's pause.
+	LoadEnd time.Duration
 }
 
 // KeyReport is what one key's history shows.
@@ -47,6 +52,7 @@ type Report struct {
 	Faults     []Fault
 	Failovers  []time.Duration // per fault: until the hot shard answered again
 	LongestGap time.Duration   // between answers on the hot shard
+	GapEnd     time.Duration   // when the longest gap ended
 	NotSent    int             // calls that failed to dial
 	Refused    int             // calls a starting node refused
 	Violations []string
@@ -114,7 +120,7 @@ func Check(name string, ops []Op, faults []Fault, spec Spec, shardOf func(string
 			}
 		}
 	}
-	r.Failovers, r.LongestGap = failovers(ops, faults, shardOf, hot)
+	r.Failovers, r.LongestGap, r.GapEnd = failovers(ops, faults, shardOf, hot, spec.LoadEnd)
 	for i, f := range faults {
 		switch {
 		case r.Failovers[i] < 0:
@@ -169,8 +175,8 @@ func subsetSum(costs []int64, target int64) bool {
 
 // failovers returns, per fault, how long after it the hot shard answered a
 // call invoked after it (-1 never), and the longest gap between answers on
-// the hot shard.
-func failovers(ops []Op, faults []Fault, shardOf func(string) int, hot int) ([]time.Duration, time.Duration) {
+// the hot shard up to loadEnd (0: all of them) and when it ended.
+func failovers(ops []Op, faults []Fault, shardOf func(string) int, hot int, loadEnd time.Duration) ([]time.Duration, time.Duration, time.Duration) {
 	out := make([]time.Duration, len(faults))
 	var answered []Op
 	for _, o := range ops {
@@ -187,11 +193,13 @@ func failovers(ops []Op, faults []Fault, shardOf func(string) int, hot int) ([]t
 		}
 	}
 	slices.SortFunc(answered, func(a, b Op) int { return int(a.Ret - b.Ret) })
-	var gap time.Duration
-	for i := 1; i < len(answered); i++ {
-		gap = max(gap, answered[i].Ret-answered[i-1].Ret)
+	var gap, end time.Duration
+	for i := 1; i < len(answered) && (loadEnd == 0 || answered[i].Ret <= loadEnd); i++ {
+		if d := answered[i].Ret - answered[i-1].Ret; d > gap {
+			gap, end = d, answered[i].Ret
+		}
 	}
-	return out, gap
+	return out, gap, end
 }
 
 // firstBad names the first answered call whose remaining is impossible

@@ -66,8 +66,16 @@ func TestCheckFinalCount(t *testing.T) {
 func TestFailovers(t *testing.T) {
 	ops := []Op{op(0, 10, 1, Allowed, 0), op(150, 900, 1, Unknown, 0), op(200, 1300, 1, Allowed, 0), op(1000, 1100, 1, Denied, 0)}
 	faults := []Fault{{At: 100 * time.Millisecond}}
-	fo, gap := failovers(ops, faults, func(string) int { return 0 }, 0)
-	if fo[0] != time.Second || gap != 1090*time.Millisecond {
-		t.Errorf("failover %s, gap %s; want 1s (the call invoked at 1s answered at 1.1s) and 1.09s", fo[0], gap)
+	fo, gap, end := failovers(ops, faults, func(string) int { return 0 }, 0, 0)
+	if fo[0] != time.Second || gap != 1090*time.Millisecond || end != 1100*time.Millisecond {
+		t.Errorf("failover %s, gap %s ending at %s; want 1s (the call invoked at 1s answered at 1.1s) and 1.09s ending at 1.1s", fo[0], gap, end)
+	}
+	// A final read 1.7 s later: the longest gap of all, but after the load.
+	ops = append(ops, op(2000, 3000, 1, Allowed, 0))
+	if _, gap, _ := failovers(ops, faults, func(string) int { return 0 }, 0, 0); gap != 1700*time.Millisecond {
+		t.Errorf("every answer: gap %s, want 1.7s", gap)
+	}
+	if _, gap, end := failovers(ops, faults, func(string) int { return 0 }, 0, 1500*time.Millisecond); gap != 1090*time.Millisecond || end != 1100*time.Millisecond {
+		t.Errorf("the load's answers (up to 1.5s): gap %s ending at %s; want 1.09s ending at 1.1s", gap, end)
 	}
 }

@@ -356,6 +356,7 @@ func run(t *testing.T, s scenario) {
 	_ = pause(ctx, max(time.Until(begun.Add(s.load)), 3*time.Second))
 	close(stop)
 	<-loadDone
+	loadEnd := e.h.Since()
 
 	for _, n := range e.c.Nodes {
 		if !n.Running() {
@@ -368,7 +369,7 @@ func run(t *testing.T, s scenario) {
 		t.Errorf("after the scenario: %v", err)
 	}
 	final := e.finalCounts(ctx, s)
-	spec := Spec{Limit: limit, Linearizable: s.exact, LinTimeout: 60 * time.Second, VisualDir: t.TempDir()}
+	spec := Spec{Limit: limit, Linearizable: s.exact, LinTimeout: 60 * time.Second, VisualDir: t.TempDir(), LoadEnd: loadEnd}
 	if !s.exact {
 		for _, f := range e.h.Faults() {
 			if f.LeaderLost {

@@ -51,7 +51,7 @@ func (r Report) Detail() string {
 		fmt.Fprintf(&b, "  key %s (shard %d): %d calls, %d allowed / %d denied / %d unknown, admitted %d, final %d, unknown cost %d, linearizable %s\n",
 			k.Key, k.Shard, k.Ops, k.Allowed, k.Denied, k.Unk, k.Admitted, k.Final, sum(k.Ambiguous), k.Lin)
 	}
-	fmt.Fprintf(&b, "  longest gap between answers on the hot shard: %s\n", r.LongestGap.Round(time.Millisecond))
+	fmt.Fprintf(&b, "  longest gap between answers on the hot shard: %s, ending at %s\n", r.LongestGap.Round(time.Millisecond), r.GapEnd.Round(time.Millisecond))
 	errs := map[string]int{}
 	for _, k := range r.Keys {
 		for e, n := range k.Errors {
