@@ -45,21 +45,7 @@ var servedWithTLSOnly = map[string]bool{"floodgate_tls_certificate_expiration_ti
 // value sums the samples of a family whose labels include want.
 func value(fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
 	var sum float64
-	f := fams[name]
-	if f == nil {
-		return 0
-	}
-next:
-	for _, m := range f.Metric {
-		labels := map[string]string{}
-		for _, l := range m.Label {
-			labels[l.GetName()] = l.GetValue()
-		}
-		for k, v := range want {
-			if labels[k] != v {
-				continue next
-			}
-		}
+	for _, m := range seriesOf(fams, name, want) {
 		switch {
 		case m.Counter != nil:
 			sum += m.Counter.GetValue()
