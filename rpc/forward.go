@@ -53,7 +53,7 @@ type forwarder struct {
 
 	mu       sync.Mutex
 	queues   map[string]*peerQueue
-	sweeping bool // forgetIdleQueues runs (forget.go)
+	sweeping bool // forgetIdle runs (forget.go)
 }
 
 func newForwarder(peers *Peers) *forwarder {
