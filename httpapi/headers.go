@@ -8,6 +8,7 @@ import (
 	"time"
 
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/window"
 )
 
 // Headers picks which rate-limit headers answers carry.
@@ -66,12 +67,12 @@ func QuotaOf(r *pb.AllowResponse) Quota {
 // the SDK's middleware. Times are whole seconds, rounded up, so a client
 // that waits that long is never early.
 func WriteHeaders(h http.Header, style Headers, q Quota) {
-	reset := ceilSeconds(q.ResetAfter)
+	reset := window.CeilSeconds(q.ResetAfter)
 	if style == Draft || style == Both {
 		name := sfString(q.Name)
 		pol := name + ";q=" + strconv.FormatInt(q.Limit, 10)
 		if q.Window > 0 {
-			pol += ";w=" + strconv.FormatInt(ceilSeconds(q.Window), 10)
+			pol += ";w=" + strconv.FormatInt(window.CeilSeconds(q.Window), 10)
 		}
 		h.Set("RateLimit-Policy", pol)
 		h.Set("RateLimit", name+";r="+strconv.FormatInt(max(q.Remaining, 0), 10)+";t="+strconv.FormatInt(reset, 10))
@@ -82,23 +83,8 @@ func WriteHeaders(h http.Header, style Headers, q Quota) {
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
 	}
 	if !q.Allowed {
-		h.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(q.RetryAfter), 1), 10))
+		h.Set("Retry-After", strconv.FormatInt(max(window.CeilSeconds(q.RetryAfter), 1), 10))
 	}
-}
-
-// ceilSeconds is d in whole seconds, rounded up; 0 for d <= 0. It rounds
-// without adding to d, which would overflow for the longest durations
-// (math.MaxInt64 is x/time/rate's InfDuration, "never") and send them as
-// negative, or as Retry-After: 1.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
 }
 
 // sfString is s as a structured-field string (RFC 8941 §3.3.3): quoted,

@@ -413,18 +413,14 @@ func rlsStatus(c fsm.Check, r policy.Result) *rlsv3.RateLimitResponse_Descriptor
 	return st
 }
 
-// untilReset is a duration until reset in whole seconds, rounded up.
-// Envoy's X-RateLimit-Reset (enable_x_ratelimit_headers) is the
-// duration's seconds alone: 0.9 s left sent as is told a client denied
-// in a window's last second to come back in 0 s, and a retry then was
-// denied again. envoyproxy/ratelimit answers whole seconds too, and
-// floodgate's own HTTP headers round up the same way.
+// untilReset is a duration until reset in whole seconds, rounded up
+// (window.CeilSeconds, as floodgate's HTTP headers). Envoy's
+// X-RateLimit-Reset (enable_x_ratelimit_headers) is the duration's
+// seconds alone: 0.9 s left sent as is told a client denied in a window's
+// last second to come back in 0 s, and a retry then was denied again.
+// envoyproxy/ratelimit answers whole seconds too.
 func untilReset(ns int64) *durationpb.Duration {
-	s := ns / int64(time.Second)
-	if ns > s*int64(time.Second) {
-		s++
-	}
-	return &durationpb.Duration{Seconds: max(s, 0)}
+	return &durationpb.Duration{Seconds: window.CeilSeconds(time.Duration(ns))}
 }
 
 // currentLimit describes the limit that decided in RLS terms: a count per

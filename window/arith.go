@@ -3,6 +3,7 @@ package window
 import (
 	"math"
 	"math/bits"
+	"time"
 )
 
 // mulDiv returns a*b/d and a*b mod d computed on the full 128-bit product,
@@ -65,4 +66,21 @@ func waitFrom(d Decision, now, asked int64) Decision {
 		d.RetryAfter = satAdd(d.RetryAfter, now-asked)
 	}
 	return d
+}
+
+// CeilSeconds is d in whole seconds, rounded up; 0 for d <= 0: how long
+// until a reset or a retry is told to clients that read whole seconds
+// (HTTP's Retry-After and RateLimit headers, Envoy's X-RateLimit-Reset),
+// so that none is told to come back before it may. It rounds without
+// adding to d, which would overflow for the longest durations
+// (math.MaxInt64 is x/time/rate's InfDuration, "never").
+func CeilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
 }
