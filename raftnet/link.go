@@ -26,6 +26,7 @@ type link struct {
 	conn    net.Conn
 	w       *writer
 	timeout time.Duration
+	silence time.Duration // Config.Silence
 
 	mu      sync.Mutex
 	pending map[uint64]*call
@@ -46,8 +47,8 @@ type call struct {
 	done func(error)
 }
 
-func newLink(addr raft.ServerAddress, conn net.Conn, timeout time.Duration) *link {
-	l := &link{addr: addr, conn: conn, w: newWriter(conn, timeout), timeout: timeout,
+func newLink(addr raft.ServerAddress, conn net.Conn, timeout, silence time.Duration) *link {
+	l := &link{addr: addr, conn: conn, w: newWriter(conn, timeout), timeout: timeout, silence: min(silence, timeout),
 		pending: map[uint64]*call{}, done: make(chan struct{})}
 	l.lastRecv.Store(time.Now().UnixNano())
 	go l.read()
@@ -149,17 +150,19 @@ func (l *link) fail(err error) {
 }
 
 // expire fails the calls sent before now-timeout, and the whole link when
-// one of them waited a whole timeout with nothing at all coming back
+// one of them waited the silence with nothing at all coming back
 // meanwhile: the peer is gone (a partition, a paused process) and its
 // connection will not say so.
 func (l *link) expire(now time.Time) {
 	if l.timeout <= 0 {
 		return
 	}
-	cutoff := now.Add(-l.timeout)
+	cutoff, quiet := now.Add(-l.timeout), now.Add(-l.silence)
 	l.mu.Lock()
 	var late map[uint64]*call
+	waited := false // a call waited the silence
 	for id, c := range l.pending {
+		waited = waited || c.sent.Before(quiet)
 		if c.sent.Before(cutoff) {
 			if late == nil {
 				late = map[uint64]*call{}
@@ -172,11 +175,11 @@ func (l *link) expire(now time.Time) {
 	for _, c := range inOrder(late) {
 		c.done(fmt.Errorf("%w (%s, link to %s)", errTimeout, l.timeout, l.addr))
 	}
-	// Silent only if a call waited a whole timeout and nothing came back
+	// Silent only if a call waited the silence and nothing came back
 	// meanwhile: an idle link's old lastRecv says nothing about a call
 	// sent a moment ago.
-	if late != nil && time.Unix(0, l.lastRecv.Load()).Before(cutoff) {
-		l.fail(fmt.Errorf("%w: nothing from %s for %s", errTimeout, l.addr, l.timeout))
+	if waited && time.Unix(0, l.lastRecv.Load()).Before(quiet) {
+		l.fail(fmt.Errorf("%w: nothing from %s for %s", errTimeout, l.addr, l.silence))
 	}
 }
 

@@ -26,14 +26,34 @@ const LayerName = "raftnet"
 // at once: rpc.)
 const legacyRetry = 5 * time.Second
 
+// Config's defaults; see its fields.
+const (
+	defaultDialTimeout = 2 * time.Second
+	defaultSilence     = 3 * time.Second
+)
+
 // Config configures a Network.
 type Config struct {
 	// Layer dials peers' Raft ports (the mux header for LayerName and TLS
 	// included) and accepts the connections peers dial to this node's.
 	Layer raft.StreamLayer
-	// Timeout bounds a dial, a write, and a call without an answer (10s
-	// by default, as NetworkTransport).
+	// Timeout bounds a write and a call without an answer (10s by
+	// default, as NetworkTransport).
 	Timeout time.Duration
+	// DialTimeout bounds a dial and its handshake (2s, or Timeout if
+	// shorter, by default). The kernel resends a lost SYN after 1 s, then
+	// 3 s and 7 s later: a dial still waiting when a partition heals would
+	// keep every group's calls to that peer waiting for the next resend,
+	// while a fresh dial gets through at once.
+	DialTimeout time.Duration
+	// Silence is how long a call may wait with nothing at all coming back
+	// on its link before the link is failed and the peer dialed again (3s,
+	// or Timeout if shorter, by default). Heartbeats cross a live link
+	// many times a second; a link silent that long is one whose TCP
+	// connection lost its peer (a cut, a paused process) and waits out
+	// retransmission backoff, which after a long cut would hold the
+	// peer's groups for seconds after it heals.
+	Silence time.Duration
 	// PeerWait bounds how long a replicating AppendEntries waits for a
 	// peer it cannot reach (Transport.Await; a minute by default).
 	PeerWait time.Duration
@@ -78,6 +98,12 @@ func New(cfg Config) *Network {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Second
 	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = min(defaultDialTimeout, cfg.Timeout)
+	}
+	if cfg.Silence == 0 {
+		cfg.Silence = min(defaultSilence, cfg.Timeout)
+	}
 	if cfg.PeerWait == 0 {
 		cfg.PeerWait = time.Minute
 	}
@@ -116,7 +142,7 @@ func (n *Network) Close() error {
 // watch expires calls nobody answered and links that went silent.
 func (n *Network) watch() {
 	defer n.wg.Done()
-	t := time.NewTicker(max(n.cfg.Timeout/4, 10*time.Millisecond))
+	t := time.NewTicker(max(min(n.cfg.Timeout, n.cfg.Silence)/4, 10*time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
@@ -143,11 +169,11 @@ func (n *Network) watch() {
 
 // dial opens a connection to addr for use, handshake done.
 func (n *Network) dial(addr raft.ServerAddress, use byte) (net.Conn, error) {
-	conn, err := n.cfg.Layer.Dial(addr, n.cfg.Timeout)
+	conn, err := n.cfg.Layer.Dial(addr, n.cfg.DialTimeout)
 	if err != nil {
 		return nil, err
 	}
-	if err := sendHello(conn, use, n.cluster(), n.cfg.Admit, conn.SetDeadline, n.cfg.Timeout); err != nil {
+	if err := sendHello(conn, use, n.cluster(), n.cfg.Admit, conn.SetDeadline, n.cfg.DialTimeout); err != nil {
 		conn.Close()
 		if errors.Is(err, ErrOtherCluster) {
 			n.warnRefusal(string(addr), "raftnet: not calling a peer of another cluster", "peer", addr, "err", err)
@@ -236,7 +262,7 @@ func (n *Network) linkTo(addr raft.ServerAddress) (*link, error) {
 		conn.Close()
 		err = raft.ErrTransportShutdown
 	case err == nil:
-		d.l = newLink(addr, conn, n.cfg.Timeout)
+		d.l = newLink(addr, conn, n.cfg.Timeout, n.cfg.Silence)
 		n.links[addr] = d.l
 	case errors.Is(err, errNotSpoken):
 		n.legacy[addr] = time.Now().Add(legacyRetry)

@@ -46,6 +46,7 @@ func NewGRPCServer(node *cluster.Node, peers *Peers, cfg Config, opts ...grpc.Se
 		// already: a goroutine per call spent a tenth of a node's CPU
 		// growing its stack under load.
 		grpc.NumStreamWorkers(streamWorkers),
+		serverKeepalive(),
 		grpc.ChainUnaryInterceptor(metrics.GRPCServer.UnaryServerInterceptor()),
 		grpc.ChainStreamInterceptor(metrics.GRPCServer.StreamServerInterceptor()),
 	}, decodeOptions()...), opts...)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -106,6 +107,52 @@ func (nt *Net) Isolate(i int) error { return nt.run([]string{"link", "set", nt.V
 
 // Rejoin ends node i's partition.
 func (nt *Net) Rejoin(i int) error { return nt.run([]string{"link", "set", nt.Veth[i], "up"}) }
+
+// CutOut drops every packet node i sends, and CutIn every packet sent to
+// it, until Uncut: one-way cuts. This kernel's tc has no matchall or gact
+// action, so a cut is an htb class that sends everything into a pfifo
+// that holds nothing: node i's eth0 for what it sends, the bridge's end
+// of its veth for what it receives.
+func (nt *Net) CutOut(i int) error { return nt.cut(nt.NS[i], "eth0") }
+
+// CutIn: see CutOut.
+func (nt *Net) CutIn(i int) error { return nt.cut("", nt.Veth[i]) }
+
+// Uncut ends node i's one-way cuts, both directions.
+func (nt *Net) Uncut(i int) error {
+	err := nt.tc(nt.NS[i], "qdisc", "del", "dev", "eth0", "root")
+	if err2 := nt.tc("", "qdisc", "del", "dev", nt.Veth[i], "root"); err == nil {
+		err = err2
+	}
+	return err
+}
+
+func (nt *Net) cut(ns, dev string) error {
+	for _, args := range [][]string{
+		{"qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1"},
+		{"class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", "1gbit"},
+		{"qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "pfifo", "limit", "0"},
+	} {
+		if err := nt.tc(ns, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tc runs tc in namespace ns ("" the test's own). Deleting a root qdisc
+// that is not there is not an error: Uncut clears both directions.
+func (nt *Net) tc(ns string, args ...string) error {
+	if ns != "" {
+		args = append([]string{"-n", ns}, args...)
+	}
+	out, err := exec.Command("tc", args...).CombinedOutput()
+	if err != nil && !(slices.Contains(args, "del") && strings.Contains(string(out), "No such file")) &&
+		!(slices.Contains(args, "del") && strings.Contains(string(out), "Cannot delete qdisc with handle of zero")) {
+		return fmt.Errorf("tc %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
 
 // Close deletes the namespaces (their veth pairs go with them) and the
 // bridge.

@@ -18,6 +18,7 @@ func scenarios() []scenario {
 		{name: "pause-leader", load: 25 * time.Second, exact: true, nemesis: pauseLeader(3)},
 		{name: "pause-follower", load: 20 * time.Second, exact: true, nemesis: pauseFollower(2)},
 		{name: "partition", netns: true, load: 30 * time.Second, exact: true, nemesis: partition},
+		{name: "one-way", netns: true, load: 40 * time.Second, exact: true, nemesis: oneWay},
 		{name: "restart-all", load: 25 * time.Second, exact: true, nemesis: restartAll(2)},
 		{name: "fast-kill-leader", fast: true, load: 20 * time.Second, nemesis: killLeader(2)},
 		// More keys and the default --fast-max-pending: many decisions wait
