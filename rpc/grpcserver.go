@@ -12,6 +12,7 @@ import (
 	"github.com/floodgate/floodgate/metrics"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/rpc/deadconn"
 )
 
 // maxMessage bounds gRPC messages: a full batch of 1,000 checks with 1 KiB
@@ -46,7 +47,7 @@ func NewGRPCServer(node *cluster.Node, peers *Peers, cfg Config, opts ...grpc.Se
 		// already: a goroutine per call spent a tenth of a node's CPU
 		// growing its stack under load.
 		grpc.NumStreamWorkers(streamWorkers),
-		serverKeepalive(),
+		deadconn.ServerOption(),
 		grpc.ChainUnaryInterceptor(metrics.GRPCServer.UnaryServerInterceptor()),
 		grpc.ChainStreamInterceptor(metrics.GRPCServer.StreamServerInterceptor()),
 	}, decodeOptions()...), opts...)

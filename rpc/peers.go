@@ -19,6 +19,7 @@ import (
 	"github.com/floodgate/floodgate/fsm"
 	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
+	"github.com/floodgate/floodgate/rpc/deadconn"
 )
 
 // Peers holds this node's gRPC connections to other nodes and implements
@@ -49,7 +50,7 @@ func NewPeers(opts ...grpc.DialOption) *Peers {
 	})
 	p := &Peers{closed: make(chan struct{}), conns: map[string]*grpc.ClientConn{}, used: map[string]time.Time{}}
 	p.opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), reconnect,
-		peerDialer(nil), grpc.WithChainUnaryInterceptor(p.nameCluster)}, opts...)
+		deadconn.DialOption(nil), grpc.WithChainUnaryInterceptor(p.nameCluster)}, opts...)
 	return p
 }
 
@@ -87,7 +88,7 @@ func (p *Peers) conn(addr string) *grpc.ClientConn {
 
 // DialResolver makes Peers look peers' host names up with r (--dns-server)
 // instead of the system's resolver.
-func DialResolver(r *net.Resolver) grpc.DialOption { return peerDialer(r) }
+func DialResolver(r *net.Resolver) grpc.DialOption { return deadconn.DialOption(r) }
 
 // Close closes every connection and stops the forwarders using them.
 func (p *Peers) Close() error {

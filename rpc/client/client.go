@@ -22,6 +22,7 @@ import (
 	"github.com/floodgate/floodgate/cluster/hashing"
 	"github.com/floodgate/floodgate/policy"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/rpc/deadconn"
 	"github.com/floodgate/floodgate/rpc/validate"
 )
 
@@ -57,7 +58,10 @@ type Options struct {
 	// in a newline); New refuses one gRPC cannot send.
 	Token string
 	// DialOptions are added to every connection, after those of TLS and
-	// Token.
+	// Token, and after the SDK's dialer (package deadconn: a connection
+	// whose node stopped acknowledging for 5 s is dropped, so a call goes
+	// to another node or a new connection instead of waiting out TCP's
+	// retransmission backoff).
 	DialOptions []grpc.DialOption
 	// CallTimeout bounds each check when the caller's context allows
 	// longer (default 3s: a node answers within its --leader-wait, 2s by
@@ -469,7 +473,7 @@ func (c *Client) conn(addr string) *grpc.ClientConn {
 		return c.dead
 	}
 	if cc = c.conns[addr]; cc == nil {
-		opts := append(c.security(), c.opts.DialOptions...)
+		opts := append(append(c.security(), deadconn.DialOption(nil)), c.opts.DialOptions...)
 		var err error
 		if cc, err = grpc.NewClient(addr, opts...); err != nil {
 			cc, _ = grpc.NewClient("passthrough:///invalid", opts...)

@@ -1,4 +1,4 @@
-package rpc
+package deadconn
 
 import (
 	"syscall"

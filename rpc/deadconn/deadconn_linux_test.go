@@ -1,4 +1,4 @@
-package rpc
+package deadconn
 
 import (
 	"context"
@@ -34,9 +34,10 @@ func userTimeout(t *testing.T, c net.Conn) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// A node's connections to its peers give up on data unacknowledged for
-// deadConnAfter, so that a cut leaves no connection in TCP backoff.
-func TestPeerConnectionsDropUnacknowledgedData(t *testing.T) {
+// Dialed connections (a node's to its peers, the SDK's) give up on data
+// unacknowledged for After, so that a cut leaves no connection in TCP
+// backoff.
+func TestDialedConnectionsDropUnacknowledgedData(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -48,13 +49,13 @@ func TestPeerConnectionsDropUnacknowledgedData(t *testing.T) {
 			_, _ = c.Read(make([]byte, 1))
 		}
 	}()
-	for _, r := range []*net.Resolver{nil, net.DefaultResolver} { // Peers' dialer, and DialResolver's
-		c, err := dialPeer(r)(context.Background(), ln.Addr().String())
+	for _, r := range []*net.Resolver{nil, net.DefaultResolver} { // the system's resolver, and --dns-server's
+		c, err := Dial(r)(context.Background(), ln.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := userTimeout(t, c); got != deadConnAfter {
-			t.Errorf("TCP_USER_TIMEOUT %s, want %s", got, deadConnAfter)
+		if got := userTimeout(t, c); got != After {
+			t.Errorf("TCP_USER_TIMEOUT %s, want %s", got, After)
 		}
 		c.Close()
 	}
@@ -77,7 +78,7 @@ func (c *capture) Accept() (net.Conn, error) {
 	return conn, err
 }
 
-// The node's server gives up on answers unacknowledged for deadConnAfter
+// The node's server gives up on answers unacknowledged for After
 // (gRPC's default is 20 s): a client cut off for longer than that would
 // otherwise get its next answers only at the server's next
 // retransmission.
@@ -87,7 +88,7 @@ func TestServerConnectionsDropUnacknowledgedData(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := &capture{Listener: ln}
-	gs := grpc.NewServer(serverKeepalive())
+	gs := grpc.NewServer(ServerOption())
 	healthpb.RegisterHealthServer(gs, health.NewServer())
 	go func() { _ = gs.Serve(cl) }()
 	defer gs.Stop()
@@ -106,7 +107,7 @@ func TestServerConnectionsDropUnacknowledgedData(t *testing.T) {
 	if len(cl.conns) != 1 {
 		t.Fatalf("%d connections accepted, want 1", len(cl.conns))
 	}
-	if got := userTimeout(t, cl.conns[0]); got != deadConnAfter {
-		t.Errorf("TCP_USER_TIMEOUT %s, want %s", got, deadConnAfter)
+	if got := userTimeout(t, cl.conns[0]); got != After {
+		t.Errorf("TCP_USER_TIMEOUT %s, want %s", got, After)
 	}
 }
