@@ -70,25 +70,3 @@ func TestFailedHandOffStallsWritesOnlyAnElectionTimeout(t *testing.T) {
 		wantTiming(t, g)
 	})
 }
-
-// A leader whose hand-offs to the preferred leader keep failing (its link
-// flaps) tries less and less often, each failure refusing the shard's
-// writes for an election timeout: the cooldown doubles per failure in a
-// row, up to maxTransferWait.
-func TestTransferWaitGrowsWithFailedHandOffs(t *testing.T) {
-	for _, tc := range []struct {
-		failed int
-		want   time.Duration
-	}{
-		{0, transferCooldown},
-		{1, 2 * transferCooldown},
-		{2, 4 * transferCooldown},
-		{4, 16 * transferCooldown},
-		{5, maxTransferWait},
-		{1000, maxTransferWait},
-	} {
-		if got := transferWait(tc.failed); got != tc.want {
-			t.Errorf("transferWait(%d) = %s, want %s", tc.failed, got, tc.want)
-		}
-	}
-}

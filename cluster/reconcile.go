@@ -19,8 +19,7 @@ const (
 	catchUpSlack = 1024
 	// leaderSettle is how long a node leads a shard before it hands the
 	// shard to its preferred leader, and transferCooldown how long it
-	// waits between attempts, so leadership never flaps (longer after
-	// failed ones: transferWait).
+	// waits between attempts, so leadership never flaps.
 	leaderSettle     = time.Second
 	transferCooldown = 10 * time.Second
 	// tickEvery is how often an idle shard leader writes a tick entry so
@@ -40,14 +39,13 @@ type reconcileState struct {
 	// state learns of it only from the pass).
 	kick chan struct{}
 
-	mu             sync.Mutex
-	busy           map[int]bool
-	again          map[int]bool // a pass found its key busy: pass again when it ends
-	lastTransfer   map[int]time.Time
-	failedHandOffs map[int]int // failed hand-offs in a row, per shard (transferWait)
-	leaderSince    map[int]time.Time
-	lastRejoin     time.Time   // only the reconcile loop touches it
-	rejoining      atomic.Bool // a rejoinGossip contact is under way
+	mu           sync.Mutex
+	busy         map[int]bool
+	again        map[int]bool // a pass found its key busy: pass again when it ends
+	lastTransfer map[int]time.Time
+	leaderSince  map[int]time.Time
+	lastRejoin   time.Time   // only the reconcile loop touches it
+	rejoining    atomic.Bool // a rejoinGossip contact is under way
 	// placed is the placement of the view placedOf was computed from: a
 	// view never changes once published, so the loop, which runs every
 	// ReconcileInterval, recomputes it only when the meta state changed.
@@ -66,7 +64,6 @@ func (n *Node) reconcileLoop() {
 	defer t.Stop()
 	n.recon.busy = map[int]bool{}
 	n.recon.lastTransfer = map[int]time.Time{}
-	n.recon.failedHandOffs = map[int]int{}
 	n.recon.leaderSince = map[int]time.Time{}
 	changed := n.metaState().Changed()
 	for {
@@ -146,7 +143,6 @@ func (n *Node) reconcileOnce() bool {
 		if !r.group.isLeader() {
 			n.recon.mu.Lock()
 			delete(n.recon.leaderSince, r.id)
-			delete(n.recon.failedHandOffs, r.id) // counted anew when it leads again
 			n.recon.mu.Unlock()
 			r.fast.dropStale()
 			continue
@@ -315,9 +311,9 @@ func (n *Node) caughtUp(ctx context.Context, g *Group, group int, id string, v *
 // desired. force skips the cooldown: the leader itself must go.
 func (n *Node) transfer(ctx context.Context, shard int, g *Group, desired []string, v *fsm.MetaView, force bool) {
 	n.recon.mu.Lock()
-	last, failed := n.recon.lastTransfer[shard], n.recon.failedHandOffs[shard]
+	last := n.recon.lastTransfer[shard]
 	n.recon.mu.Unlock()
-	if !force && time.Since(last) < transferWait(failed) {
+	if !force && time.Since(last) < transferCooldown {
 		return
 	}
 	cfg, err := g.configuration()
@@ -355,32 +351,11 @@ func (n *Node) transfer(ctx context.Context, shard int, g *Group, desired []stri
 		} else {
 			err = move()
 		}
-		n.recon.mu.Lock()
 		if err != nil {
-			n.recon.failedHandOffs[shard]++
-		} else {
-			delete(n.recon.failedHandOffs, shard)
-		}
-		n.recon.mu.Unlock()
-		if err != nil {
-			n.log.Warn("leadership transfer", "group", g.name, "to", id, "err", err, "next try in", transferWait(failed+1))
+			n.log.Warn("leadership transfer", "group", g.name, "to", id, "err", err)
 		}
 		return
 	}
-}
-
-// maxTransferWait bounds transferWait: a preferred leader that recovered
-// gets its shards back within minutes.
-const maxTransferWait = 5 * time.Minute
-
-// transferWait is how long a leader waits before handing a shard to its
-// preferred leader after failed hand-offs in a row: transferCooldown,
-// doubled by each failure up to maxTransferWait. Each failed try refuses
-// the shard's writes for an election timeout (raft refuses them while a
-// transfer runs), so a preferred leader whose link flaps must not be
-// tried every cooldown.
-func transferWait(failed int) time.Duration {
-	return min(transferCooldown<<min(failed, 10), maxTransferWait)
 }
 
 // reportShard records this leader's view of its group in the meta state
