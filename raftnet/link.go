@@ -176,9 +176,11 @@ func (l *link) expire(now time.Time) {
 		c.done(fmt.Errorf("%w (%s, link to %s)", errTimeout, l.timeout, l.addr))
 	}
 	// Silent only if a call waited the silence and nothing came back
-	// meanwhile: an idle link's old lastRecv says nothing about a call
-	// sent a moment ago.
-	if waited && time.Unix(0, l.lastRecv.Load()).Before(quiet) {
+	// meanwhile (an idle link's old lastRecv says nothing about a call
+	// sent a moment ago), nor was a big frame being pushed through a slow
+	// network: the answers wait behind it (writer.busySince).
+	heard := max(l.lastRecv.Load(), l.w.busySince(now))
+	if waited && time.Unix(0, heard).Before(quiet) {
 		l.fail(fmt.Errorf("%w: nothing from %s for %s", errTimeout, l.addr, l.silence))
 	}
 }

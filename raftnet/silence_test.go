@@ -34,12 +34,7 @@ func goesSilent(t *testing.T, pn *pipeNet, addr string) *atomic.Int32 {
 					return
 				}
 				r := bufio.NewReader(c)
-				f, _, err := readFrame(r, nil)
-				if err != nil {
-					return
-				}
-				resp := &raft.AppendEntriesResponse{Term: 1, Success: true}
-				if _, err := c.Write(appendResponse(nil, f.id, resp, nil)); err != nil {
+				if answerOne(r, c) != nil {
 					return
 				}
 				_, _ = io.Copy(io.Discard, r)
@@ -47,6 +42,16 @@ func goesSilent(t *testing.T, pn *pipeNet, addr string) *atomic.Int32 {
 		}
 	}()
 	return &links
+}
+
+// answerOne reads a request from r and answers it with success on w.
+func answerOne(r *bufio.Reader, w io.Writer) error {
+	f, _, err := readFrame(r, nil)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(appendResponse(nil, f.id, &raft.AppendEntriesResponse{Term: 1, Success: true}, nil))
+	return err
 }
 
 // A link that answered and then went silent is failed after the silence,
@@ -156,4 +161,58 @@ func TestDefaultsFollowAShorterTimeout(t *testing.T) {
 	if m.cfg.DialTimeout != defaultDialTimeout || m.cfg.Silence != defaultSilence {
 		t.Errorf("dial timeout %s, silence %s, want %s and %s", m.cfg.DialTimeout, m.cfg.Silence, defaultDialTimeout, defaultSilence)
 	}
+}
+
+// slowReader reads at most chunk bytes each delay: a slow network.
+type slowReader struct {
+	r     io.Reader
+	chunk int
+	delay time.Duration
+}
+
+func (s slowReader) Read(p []byte) (int, error) {
+	time.Sleep(s.delay)
+	return s.r.Read(p[:min(len(p), s.chunk)])
+}
+
+// A big frame pushed through a slow network (a lagging follower's catch-up
+// over a thin link) takes longer than the silence to leave, and nothing
+// can come back meanwhile: its answers, and the heartbeats' behind it,
+// wait for it. That is not silence, and the link is kept; else the
+// retry would send the same frame, and fail the same way, forever.
+func TestBigFrameOnASlowLinkIsNotSilence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pn := newPipeNet()
+		a, _ := bareNet(t, pn, "a", 10*time.Second)
+		aT := mustTransport(t, a, "g")
+		l := pn.listen("slow")
+		defer l.Close()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			if _, err := readHello(c, "", nil); err != nil {
+				return
+			}
+			// 64 kB each 100 ms: 4 MB take 6.4 s.
+			r := bufio.NewReader(slowReader{r: c, chunk: 64 << 10, delay: 100 * time.Millisecond})
+			for answerOne(r, c) == nil {
+			}
+		}()
+		req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{Addr: []byte("a")}, Term: 1, PrevLogEntry: 1, PrevLogTerm: 1,
+			Entries: []*raft.Log{{Index: 2, Term: 1, Data: make([]byte, 4<<20)}}}
+		start := time.Now()
+		if err := aT.AppendEntries("peer", "slow", req, &raft.AppendEntriesResponse{}); err != nil {
+			t.Fatalf("a big frame on a slow link failed after %s: %v", time.Since(start), err)
+		}
+		if took := time.Since(start); took < 2*defaultSilence {
+			t.Fatalf("the frame took %s, under twice the silence: the test shows nothing", took)
+		}
+		a.Close() // the peer's reader sees the link close and returns
+		<-done
+	})
 }

@@ -40,11 +40,12 @@ type Config struct {
 	// Timeout bounds a write and a call without an answer (10s by
 	// default, as NetworkTransport).
 	Timeout time.Duration
-	// DialTimeout bounds a dial and its handshake (2s, or Timeout if
-	// shorter, by default). The kernel resends a lost SYN after 1 s, then
-	// 3 s and 7 s later: a dial still waiting when a partition heals would
-	// keep every group's calls to that peer waiting for the next resend,
-	// while a fresh dial gets through at once.
+	// DialTimeout bounds each step of a dial: the connection, TLS and the
+	// mux header, the hello (2s, or Timeout if shorter, by default). The
+	// kernel resends a lost SYN 1 s, 3 s and 7 s after the first: a dial
+	// still waiting when a partition heals would keep every group's calls
+	// to that peer waiting for the next resend, while a fresh dial gets
+	// through at once.
 	DialTimeout time.Duration
 	// Silence is how long a call may wait with nothing at all coming back
 	// on its link before the link is failed and the peer dialed again (3s,
@@ -98,10 +99,10 @@ func New(cfg Config) *Network {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Second
 	}
-	if cfg.DialTimeout == 0 {
+	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = min(defaultDialTimeout, cfg.Timeout)
 	}
-	if cfg.Silence == 0 {
+	if cfg.Silence <= 0 {
 		cfg.Silence = min(defaultSilence, cfg.Timeout)
 	}
 	if cfg.PeerWait == 0 {

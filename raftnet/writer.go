@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -22,11 +23,31 @@ type writer struct {
 	conn    net.Conn
 	timeout time.Duration
 
+	// For the link's silence rule: a write that takes long is the link
+	// pushing a big frame through a slow network, not the peer gone quiet.
+	started  atomic.Int64 // unix nanos the write under way began, 0 if none
+	longDone atomic.Int64 // unix nanos the last write over longWrite ended
+
 	mu      sync.Mutex
 	pending []byte
 	spare   []byte
 	writing bool
 	err     error // the first write error: the connection is done
+}
+
+// longWrite is how long a write must take to count as pushing a big frame
+// (writer.longDone): a live link's writes of heartbeats and entries
+// return at once, into the socket's buffer.
+const longWrite = 100 * time.Millisecond
+
+// busySince reports since when, as unix nanos, the link has been pushing
+// frames out without pause: the start of a write under way that has
+// taken longWrite already, or the end of the last long one; 0 if neither.
+func (w *writer) busySince(now time.Time) int64 {
+	if s := w.started.Load(); s != 0 && now.Sub(time.Unix(0, s)) > longWrite {
+		return now.UnixNano()
+	}
+	return w.longDone.Load()
 }
 
 func newWriter(conn net.Conn, timeout time.Duration) *writer {
@@ -80,7 +101,13 @@ func (w *writer) writeOut() {
 	if w.timeout > 0 {
 		_ = w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
 	}
+	start := time.Now()
+	w.started.Store(start.UnixNano())
 	_, werr := w.conn.Write(out)
+	w.started.Store(0)
+	if end := time.Now(); end.Sub(start) > longWrite {
+		w.longDone.Store(end.UnixNano())
+	}
 	if cap(out) > maxKeptBuffer {
 		out = nil
 	}

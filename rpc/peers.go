@@ -50,7 +50,7 @@ func NewPeers(opts ...grpc.DialOption) *Peers {
 	})
 	p := &Peers{closed: make(chan struct{}), conns: map[string]*grpc.ClientConn{}, used: map[string]time.Time{}}
 	p.opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), reconnect,
-		deadconn.DialOption(nil), grpc.WithChainUnaryInterceptor(p.nameCluster)}, opts...)
+		deadconn.DialOption(), grpc.WithChainUnaryInterceptor(p.nameCluster)}, opts...)
 	return p
 }
 
@@ -88,7 +88,12 @@ func (p *Peers) conn(addr string) *grpc.ClientConn {
 
 // DialResolver makes Peers look peers' host names up with r (--dns-server)
 // instead of the system's resolver.
-func DialResolver(r *net.Resolver) grpc.DialOption { return deadconn.DialOption(r) }
+func DialResolver(r *net.Resolver) grpc.DialOption {
+	return grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		d := net.Dialer{Resolver: r}
+		return d.DialContext(ctx, "tcp", addr)
+	})
+}
 
 // Close closes every connection and stops the forwarders using them.
 func (p *Peers) Close() error {

@@ -58,10 +58,9 @@ type Options struct {
 	// in a newline); New refuses one gRPC cannot send.
 	Token string
 	// DialOptions are added to every connection, after those of TLS and
-	// Token, and after the SDK's dialer (package deadconn: a connection
-	// whose node stopped acknowledging for 5 s is dropped, so a call goes
-	// to another node or a new connection instead of waiting out TCP's
-	// retransmission backoff).
+	// Token, and after the SDK's keepalive (package deadconn: on Linux a
+	// connection whose node stopped acknowledging for 5 s is dropped
+	// instead of waiting out TCP's retransmission backoff).
 	DialOptions []grpc.DialOption
 	// CallTimeout bounds each check when the caller's context allows
 	// longer (default 3s: a node answers within its --leader-wait, 2s by
@@ -473,7 +472,7 @@ func (c *Client) conn(addr string) *grpc.ClientConn {
 		return c.dead
 	}
 	if cc = c.conns[addr]; cc == nil {
-		opts := append(append(c.security(), deadconn.DialOption(nil)), c.opts.DialOptions...)
+		opts := append(append(c.security(), deadconn.DialOption()), c.opts.DialOptions...)
 		var err error
 		if cc, err = grpc.NewClient(addr, opts...); err != nil {
 			cc, _ = grpc.NewClient("passthrough:///invalid", opts...)

@@ -1,8 +1,6 @@
 package deadconn
 
 import (
-	"context"
-	"net"
 	"time"
 
 	"google.golang.org/grpc"
@@ -10,28 +8,29 @@ import (
 )
 
 // After is how long data sent on a connection may go unacknowledged
-// before the kernel drops the connection. A live peer acknowledges within
-// milliseconds, however slow its process is to read.
+// before the kernel drops the connection (Linux; elsewhere gRPC sets no
+// TCP_USER_TIMEOUT and these options only bound keepalive pings). A live
+// peer acknowledges within milliseconds; one whose process stopped
+// reading for longer, with its receive window full, is dropped too.
 const After = 5 * time.Second
 
-// ServerOption has gRPC set After on the server's connections (it sets
-// the keepalive timeout as their TCP_USER_TIMEOUT; its default is 20 s);
-// the server still pings an idle client only after gRPC's default two
-// hours.
+// idlePing is how long a client's connection with a call open may receive
+// nothing before it pings the server. Only the ping's timeout matters
+// here (gRPC sets it as the connection's TCP_USER_TIMEOUT); a server
+// answers pings more often than its enforcement minimum (five minutes by
+// default, also in older releases of floodgate) with GOAWAY, so the pings
+// stay rarer than that.
+const idlePing = 10 * time.Minute
+
+// ServerOption has gRPC set After on the server's connections (it sets the
+// keepalive timeout as their TCP_USER_TIMEOUT; its default is 20 s); the
+// server still pings an idle client only after gRPC's default two hours.
 func ServerOption() grpc.ServerOption {
 	return grpc.KeepaliveParams(keepalive.ServerParameters{Timeout: After})
 }
 
-// DialOption dials with After set on the connection, host names looked up
-// with r (nil: the system's resolver). It is not gRPC keepalive: a server
-// of an older release would answer a client's pings with GOAWAY, and the
-// kernel's timeout needs nothing from the peer.
-func DialOption(r *net.Resolver) grpc.DialOption { return grpc.WithContextDialer(Dial(r)) }
-
-// Dial is DialOption's dialer.
-func Dial(r *net.Resolver) func(ctx context.Context, addr string) (net.Conn, error) {
-	return func(ctx context.Context, addr string) (net.Conn, error) {
-		d := net.Dialer{Resolver: r, Control: setUserTimeout(After)}
-		return d.DialContext(ctx, "tcp", addr)
-	}
+// DialOption has gRPC set After on a client's connections. It keeps gRPC's
+// own dialer, so proxies and unix: addresses work as before.
+func DialOption() grpc.DialOption {
+	return grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: idlePing, Timeout: After})
 }

@@ -34,30 +34,54 @@ func userTimeout(t *testing.T, c net.Conn) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// Dialed connections (a node's to its peers, the SDK's) give up on data
-// unacknowledged for After, so that a cut leaves no connection in TCP
-// backoff.
-func TestDialedConnectionsDropUnacknowledgedData(t *testing.T) {
+// A client's connections (a node's to its peers, the SDK's) give up on
+// data unacknowledged for After, so that a cut leaves no connection in
+// TCP backoff: gRPC sets the keepalive timeout on the connection its
+// dialer returns.
+func TestClientConnectionsDropUnacknowledgedData(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			defer c.Close()
-			_, _ = c.Read(make([]byte, 1))
+	gs := grpc.NewServer()
+	healthpb.RegisterHealthServer(gs, health.NewServer())
+	go func() { _ = gs.Serve(ln) }()
+	defer gs.Stop()
+	var mu sync.Mutex
+	var dialed []net.Conn
+	record := grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			mu.Lock()
+			dialed = append(dialed, c)
+			mu.Unlock()
 		}
-	}()
-	for _, r := range []*net.Resolver{nil, net.DefaultResolver} { // the system's resolver, and --dns-server's
-		c, err := Dial(r)(context.Background(), ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := userTimeout(t, c); got != After {
-			t.Errorf("TCP_USER_TIMEOUT %s, want %s", got, After)
-		}
-		c.Close()
+		return c, err
+	})
+	cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), DialOption(), record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	check(t, cc)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(dialed) != 1 {
+		t.Fatalf("%d connections dialed, want 1", len(dialed))
+	}
+	if got := userTimeout(t, dialed[0]); got != After {
+		t.Errorf("TCP_USER_TIMEOUT %s, want %s", got, After)
+	}
+}
+
+// check makes one health check on cc.
+func check(t *testing.T, cc *grpc.ClientConn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -97,11 +121,7 @@ func TestServerConnectionsDropUnacknowledgedData(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
-		t.Fatal(err)
-	}
+	check(t, cc)
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	if len(cl.conns) != 1 {

@@ -1,6 +1,7 @@
 // Package deadconn gives up on TCP connections whose peer stopped
-// acknowledging what was sent to it (TCP_USER_TIMEOUT), on a node's gRPC
-// server, on its connections to peers and on the Go SDK's connections.
+// acknowledging what was sent to it (TCP_USER_TIMEOUT, set through gRPC's
+// keepalive timeout), on a node's gRPC server, on its connections to
+// peers and on the Go SDK's connections.
 //
 // Behind a cut (a link down, a one-way drop, a peer's network stuck) TCP
 // backs its retransmissions off: after ten seconds the next one may come

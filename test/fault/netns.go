@@ -28,8 +28,10 @@ func NetAvailable() string {
 	if os.Geteuid() != 0 {
 		return "not root"
 	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		return "no ip command"
+	for _, cmd := range []string{"ip", "tc"} {
+		if _, err := exec.LookPath(cmd); err != nil {
+			return "no " + cmd + " command"
+		}
 	}
 	return ""
 }
@@ -109,10 +111,16 @@ func (nt *Net) Isolate(i int) error { return nt.run([]string{"link", "set", nt.V
 func (nt *Net) Rejoin(i int) error { return nt.run([]string{"link", "set", nt.Veth[i], "up"}) }
 
 // CutOut drops every packet node i sends, and CutIn every packet sent to
-// it, until Uncut: one-way cuts. This kernel's tc has no matchall or gact
-// action, so a cut is an htb class that sends everything into a pfifo
-// that holds nothing: node i's eth0 for what it sends, the bridge's end
-// of its veth for what it receives.
+// it, until Uncut: one-way cuts, made on node i's eth0 for what it sends
+// and on the bridge's end of its veth for what it receives. A drop the
+// sender's kernel hears of (a qdisc that refuses the packet) is not what
+// a cut does: TCP then retries every half second instead of backing
+// off, which is the very thing a cut must show. So the packets go into a
+// queue that takes them and lets almost nothing out (an htb class of 8
+// bits a second into a pfifo_head_drop of one packet, which drops the
+// older one and reports success); at most a packet or two of a cut gets
+// through. This kernel's tc has neither netem nor the matchall and gact
+// that would do it otherwise.
 func (nt *Net) CutOut(i int) error { return nt.cut(nt.NS[i], "eth0") }
 
 // CutIn: see CutOut.
@@ -130,8 +138,8 @@ func (nt *Net) Uncut(i int) error {
 func (nt *Net) cut(ns, dev string) error {
 	for _, args := range [][]string{
 		{"qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1"},
-		{"class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", "1gbit"},
-		{"qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "pfifo", "limit", "0"},
+		{"class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", "8bit", "ceil", "8bit", "burst", "1", "cburst", "1"},
+		{"qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "pfifo_head_drop", "limit", "1"},
 	} {
 		if err := nt.tc(ns, args...); err != nil {
 			return err
