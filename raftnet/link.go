@@ -48,7 +48,7 @@ type call struct {
 }
 
 func newLink(addr raft.ServerAddress, conn net.Conn, timeout, silence time.Duration) *link {
-	l := &link{addr: addr, conn: conn, w: newWriter(conn, timeout), timeout: timeout, silence: min(silence, timeout),
+	l := &link{addr: addr, conn: conn, w: newWriter(conn, timeout), timeout: timeout, silence: silence,
 		pending: map[uint64]*call{}, done: make(chan struct{})}
 	l.lastRecv.Store(time.Now().UnixNano())
 	go l.read()

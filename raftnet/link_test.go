@@ -48,11 +48,18 @@ func mustTransport(t *testing.T, n *Network, group string) *Transport {
 
 // answer plays raft for tr: it answers every AppendEntries with Success
 // and LastLog set to the request's PrevLogEntry, until tr closes.
-func answer(tr *Transport) {
+func answer(tr *Transport) { answerAfter(tr, 0) }
+
+// answerAfter is answer, each answer given delay after its request came
+// (a group whose disk is slow).
+func answerAfter(tr *Transport, delay time.Duration) {
 	go func() {
 		for {
 			select {
 			case rpc := <-tr.Consumer():
+				if delay > 0 {
+					time.Sleep(delay)
+				}
 				req, _ := rpc.Command.(*raft.AppendEntriesRequest)
 				if req == nil {
 					rpc.Respond(nil, errors.New("not an AppendEntries"))

@@ -97,18 +97,7 @@ func TestSlowAnswerOnALiveLinkIsKept(t *testing.T) {
 		aSlow, aFast := mustTransport(t, a, "slow"), mustTransport(t, a, "fast")
 		slow, fast := mustTransport(t, b, "slow"), mustTransport(t, b, "fast")
 		answer(fast)
-		go func() {
-			for {
-				select {
-				case rpc := <-slow.Consumer():
-					time.Sleep(2 * defaultSilence) // a group whose disk is slow
-					req := rpc.Command.(*raft.AppendEntriesRequest)
-					rpc.Respond(&raft.AppendEntriesResponse{Term: req.Term, LastLog: req.PrevLogEntry, Success: true}, nil)
-				case <-slow.closed:
-					return
-				}
-			}
-		}()
+		answerAfter(slow, 2*defaultSilence)
 		res := make(chan error, 1)
 		go func() {
 			_, err := appendEntries(aSlow, bAddr, 1, 1)

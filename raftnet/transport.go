@@ -48,8 +48,8 @@ type Config struct {
 	// through at once.
 	DialTimeout time.Duration
 	// Silence is how long a call may wait with nothing at all coming back
-	// on its link before the link is failed and the peer dialed again (3s,
-	// or Timeout if shorter, by default). Heartbeats cross a live link
+	// on its link before the link is failed and the peer dialed again (3s
+	// by default; never more than Timeout). Heartbeats cross a live link
 	// many times a second; a link silent that long is one whose TCP
 	// connection lost its peer (a cut, a paused process) and waits out
 	// retransmission backoff, which after a long cut would hold the
@@ -103,8 +103,9 @@ func New(cfg Config) *Network {
 		cfg.DialTimeout = min(defaultDialTimeout, cfg.Timeout)
 	}
 	if cfg.Silence <= 0 {
-		cfg.Silence = min(defaultSilence, cfg.Timeout)
+		cfg.Silence = defaultSilence
 	}
+	cfg.Silence = min(cfg.Silence, cfg.Timeout) // a call fails at Timeout anyway
 	if cfg.PeerWait == 0 {
 		cfg.PeerWait = time.Minute
 	}
@@ -143,7 +144,7 @@ func (n *Network) Close() error {
 // watch expires calls nobody answered and links that went silent.
 func (n *Network) watch() {
 	defer n.wg.Done()
-	t := time.NewTicker(max(min(n.cfg.Timeout, n.cfg.Silence)/4, 10*time.Millisecond))
+	t := time.NewTicker(max(n.cfg.Silence/4, 10*time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
