@@ -106,6 +106,8 @@ type Node struct {
 	wg          sync.WaitGroup
 
 	recon reconcileState
+	// leaders fires at every leader change of a group held here.
+	leaders beacon
 	// stateMu makes the meta leader's node state writes one at a time, so
 	// that the reconciler's check of a member's state and its write
 	// (setState) see every leave written through this leader meanwhile.
@@ -304,6 +306,11 @@ func (n *Node) View() *fsm.MetaView { return n.metaState().View() }
 // MetaChanged returns a channel closed at the next change of the meta
 // state: a router whose check found its slot moved waits on it.
 func (n *Node) MetaChanged() <-chan struct{} { return n.metaState().Changed() }
+
+// LeadersChanged returns a channel closed at the next change of leader, or
+// loss of one, that a group replica on this node sees: Route's answer may
+// have changed. A forward queued for a leader that is gone waits on it.
+func (n *Node) LeadersChanged() <-chan struct{} { return n.leaders.wait() }
 
 func (n *Node) metaGroup() *Group {
 	n.mu.RLock()

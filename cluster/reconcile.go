@@ -169,9 +169,13 @@ func addrsDiffer(a, b *metav1.Node) bool {
 		a.GossipAddr != b.GossipAddr || a.Region != b.Region || a.Version != b.Version || a.Incarnation != b.Incarnation
 }
 
-// leaderChanged starts a reconcile pass at once: a new shard leader
-// reports itself to the meta state from the pass.
-func (n *Node) leaderChanged() { signal(n.recon.kick) }
+// leaderChanged starts a reconcile pass at once (a new shard leader
+// reports itself to the meta state from the pass) and wakes the waiters of
+// LeadersChanged.
+func (n *Node) leaderChanged() {
+	signal(n.recon.kick)
+	n.leaders.fire()
+}
 
 // untilStop returns a context of parent that also ends when the node
 // stops, so background work does not hold up Close.

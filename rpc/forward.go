@@ -50,14 +50,17 @@ const (
 // concurrent checks bound for the same peer into one call.
 type forwarder struct {
 	peers *Peers
+	// routes, when not nil, withdraws queued forwards whose group's
+	// leader has moved (await).
+	routes routeWatch
 
 	mu       sync.Mutex
 	queues   map[string]*peerQueue
 	sweeping bool // forgetIdle runs (forget.go)
 }
 
-func newForwarder(peers *Peers) *forwarder {
-	return &forwarder{peers: peers, queues: map[string]*peerQueue{}}
+func newForwarder(peers *Peers, routes routeWatch) *forwarder {
+	return &forwarder{peers: peers, routes: routes, queues: map[string]*peerQueue{}}
 }
 
 // fwdReq is one caller's checks of one shard.
@@ -70,6 +73,9 @@ type fwdReq struct {
 	results []policy.Result
 	err     error
 	done    chan struct{}
+	// state says whether the queue took the request (to send it, or to
+	// answer it unsent) or its caller withdrew it first (fwdReq.claim).
+	state atomic.Int32
 }
 
 // forward evaluates checks of shard on the node at addr. A NotLeaderError
@@ -92,21 +98,7 @@ func (f *forwarder) forward(ctx context.Context, addr string, shard int, checks 
 		q.waiting.Add(-1)
 		return nil, fmt.Errorf("forward to %s: %w: %w", addr, cluster.ErrNoLeader, ctx.Err())
 	}
-	select {
-	case <-req.done:
-		return req.results, req.err
-	case <-q.done:
-		// The queue stopped (peers closed). It answered everything it
-		// took; a request it never took never left this node.
-		select {
-		case <-req.done:
-			return req.results, req.err
-		default:
-			return nil, fmt.Errorf("forward to %s: %w", addr, errNotSent)
-		}
-	case <-ctx.Done():
-		return nil, fmt.Errorf("forward to %s: %w: %w", addr, cluster.ErrUnavailable, ctx.Err())
-	}
+	return f.await(ctx, q, req, addr)
 }
 
 // forwardSpan starts the span of one Forward call: the call carries the
@@ -262,8 +254,10 @@ func (q *peerQueue) loop() {
 func (q *peerQueue) stop(queue []*fwdReq, inflight int, sent <-chan time.Time) {
 	notSent := func(r *fwdReq) {
 		q.waiting.Add(-1)
-		r.err = fmt.Errorf("forward to %s: %w", q.addr, errNotSent)
-		close(r.done)
+		if r.claim() {
+			r.err = fmt.Errorf("forward to %s: %w", q.addr, errNotSent)
+			close(r.done)
+		}
 	}
 	for _, r := range queue {
 		notSent(r)
@@ -291,6 +285,9 @@ func (q *peerQueue) send(batch []*fwdReq) {
 	// what nobody waits for.
 	live := batch[:0]
 	for _, r := range batch {
+		if !r.claim() {
+			continue // withdrawn by its caller, who answered it
+		}
 		if err := r.ctx.Err(); err != nil {
 			r.err = fmt.Errorf("forward to %s: %w: %w", q.addr, errNotSent, err)
 			close(r.done)

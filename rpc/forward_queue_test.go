@@ -139,7 +139,7 @@ func newForwardRig(cc *grpc.ClientConn, target *atomic.Pointer[gatedPeer]) *forw
 	rig := &forwardRig{peer: &gatedPeer{gate: make(chan struct{})}, peers: NewPeers()}
 	target.Store(rig.peer)
 	rig.peers.conns["peer-1"] = cc
-	rig.fwd = newForwarder(rig.peers)
+	rig.fwd = newForwarder(rig.peers, nil)
 	return rig
 }
 

@@ -90,7 +90,7 @@ func TestForwardOnAConnectionThatBrokeIsNotSentOnlyIfItNeverLeft(t *testing.T) {
 			peers := NewPeers()
 			defer peers.Close()
 			peers.conns["peer-1"] = cc
-			f := newForwarder(peers)
+			f := newForwarder(peers, nil)
 			_, err = f.forward(ctx, "peer-1", 0, []fsm.Check{{Key: "k", Policy: fuzzseed.Policies()[0], Cost: 1}})
 			switch {
 			case reached && (errors.Is(err, errNotSent) || !errors.Is(err, cluster.ErrUnavailable)):

@@ -48,7 +48,7 @@ func TestForwardToAStalledPeerEndsAtTheCallersDeadline(t *testing.T) {
 	defer gs.Stop()
 	peers := NewPeers()
 	defer peers.Close()
-	f := newForwarder(peers)
+	f := newForwarder(peers, nil)
 	pol := &policy.Policy{Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.SlidingLog, Limit: 10, Window: int64(time.Minute)}}}}
 	checks := []fsm.Check{{Key: "k", Policy: pol, Cost: 1}}
 	const wait = 300 * time.Millisecond

@@ -42,7 +42,7 @@ func TestForwardRefusedByPeerIsUnavailable(t *testing.T) {
 		"wrong token": {grpc.WithPerRPCCredentials(authz.Bearer(func() []byte { return []byte("wrong-token-0123456789") }, false))},
 	} {
 		peers := NewPeers(opts...)
-		f := newForwarder(peers)
+		f := newForwarder(peers, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, err := f.forward(ctx, ln.Addr().String(), 0, checks)
 		cancel()

@@ -1,0 +1,85 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/policy"
+)
+
+// routeWatch tells a forwarder where a group's leader is now, and when
+// that may have changed; *cluster.Node is one.
+type routeWatch interface {
+	Route(shard int) (cluster.Route, error)
+	LeadersChanged() <-chan struct{}
+	MetaChanged() <-chan struct{}
+}
+
+// States of a fwdReq: queued until the queue claims it (to send it or to
+// answer it unsent) or its caller withdraws it, whichever comes first.
+const (
+	reqQueued int32 = iota
+	reqClaimed
+	reqWithdrawn
+)
+
+// claim takes r for the queue; false when its caller withdrew it, and
+// answered it, first.
+func (r *fwdReq) claim() bool { return r.state.CompareAndSwap(reqQueued, reqClaimed) }
+
+// withdraw takes r back from the queue before it is sent; false once the
+// queue has claimed it (it may be on its way).
+func (r *fwdReq) withdraw() bool { return r.state.CompareAndSwap(reqQueued, reqWithdrawn) }
+
+// await waits for the answer to req, queued for the peer at addr. A
+// request still queued when its group's leader is no longer that peer
+// (this node's replica of the group saw the leader change or go silent,
+// or the meta state names another) is withdrawn and answered "not sent":
+// nothing was counted, and onLeader routes it again at once. A paused or
+// cut-off leader holds the one call in flight to it until its callers'
+// deadline (LeaderWait); without the withdrawal, every forward queued
+// behind that call waited out the deadline too, long after an election
+// had replaced the leader: 2 s of failover instead of the election's.
+// A caller that gives up before its request was sent is told so too.
+func (f *forwarder) await(ctx context.Context, q *peerQueue, req *fwdReq, addr string) ([]policy.Result, error) {
+	var leaders, meta <-chan struct{}
+	if f.routes != nil {
+		// Taken before the route is read, so a change meanwhile wakes us.
+		leaders, meta = f.routes.LeadersChanged(), f.routes.MetaChanged()
+	}
+	for {
+		if f.routes != nil && f.moved(req.shard, addr) && req.withdraw() {
+			return nil, fmt.Errorf("forward to %s: the group's leader changed: %w", addr, errNotSent)
+		}
+		select {
+		case <-req.done:
+			return req.results, req.err
+		case <-q.done:
+			// The queue stopped (peers closed). It answered everything it
+			// took; a request it never took never left this node.
+			select {
+			case <-req.done:
+				return req.results, req.err
+			default:
+				return nil, fmt.Errorf("forward to %s: %w", addr, errNotSent)
+			}
+		case <-ctx.Done():
+			if req.withdraw() {
+				return nil, fmt.Errorf("forward to %s: %w: %w", addr, errNotSent, ctx.Err())
+			}
+			return nil, fmt.Errorf("forward to %s: %w: %w", addr, cluster.ErrUnavailable, ctx.Err())
+		case <-leaders:
+			leaders = f.routes.LeadersChanged()
+		case <-meta:
+			meta = f.routes.MetaChanged()
+		}
+	}
+}
+
+// moved reports whether shard's leader is no longer the peer at addr, as
+// far as this node can tell: another node, this one, or none known.
+func (f *forwarder) moved(shard int, addr string) bool {
+	rt, err := f.routes.Route(shard)
+	return err != nil || rt.Local || rt.Addr != addr
+}

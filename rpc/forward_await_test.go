@@ -1,0 +1,216 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/floodgate/floodgate/cluster"
+	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/test/fuzzseed"
+)
+
+// fakeRoutes is a routeWatch whose group 0 is led by addr ("": no leader
+// known), moved by the test.
+type fakeRoutes struct {
+	mu      sync.Mutex
+	addr    string
+	leaders chan struct{}
+	meta    chan struct{}
+	reads   int // Route calls
+}
+
+func newFakeRoutes(addr string) *fakeRoutes {
+	return &fakeRoutes{addr: addr, leaders: make(chan struct{}), meta: make(chan struct{})}
+}
+
+func (r *fakeRoutes) Route(int) (cluster.Route, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reads++
+	if r.addr == "" {
+		return cluster.Route{}, cluster.ErrNoLeader
+	}
+	return cluster.Route{NodeID: r.addr, Addr: r.addr}, nil
+}
+
+func (r *fakeRoutes) LeadersChanged() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.leaders
+}
+
+func (r *fakeRoutes) MetaChanged() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.meta
+}
+
+// lead makes addr the leader and fires the watch of a leader change (or,
+// with meta, of the meta state).
+func (r *fakeRoutes) lead(addr string, meta bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.addr = addr
+	if meta {
+		close(r.meta)
+		r.meta = make(chan struct{})
+		return
+	}
+	close(r.leaders)
+	r.leaders = make(chan struct{})
+}
+
+// forwardCtx is forwardRig.forward with the caller's context.
+func (rig *forwardRig) forwardCtx(ctx context.Context, key int) chan forwarded {
+	out := make(chan forwarded, 1)
+	go func() {
+		res, err := rig.fwd.forward(ctx, "peer-1", 0, []fsm.Check{{Key: fmt.Sprint("key-", key), Policy: fuzzseed.Policies()[0], Cost: 1}})
+		out <- forwarded{n: len(res), err: err, ok: len(res) == 1 && res[0].Remaining == int64(key)}
+	}()
+	synctest.Wait()
+	return out
+}
+
+func pending(ch chan forwarded) bool {
+	select {
+	case f := <-ch:
+		ch <- f
+		return false
+	default:
+		return true
+	}
+}
+
+// A stalled leader (paused, cut off) holds the call in flight to it; the
+// forwards queued behind that call are withdrawn as soon as this node sees
+// the group's leader change or go unknown, answered "not sent" (retryable:
+// onLeader routes them again), and never sent to the old leader, even once
+// its call comes back. The call in flight keeps waiting: it may have been
+// counted.
+func TestForwardQueuedForAMovedLeaderIsWithdrawn(t *testing.T) {
+	for _, to := range []string{"peer-2", ""} {
+		t.Run(fmt.Sprintf("to %q", to), func(t *testing.T) {
+			var target atomic.Pointer[gatedPeer]
+			cc := readyPeerConn(t, &target)
+			synctest.Test(t, func(t *testing.T) {
+				rig := newForwardRig(cc, &target)
+				defer rig.close()
+				routes := newFakeRoutes("peer-1")
+				rig.fwd.routes = routes
+				inFlight := rig.forwardCtx(context.Background(), 1)
+				queued := []chan forwarded{rig.forwardCtx(context.Background(), 2), rig.forwardCtx(context.Background(), 3)}
+				if got := rig.peer.callSizes(); !slices.Equal(got, []int{1}) {
+					t.Fatalf("calls %v, want the first forward's alone", got)
+				}
+				routes.lead(to, false)
+				synctest.Wait()
+				for i, ch := range queued {
+					if pending(ch) {
+						t.Fatalf("queued forward %d still waits after its leader moved", i)
+					}
+					f := <-ch
+					if !errors.Is(f.err, errNotSent) || !cluster.Retryable(f.err) {
+						t.Fatalf("queued forward %d: %v, want not sent and retryable", i, f.err)
+					}
+				}
+				if !pending(inFlight) {
+					t.Fatalf("the forward in flight was answered before its call came back: %v", (<-inFlight).err)
+				}
+				close(rig.peer.gate)
+				if f := <-inFlight; f.err != nil || !f.ok {
+					t.Fatalf("the forward in flight: %v", f.err)
+				}
+				synctest.Wait()
+				if got := rig.peer.callSizes(); !slices.Equal(got, []int{1}) {
+					t.Fatalf("calls %v: a withdrawn forward was sent", got)
+				}
+			})
+		})
+	}
+}
+
+// A wake that leaves the group's leader where it was (another group's
+// change, a meta change) keeps the forward queued, and it is answered as
+// usual once its turn comes.
+func TestForwardQueuedForAnUnmovedLeaderStays(t *testing.T) {
+	var target atomic.Pointer[gatedPeer]
+	cc := readyPeerConn(t, &target)
+	synctest.Test(t, func(t *testing.T) {
+		rig := newForwardRig(cc, &target)
+		defer rig.close()
+		routes := newFakeRoutes("peer-1")
+		rig.fwd.routes = routes
+		inFlight := rig.forwardCtx(context.Background(), 1)
+		queued := rig.forwardCtx(context.Background(), 2)
+		routes.lead("peer-1", false)
+		routes.lead("peer-1", true)
+		synctest.Wait()
+		if !pending(queued) {
+			t.Fatalf("a forward whose leader did not move was answered: %v", (<-queued).err)
+		}
+		close(rig.peer.gate)
+		for i, ch := range []chan forwarded{inFlight, queued} {
+			if f := <-ch; f.err != nil || !f.ok {
+				t.Fatalf("forward %d: %v", i, f.err)
+			}
+		}
+		if got := rig.peer.callSizes(); !slices.Equal(got, []int{1, 1}) {
+			t.Fatalf("calls %v, want one each", got)
+		}
+	})
+}
+
+// A leader that moved between the caller's routing and its forward's
+// queueing is seen too: the wait reads the route after it starts
+// watching, so no change falls between the two.
+func TestForwardQueuedAfterTheLeaderMovedIsWithdrawn(t *testing.T) {
+	var target atomic.Pointer[gatedPeer]
+	cc := readyPeerConn(t, &target)
+	synctest.Test(t, func(t *testing.T) {
+		rig := newForwardRig(cc, &target)
+		defer rig.close()
+		routes := newFakeRoutes("peer-1")
+		rig.fwd.routes = routes
+		inFlight := rig.forwardCtx(context.Background(), 1)
+		routes.lead("peer-2", true) // before the next forward: its caller routed earlier
+		if f := <-rig.forwardCtx(context.Background(), 2); !errors.Is(f.err, errNotSent) {
+			t.Fatalf("forward queued for a leader that had moved: %v, want not sent", f.err)
+		}
+		close(rig.peer.gate)
+		<-inFlight
+	})
+}
+
+// A caller that gives up while its forward is still queued is told it was
+// not sent (nothing counted), not that its outcome is unknown; one whose
+// forward was in flight is told the outcome is unknown.
+func TestForwardGivenUpWhileQueuedIsNotSent(t *testing.T) {
+	var target atomic.Pointer[gatedPeer]
+	cc := readyPeerConn(t, &target)
+	synctest.Test(t, func(t *testing.T) {
+		rig := newForwardRig(cc, &target)
+		defer rig.close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		inFlight := rig.forwardCtx(ctx, 1)
+		queued := rig.forwardCtx(ctx, 2)
+		time.Sleep(time.Second) // fake time: both callers' deadline passes
+		synctest.Wait()
+		if f := <-queued; !errors.Is(f.err, errNotSent) || !errors.Is(f.err, context.DeadlineExceeded) {
+			t.Fatalf("forward given up while queued: %v, want not sent", f.err)
+		}
+		if f := <-inFlight; errors.Is(f.err, errNotSent) || !errors.Is(f.err, cluster.ErrUnavailable) {
+			t.Fatalf("forward given up in flight: %v, want an unknown outcome", f.err)
+		}
+		if got := rig.peer.callSizes(); !slices.Equal(got, []int{1}) {
+			t.Fatalf("calls %v: the forward given up was sent", got)
+		}
+	})
+}
