@@ -37,6 +37,12 @@ func gridEvery(hb, lease time.Duration) time.Duration {
 
 func newGrid(every time.Duration) *grid { return &grid{every: every} }
 
+// suspect is how long a follower may go without hearing its leader before
+// it suspects it: one period and a half, so that it missed the heartbeat
+// of the instant before (half a period allows for the clocks of two nodes
+// and the trip).
+func (g *grid) suspect() time.Duration { return g.every * 3 / 2 }
+
 // tick returns a channel closed at the grid's next instant. The timer
 // runs only while somebody waits for it.
 func (g *grid) tick() <-chan struct{} {

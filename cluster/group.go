@@ -147,6 +147,16 @@ func (g *Group) leader() string {
 	return string(id)
 }
 
+// silentLeader reports whether this replica follows a leader it has not
+// heard from for longer than d.
+func (g *Group) silentLeader(d time.Duration) bool {
+	if g.raft.State() != raft.Follower {
+		return false
+	}
+	last := g.raft.LastContact()
+	return !last.IsZero() && time.Since(last) > d
+}
+
 // configuration returns the latest configuration. (hashicorp/raft v1.7.3
 // does not fill in its log index, so membership changes pass prevIndex 0,
 // "no check"; each group's changes come from one reconciler at a time.)

@@ -99,10 +99,7 @@ func (p *pacer) loop() {
 	leading := false
 	p.apply(&leading)
 	hb := p.follower.HeartbeatTimeout
-	// A follower suspects its leader when the last heartbeat is older than
-	// one period and a half: it missed the one of the instant before (half
-	// a period allows for the clocks of two nodes and the trip).
-	suspect := p.grid.every * 3 / 2
+	suspect := p.grid.suspect()
 	slack := watchSlack(hb)
 	watch := time.NewTimer(hb)
 	watch.Stop()

@@ -197,11 +197,15 @@ func TestForwardGivenUpWhileQueuedIsNotSent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rig := newForwardRig(cc, &target)
 		defer rig.close()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		// The queued caller gives up first, while the call in flight
+		// still holds the peer's slot: its request is surely still queued.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
+		qctx, qcancel := context.WithTimeout(context.Background(), time.Second)
+		defer qcancel()
 		inFlight := rig.forwardCtx(ctx, 1)
-		queued := rig.forwardCtx(ctx, 2)
-		time.Sleep(time.Second) // fake time: both callers' deadline passes
+		queued := rig.forwardCtx(qctx, 2)
+		time.Sleep(2 * time.Second) // fake time: both callers' deadlines pass
 		synctest.Wait()
 		if f := <-queued; !errors.Is(f.err, errNotSent) || !errors.Is(f.err, context.DeadlineExceeded) {
 			t.Fatalf("forward given up while queued: %v, want not sent", f.err)

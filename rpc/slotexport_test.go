@@ -3,6 +3,7 @@ package rpc_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -47,6 +48,12 @@ func (l *importLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.Write(p)
+}
+
+func (l *importLog) text() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 func (l *importLog) entries() int {
@@ -102,7 +109,14 @@ func TestLargeExportCrossesNodes(t *testing.T) {
 	waitHalfMoved(t, nodes[0], slots)
 	// The export (about 5 MiB) went in as pieces of at most
 	// fsm.PieceBytes, not as one entry that holds up every group's
-	// Raft traffic behind it.
+	// Raft traffic behind it. The line is logged once the move's close
+	// has committed, so it may come just after the status shows it.
+	inproc.Eventually(t, 10*time.Second, "the import logged", func() error {
+		if !strings.Contains(logs.text(), `msg="slots imported"`) {
+			return errors.New("no import logged yet")
+		}
+		return nil
+	})
 	if n := logs.entries(); n < 2 {
 		t.Errorf("the move was imported in %d entries, want pieces of at most %d bytes", n, fsm.PieceBytes)
 	}

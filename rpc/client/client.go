@@ -130,6 +130,7 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	}
 	if !opts.NoCoalescing {
 		c.co = newCoalescer(c.allowOn, c.batchOn)
+		c.co.onStall = c.kick
 	}
 	if err := c.loadRoutes(ctx); err != nil {
 		endLife()
@@ -182,7 +183,7 @@ func (c *Client) allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 	// unknown name, a node still catching up), failing or slowing the
 	// other checks sharing the call.
 	if c.co != nil && known {
-		resp, err = c.co.allow(ctx, c.route(key), req)
+		resp, err = c.coalesced(ctx, c.route(key), req)
 	} else {
 		resp, err = c.allowOn(ctx, c.route(key), req)
 	}
@@ -197,6 +198,24 @@ func (c *Client) allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 		return nil, open, err
 	}
 	return resp, false, nil
+}
+
+// coalesced sends req to the node at addr through the coalescer. When
+// that node's lane is stalled (errStalled: not sent), the check goes
+// through the other nodes in turn, which forward it to its group's leader;
+// when every lane is stalled, to addr in a call of its own.
+func (c *Client) coalesced(ctx context.Context, addr string, req *pb.AllowRequest) (*pb.AllowResponse, error) {
+	tried := []string{addr}
+	for at := addr; ; {
+		resp, err := c.co.allow(ctx, at, req)
+		if !errors.Is(err, errStalled) {
+			return resp, err
+		}
+		if at = c.otherAddr(tried); at == "" {
+			return c.allowOn(ctx, addr, req)
+		}
+		tried = append(tried, at)
+	}
 }
 
 // sentRefusal is the client's own refusal (its copy of the policy's) of

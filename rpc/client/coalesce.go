@@ -47,6 +47,8 @@ type coalescer struct {
 	many func(ctx context.Context, addr string, reqs []*pb.AllowRequest) (*pb.AllowBatchResponse, error)
 
 	mu sync.Mutex
+	// onStall, when not nil, hears that a lane is stalled (stall.go).
+	onStall func()
 	// lanes, by node address, are kept like the Client's connections:
 	// one per address the client sends to, so a lone check costs no lane
 	// made and dropped; the lane of an address the cluster no longer
@@ -73,6 +75,13 @@ type lane struct {
 	// want last is woken, the other waits out its linger.)
 	want int
 	wake chan struct{}
+	// The stall watch (stall.go): busySince is when the lane last went
+	// from idle to busy, backAt when a call last came back; stalled says
+	// nothing came back for stallAfter while calls were out, until one
+	// does.
+	busySince, backAt time.Time
+	watch             *time.Timer
+	watching, stalled bool
 }
 
 // room says whether a check may be sent at once, in a call of its own:
@@ -116,9 +125,14 @@ func (co *coalescer) allow(ctx context.Context, addr string, req *pb.AllowReques
 		l = &lane{addr: addr}
 		co.lanes[addr] = l
 	}
+	if l.stalled {
+		co.mu.Unlock()
+		return nil, errStalled
+	}
 	if l.room() {
 		l.busy++
 		now := time.Now()
+		co.watchStall(l, now)
 		l.lg.Sent(1, 1, now)
 		l.lastN = 1
 		co.mu.Unlock()
@@ -151,6 +165,9 @@ func (co *coalescer) keepOnly(conns map[string]bool) {
 	defer co.mu.Unlock()
 	for addr, l := range co.lanes {
 		if !conns[addr] && l.busy == 0 && len(l.queue) == 0 {
+			if l.watch != nil {
+				l.watch.Stop()
+			}
 			delete(co.lanes, addr)
 		}
 	}
@@ -212,8 +229,10 @@ func (co *coalescer) gather(l *lane, sent time.Time) {
 // answered records that a call sent at sent came back; the caller holds
 // co.mu.
 func (l *lane) answered(sent time.Time) {
-	l.lg.Answered(sent, time.Now())
+	now := time.Now()
+	l.lg.Answered(sent, now)
 	l.queuedThen = len(l.queue)
+	l.backAt, l.stalled = now, false
 }
 
 // take takes the next batch queued in l, keeping the call slot of the

@@ -34,6 +34,13 @@ func (c *Client) loadRoutes(ctx context.Context) error {
 			nodes = append(nodes, addr)
 		}
 	}
+	if c.co != nil {
+		// A node that has stopped answering checks is asked last: its
+		// routes are the ones to replace.
+		if stalled := c.co.stalledAddrs(); stalled != nil {
+			slices.SortStableFunc(nodes, func(a, b string) int { return cmpBool(stalled[a], stalled[b]) })
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // the calls still out
 	type answer struct {
@@ -72,6 +79,17 @@ func (c *Client) loadRoutes(ctx context.Context) error {
 		}
 	}
 	return fmt.Errorf("%w: %v", ErrNoNodes, last)
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // statusHedge is how long a refresh waits for a node's answer before it

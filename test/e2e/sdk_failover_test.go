@@ -103,10 +103,15 @@ func TestSDKKillOfItsNode(t *testing.T) {
 }
 
 // A paused (SIGSTOP) group leader, the first node the SDK asks for its
-// routes, holds the checks sent to it until CallTimeout; once its groups
-// have failed over the SDK must learn the new leaders from the other
-// nodes. Before, the paused node took each refresh's whole time, and the
-// checks of its groups timed out for as long as it was paused.
+// routes, holds the checks in flight to it until CallTimeout (3 s). The
+// checks queued behind them must not wait as long: once the node has
+// answered nothing for a while the SDK sends them, and the checks of its
+// groups after them, through the other nodes, which forward them to the
+// leaders their groups elect (0.5-1 s), and it learns the new leaders from
+// those nodes. Before, every caller was soon stuck behind the paused
+// node's calls, and no check at all was answered until CallTimeout; and
+// earlier, the paused node took each refresh's whole time, and the checks
+// of its groups timed out for as long as it was paused.
 func TestSDKPausedLeader(t *testing.T) {
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -129,9 +134,13 @@ func TestSDKPausedLeader(t *testing.T) {
 	}
 	paused := time.Since(load.start)
 	time.Sleep(10 * time.Second)
+	early := load.answered(paused+1500*time.Millisecond, paused+2500*time.Millisecond)
 	late := load.answered(paused+8*time.Second, paused+10*time.Second) / 2 // a second's
 	first.Signal(syscall.SIGCONT)
 	load.end()
+	if early < before/4 {
+		t.Errorf("%d checks answered 1.5-2.5 s into the pause, %d in the second before it; errors: %v", early, before, load.errs)
+	}
 	if late < before/4 {
 		t.Errorf("%d checks answered a second 8-10 s into the pause, %d before it; errors: %v", late, before, load.errs)
 	}
