@@ -3,7 +3,10 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -20,6 +23,12 @@ const (
 	snapshotsRetained = 2
 	// walDir is the node's shared Raft log under its data dir.
 	walDir = "raftlog"
+	// snapshotsDir is where raft.FileSnapshotStore keeps a group's
+	// snapshots, under the group's directory.
+	snapshotsDir = "snapshots"
+	// unfinishedSuffix names a snapshot raft.FileSnapshotStore is still
+	// writing, or was when its process died.
+	unfinishedSuffix = ".tmp"
 )
 
 // openWAL opens the node's shared Raft log: every group's entries and
@@ -54,6 +63,9 @@ func openGroupStore(dir, name string, wal *raftlog.Store, logger hclog.Logger) (
 	if err := migrateBolt(dir, name, wal); err != nil {
 		return nil, err
 	}
+	if err := dropUnfinishedSnapshots(filepath.Join(dir, snapshotsDir), logger); err != nil {
+		return nil, err
+	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, snapshotsRetained, logger)
 	if err != nil {
 		return nil, fmt.Errorf("open snapshots in %s: %w", dir, err)
@@ -64,4 +76,33 @@ func openGroupStore(dir, name string, wal *raftlog.Store, logger hclog.Logger) (
 		return nil, err
 	}
 	return &groupStore{logs: logs, state: g, snaps: snaps}, nil
+}
+
+// dropUnfinishedSnapshots removes the snapshots a process died writing
+// (taken, or received from a leader) from dir. raft.FileSnapshotStore
+// writes each into a directory ending in .tmp and renames it when done;
+// after a crash mid-write it skips such a directory at every listing and
+// never deletes it, so each crash during a snapshot would leave a group's
+// whole state (tens of megabytes) on the disk for good. None is being
+// written now: the group's Raft has not started, and the data-dir lock
+// keeps other processes out.
+func dropUnfinishedSnapshots(dir string, logger hclog.Logger) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("list snapshots in %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasSuffix(e.Name(), unfinishedSuffix) {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		if err := os.RemoveAll(path); err != nil {
+			return fmt.Errorf("remove unfinished snapshot %s: %w", path, err)
+		}
+		logger.Warn("removed a snapshot left unfinished by a crash", "path", path)
+	}
+	return nil
 }
