@@ -43,6 +43,14 @@ func newGrid(every time.Duration) *grid { return &grid{every: every} }
 // and the trip).
 func (g *grid) suspect() time.Duration { return g.every * 3 / 2 }
 
+// silent is how long a follower may go without hearing its leader before
+// Route sends it no more checks: the heartbeats of two instants missed
+// (400 ms by default, against an election after 500-625 ms). A leader
+// stalled by its disk still heartbeats on raft's own timer, every
+// 200-400 ms, so a healthy but slow leader is rarely taken for a silent
+// one, and then costs its checks a retry, not an error.
+func (g *grid) silent() time.Duration { return 2 * g.every }
+
 // tick returns a channel closed at the grid's next instant. The timer
 // runs only while somebody waits for it.
 func (g *grid) tick() <-chan struct{} {

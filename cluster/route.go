@@ -120,18 +120,20 @@ func (n *Node) CheckOwnerFresh(ctx context.Context, shard int, key string, caugh
 // Route finds the leader of shard: this node's own replica knows it best;
 // otherwise the last report in the meta state. ErrNoLeader when neither
 // knows one (an election, or no quorum): callers answer Unavailable at once
-// rather than wait. A replica that has not heard its leader's heartbeats
-// for a period and a half of the heartbeat grid suspects it (paused, cut
-// off, dead without a reset) and knows no leader either: a check sent to
-// it would hang until its caller's deadline with its outcome unknown,
-// where one held back goes to the leader an election makes (onLeader
-// tries the route again every few milliseconds).
+// rather than wait. A voter that has not heard its leader's heartbeats
+// for two instants of the heartbeat grid (grid.silent) knows no leader
+// either: the leader is paused, cut off or dead without a reset, and a
+// check sent to it would hang until its caller's deadline with its
+// outcome unknown, where one held back goes to the leader the election
+// makes (onLeader tries the route again every few milliseconds). A
+// non-voter (a replica being added, or removed) may hear nothing for
+// other reasons, and routes as before.
 func (n *Node) Route(shard int) (Route, error) {
 	if r := n.replica(shard); r != nil {
 		if r.group.isLeader() {
 			return Route{Local: true, NodeID: n.cfg.NodeID}, nil
 		}
-		if r.group.silentLeader(n.grid.suspect()) {
+		if r.group.silentLeader(n.grid.silent()) && n.replicaVoting(r) {
 			return Route{}, fmt.Errorf("%s: %w: its leader has been silent", shardName(shard), ErrNoLeader)
 		}
 		if id := r.group.leader(); id != "" {

@@ -214,6 +214,10 @@ func (q *peerQueue) loop() {
 			if inflight == 0 {
 				queue = linger.Gather(&lg, queue, forwardChecks, q.in, q.peers.closed) // refused below when closed
 			}
+			if queue = q.dropWithdrawn(queue); len(queue) == 0 {
+				<-q.slots
+				continue
+			}
 			n, size, queued := 0, 0, linger.Total(queue, forwardChecks)
 			for n < len(queue) && (n == 0 || size+len(queue[n].checks) <= forwardMaxChecks) {
 				size += len(queue[n].checks)
@@ -275,14 +279,24 @@ func (q *peerQueue) stop(queue []*fwdReq, inflight int, sent <-chan time.Time) {
 	}
 }
 
+// dropWithdrawn takes out of queue the requests their callers withdrew
+// (await), so that a call is not cut short by checks it will not carry.
+func (q *peerQueue) dropWithdrawn(queue []*fwdReq) []*fwdReq {
+	n := len(queue)
+	queue = slices.DeleteFunc(queue, func(r *fwdReq) bool { return r.state.Load() == reqWithdrawn })
+	q.waiting.Add(-int64(n - len(queue)))
+	return queue
+}
+
 // forwardChecks is a forward's size for linger.
 func forwardChecks(r *fwdReq) int { return len(r.checks) }
 
 // send makes one Forward call for batch and answers each request.
 func (q *peerQueue) send(batch []*fwdReq) {
-	// Callers that gave up while queued have been answered (outcome
-	// unknown, to be safe); sending their checks now would only count
-	// what nobody waits for.
+	// A caller that gave up while queued withdrew its request and was
+	// told it was not sent; one whose deadline passed as the queue
+	// claimed it is answered so here: sending its checks now would only
+	// count what nobody waits for.
 	live := batch[:0]
 	for _, r := range batch {
 		if !r.claim() {

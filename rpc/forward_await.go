@@ -33,25 +33,27 @@ func (r *fwdReq) claim() bool { return r.state.CompareAndSwap(reqQueued, reqClai
 func (r *fwdReq) withdraw() bool { return r.state.CompareAndSwap(reqQueued, reqWithdrawn) }
 
 // await waits for the answer to req, queued for the peer at addr. A
-// request still queued when its group's leader is no longer that peer
-// (this node's replica of the group saw the leader change or go silent,
-// or the meta state names another) is withdrawn and answered "not sent":
-// nothing was counted, and onLeader routes it again at once. A paused or
-// cut-off leader holds the one call in flight to it until its callers'
-// deadline (LeaderWait); without the withdrawal, every forward queued
-// behind that call waited out the deadline too, long after an election
-// had replaced the leader: 2 s of failover instead of the election's.
-// A caller that gives up before its request was sent is told so too.
+// request still queued when this node's route for its group moves away
+// from that peer (its replica of the group saw the leader change or
+// lose its leader, or the meta state names another) is withdrawn and
+// answered "not sent": nothing was counted, and onLeader routes it again
+// at once. A paused or cut-off leader holds the one call in flight to it
+// until its callers' deadline (LeaderWait); without the withdrawal, every
+// forward queued behind that call waited out the deadline too, long after
+// an election had replaced the leader: 2 s of failover instead of the
+// election's. Only a change seen after the request was queued counts: a
+// forward that follows a peer's not-leader hint goes where this node's
+// route does not point yet, and is not withdrawn for that. A caller that
+// gives up before its request was sent is told so too.
 func (f *forwarder) await(ctx context.Context, q *peerQueue, req *fwdReq, addr string) ([]policy.Result, error) {
 	var leaders, meta <-chan struct{}
+	var first string
 	if f.routes != nil {
 		// Taken before the route is read, so a change meanwhile wakes us.
 		leaders, meta = f.routes.LeadersChanged(), f.routes.MetaChanged()
+		first = f.leaderAt(req.shard)
 	}
 	for {
-		if f.routes != nil && f.moved(req.shard, addr) && req.withdraw() {
-			return nil, fmt.Errorf("forward to %s: the group's leader changed: %w", addr, errNotSent)
-		}
 		select {
 		case <-req.done:
 			return req.results, req.err
@@ -74,12 +76,28 @@ func (f *forwarder) await(ctx context.Context, q *peerQueue, req *fwdReq, addr s
 		case <-meta:
 			meta = f.routes.MetaChanged()
 		}
+		if now := f.leaderAt(req.shard); now != addr && now != first && req.withdraw() {
+			return nil, fmt.Errorf("forward to %s: the group's leader changed: %w", addr, errNotSent)
+		}
 	}
 }
 
-// moved reports whether shard's leader is no longer the peer at addr, as
-// far as this node can tell: another node, this one, or none known.
-func (f *forwarder) moved(shard int, addr string) bool {
+// Where leaderAt routes a group other than to a peer; neither is an
+// address.
+const (
+	routedHere = "\x00here"
+	routedNone = "\x00none"
+)
+
+// leaderAt says where this node routes shard now: the leader's address,
+// routedHere, or routedNone (no leader known).
+func (f *forwarder) leaderAt(shard int) string {
 	rt, err := f.routes.Route(shard)
-	return err != nil || rt.Local || rt.Addr != addr
+	switch {
+	case err != nil:
+		return routedNone
+	case rt.Local:
+		return routedHere
+	}
+	return rt.Addr
 }

@@ -167,24 +167,37 @@ func TestForwardQueuedForAnUnmovedLeaderStays(t *testing.T) {
 	})
 }
 
-// A leader that moved between the caller's routing and its forward's
-// queueing is seen too: the wait reads the route after it starts
-// watching, so no change falls between the two.
-func TestForwardQueuedAfterTheLeaderMovedIsWithdrawn(t *testing.T) {
+// A forward that follows a peer's not-leader hint goes to a node this
+// node's route does not name yet: it is not withdrawn for that, nor when
+// the route catches up with the hint, only when the route moves on to
+// yet another node.
+func TestForwardFollowingAHintIsWithdrawnOnlyWhenTheRouteMovesOn(t *testing.T) {
 	var target atomic.Pointer[gatedPeer]
 	cc := readyPeerConn(t, &target)
 	synctest.Test(t, func(t *testing.T) {
 		rig := newForwardRig(cc, &target)
 		defer rig.close()
-		routes := newFakeRoutes("peer-1")
+		routes := newFakeRoutes("peer-0") // behind: peer-0 said peer-1 leads
 		rig.fwd.routes = routes
 		inFlight := rig.forwardCtx(context.Background(), 1)
-		routes.lead("peer-2", true) // before the next forward: its caller routed earlier
-		if f := <-rig.forwardCtx(context.Background(), 2); !errors.Is(f.err, errNotSent) {
-			t.Fatalf("forward queued for a leader that had moved: %v, want not sent", f.err)
+		queued := rig.forwardCtx(context.Background(), 2)
+		routes.lead("peer-0", true)
+		routes.lead("peer-1", false) // caught up with the hint
+		synctest.Wait()
+		if !pending(queued) {
+			t.Fatalf("a hinted forward was answered before its route moved on: %v", (<-queued).err)
+		}
+		routes.lead("peer-2", false)
+		synctest.Wait()
+		if f := <-queued; !errors.Is(f.err, errNotSent) {
+			t.Fatalf("a hinted forward whose route moved on: %v, want not sent", f.err)
 		}
 		close(rig.peer.gate)
 		<-inFlight
+		synctest.Wait()
+		if got := rig.peer.callSizes(); !slices.Equal(got, []int{1}) {
+			t.Fatalf("calls %v: the withdrawn forward was sent", got)
+		}
 	})
 }
 

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/authz"
@@ -130,7 +131,7 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	}
 	if !opts.NoCoalescing {
 		c.co = newCoalescer(c.allowOn, c.batchOn)
-		c.co.onStall = c.kick
+		c.co.onStall, c.co.probe = c.kick, c.probe
 	}
 	if err := c.loadRoutes(ctx); err != nil {
 		endLife()
@@ -200,10 +201,18 @@ func (c *Client) allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 	return resp, false, nil
 }
 
+// probe asks the node at addr whether it answers at all (its gRPC health
+// check): the coalescer's test of a stalled lane.
+func (c *Client) probe(ctx context.Context, addr string) error {
+	_, err := healthpb.NewHealthClient(c.conn(addr)).Check(ctx, &healthpb.HealthCheckRequest{})
+	return err
+}
+
 // coalesced sends req to the node at addr through the coalescer. When
 // that node's lane is stalled (errStalled: not sent), the check goes
 // through the other nodes in turn, which forward it to its group's leader;
-// when every lane is stalled, to addr in a call of its own.
+// when every lane is stalled, to addr in a call of its own, as it would
+// without the stall watch.
 func (c *Client) coalesced(ctx context.Context, addr string, req *pb.AllowRequest) (*pb.AllowResponse, error) {
 	tried := []string{addr}
 	for at := addr; ; {
@@ -386,6 +395,9 @@ func (c *Client) Close() error {
 		c.mu.Lock()
 		c.closed = true // calls still in flight (a coalesced batch) dial nothing new
 		c.mu.Unlock()
+		if c.co != nil {
+			c.co.close()
+		}
 		c.closeConns()
 	})
 	return nil

@@ -46,9 +46,14 @@ type coalescer struct {
 	// many sends checks to the node at addr in one AllowBatch call.
 	many func(ctx context.Context, addr string, reqs []*pb.AllowRequest) (*pb.AllowBatchResponse, error)
 
-	mu sync.Mutex
-	// onStall, when not nil, hears that a lane is stalled (stall.go).
+	// onStall, when not nil, hears that a lane is stalled, and probe asks
+	// a stalled lane's node whether it answers at all (stall.go). Both
+	// are set once, before the first check.
 	onStall func()
+	probe   func(ctx context.Context, addr string) error
+
+	mu     sync.Mutex
+	closed bool // the client closed: no lane is watched (stall.go)
 	// lanes, by node address, are kept like the Client's connections:
 	// one per address the client sends to, so a lone check costs no lane
 	// made and dropped; the lane of an address the cluster no longer
@@ -79,9 +84,9 @@ type lane struct {
 	// from idle to busy, backAt when a call last came back; stalled says
 	// nothing came back for stallAfter while calls were out, until one
 	// does.
-	busySince, backAt time.Time
-	watch             *time.Timer
-	watching, stalled bool
+	busySince, backAt          time.Time
+	watch                      *time.Timer
+	watching, stalled, probing bool
 }
 
 // room says whether a check may be sent at once, in a call of its own:
@@ -137,7 +142,7 @@ func (co *coalescer) allow(ctx context.Context, addr string, req *pb.AllowReques
 		l.lastN = 1
 		co.mu.Unlock()
 		resp, err := co.one(ctx, addr, req)
-		co.next(l, now)
+		co.next(l, now, heard(ctx, err))
 		return resp, err
 	}
 	w := &waiter{ctx: ctx, req: req, done: make(chan struct{})}
@@ -176,9 +181,9 @@ func (co *coalescer) keepOnly(conns map[string]bool) {
 // next is called when a caller's own call, sent at sent, has come back:
 // the checks queued meanwhile go out in the call's place, from a new
 // goroutine, so that the caller returns at once.
-func (co *coalescer) next(l *lane, sent time.Time) {
+func (co *coalescer) next(l *lane, sent time.Time, heard bool) {
 	co.mu.Lock()
-	l.answered(sent)
+	l.answered(sent, heard)
 	batch := l.take()
 	co.mu.Unlock()
 	if batch != nil {
@@ -191,8 +196,8 @@ func (co *coalescer) next(l *lane, sent time.Time) {
 func (co *coalescer) drain(l *lane, batch []*waiter) {
 	for batch != nil {
 		now := time.Now()
-		co.send(l.addr, batch)
-		co.gather(l, now)
+		heard := co.send(l.addr, batch)
+		co.gather(l, now, heard)
 		co.mu.Lock()
 		batch = l.take()
 		co.mu.Unlock()
@@ -201,9 +206,9 @@ func (co *coalescer) drain(l *lane, batch []*waiter) {
 
 // gather waits, as linger says, for the callers of the batch sent at sent
 // and just answered to come back.
-func (co *coalescer) gather(l *lane, sent time.Time) {
+func (co *coalescer) gather(l *lane, sent time.Time, heard bool) {
 	co.mu.Lock()
-	l.answered(sent)
+	l.answered(sent, heard)
 	target, until := l.lg.Wait(len(l.queue))
 	wait := time.Until(until)
 	if len(l.queue) >= target || wait <= 0 {
@@ -226,13 +231,16 @@ func (co *coalescer) gather(l *lane, sent time.Time) {
 	co.mu.Unlock()
 }
 
-// answered records that a call sent at sent came back; the caller holds
-// co.mu.
-func (l *lane) answered(sent time.Time) {
+// answered records that a call sent at sent came back, heard says with
+// word from its node (not ended by the callers' own deadline or cancel);
+// the caller holds co.mu.
+func (l *lane) answered(sent time.Time, heard bool) {
 	now := time.Now()
 	l.lg.Answered(sent, now)
 	l.queuedThen = len(l.queue)
-	l.backAt, l.stalled = now, false
+	if heard {
+		l.backAt, l.stalled = now, false
+	}
 }
 
 // take takes the next batch queued in l, keeping the call slot of the
@@ -263,8 +271,9 @@ func (l *lane) take() []*waiter {
 	return batch
 }
 
-// send makes one call for batch and answers each waiter.
-func (co *coalescer) send(addr string, batch []*waiter) {
+// send makes one call for batch and answers each waiter. It reports
+// whether the node was heard from (see answered).
+func (co *coalescer) send(addr string, batch []*waiter) bool {
 	// A caller that gave up while queued has had its answer; sending its
 	// check now would count what nobody waits for.
 	live := batch[:0]
@@ -278,12 +287,12 @@ func (co *coalescer) send(addr string, batch []*waiter) {
 	}
 	switch len(live) {
 	case 0:
-		return
+		return false // nothing sent, nothing heard
 	case 1:
 		w := live[0]
 		w.resp, w.err = co.one(w.ctx, addr, w.req)
 		close(w.done)
-		return
+		return heard(w.ctx, w.err)
 	}
 	reqs := make([]*pb.AllowRequest, len(live))
 	for i, w := range live {
@@ -317,6 +326,7 @@ func (co *coalescer) send(addr string, batch []*waiter) {
 			close(w.done)
 		}
 	}
+	return heard(ctx, err)
 }
 
 // alone sends each waiter's check in a call of its own, all at once.

@@ -22,9 +22,11 @@ import (
 // connection stays up) would otherwise spend the whole refresh, every
 // time, and the routes would go on naming it as a leader long after its
 // groups failed over, while a node that is merely slow is still heard.
-// The addresses the client was given are asked last: when every node it
-// learned has gone (the whole cluster restarted at new addresses), a seed
-// that follows the cluster (a DNS name, a load balancer) still finds it.
+// The addresses the client was given are asked after the nodes it
+// learned: when every node it learned has gone (the whole cluster
+// restarted at new addresses), a seed that follows the cluster (a DNS
+// name, a load balancer) still finds it. Nodes whose lanes are stalled
+// (stall.go) are asked last of all.
 func (c *Client) loadRoutes(ctx context.Context) error {
 	c.mu.RLock()
 	nodes := append([]string(nil), c.nodes...)

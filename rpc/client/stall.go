@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"time"
 )
@@ -13,8 +14,8 @@ import (
 const stallAfter = 500 * time.Millisecond
 
 // errStalled answers a check that was not sent because its node's lane is
-// stalled: nothing was counted, and Client.allow sends it through another
-// node, which forwards it to its group's leader (the nodes learn of a new
+// stalled: nothing was counted, and Client.coalesced sends it through
+// another node, which forwards it to its group's leader (the nodes learn of a new
 // leader at its election, the client only at its next refresh).
 var errStalled = errors.New("floodgate: the node has answered nothing for a while; check not sent")
 
@@ -26,7 +27,7 @@ func (co *coalescer) watchStall(l *lane, now time.Time) {
 	if l.busy == 1 {
 		l.busySince = now // the lane was idle: its silence starts now
 	}
-	if l.watching {
+	if l.watching || co.closed {
 		return
 	}
 	l.watching = true
@@ -40,17 +41,21 @@ func (co *coalescer) watchStall(l *lane, now time.Time) {
 // lookForStall is the watch of l. A lane whose calls have all gone
 // unanswered for stallAfter is stalled: the checks queued in it are
 // answered errStalled (they were never sent) and so is every check sent
-// to it until one of its calls comes back; onStall hears of it at each
-// look while it lasts, so that the client refreshes its routes.
+// to it, until word comes from its node: a call answered by it, or the
+// probe (a health check) sent at each look while the lane is stalled.
+// onStall hears of it at each look, so that the client refreshes its
+// routes. A call that ends by its callers' own deadline is no word from
+// the node: a paused node's calls all end so, and would otherwise make
+// way for the next check to wait on it in turn.
 func (co *coalescer) lookForStall(l *lane) {
 	co.mu.Lock()
-	if l.busy == 0 {
-		l.watching = false
+	if co.closed || co.lanes[l.addr] != l || (l.busy == 0 && !l.stalled) {
+		l.watching = false // closed, dropped (keepOnly), or idle and well
 		co.mu.Unlock()
 		return
 	}
 	quiet := time.Since(l.busySince)
-	if !l.backAt.IsZero() && l.backAt.After(l.busySince) {
+	if l.backAt.After(l.busySince) {
 		quiet = time.Since(l.backAt)
 	}
 	var out []*waiter
@@ -63,14 +68,51 @@ func (co *coalescer) lookForStall(l *lane) {
 	if !stalled {
 		next = stallAfter - quiet
 	}
+	probe := stalled && !l.probing && co.probe != nil
+	l.probing = l.probing || probe
 	l.watch.Reset(next)
 	co.mu.Unlock()
 	for _, w := range out {
 		w.err = errStalled
 		close(w.done)
 	}
+	if probe {
+		go co.probeLane(l)
+	}
 	if stalled && co.onStall != nil {
 		co.onStall()
+	}
+}
+
+// probeLane asks a stalled lane's node whether it answers at all, within
+// stallAfter; if it does, the lane takes checks again.
+func (co *coalescer) probeLane(l *lane) {
+	ctx, cancel := context.WithTimeout(context.Background(), stallAfter)
+	err := co.probe(ctx, l.addr)
+	cancel()
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	l.probing = false
+	if err == nil {
+		l.backAt, l.stalled = time.Now(), false
+	}
+}
+
+// heard reports whether a call that ended with err, made under ctx, ended
+// with word from its node rather than by ctx's own end.
+func heard(ctx context.Context, err error) bool { return err == nil || ctx.Err() == nil }
+
+// close stops every lane's watch for good (Client.Close): a stalled
+// lane's would look, and probe, forever.
+func (co *coalescer) close() {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	co.closed = true
+	for _, l := range co.lanes {
+		if l.watch != nil {
+			l.watch.Stop()
+		}
+		l.watching = false
 	}
 }
 

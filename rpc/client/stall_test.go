@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"google.golang.org/grpc"
 
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 )
@@ -156,5 +159,128 @@ func TestSlowLaneIsNotStalled(t *testing.T) {
 			t.Fatalf("%d stalls heard of a slow node", stalls.Load())
 		}
 		settle(t, co)
+	})
+}
+
+// Calls that end by their callers' own deadline are no word from the
+// node: a lane whose node is paused stays stalled after its calls time
+// out, instead of letting the next check go to the node and wait its
+// whole deadline there in turn.
+func TestStalledLaneStaysStalledWhenItsCallsTimeOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &stallNodes{stuck: "a", gate: make(chan struct{}), sent: map[string][]string{}}
+		co := newCoalescer(s.one, s.many)
+		fill(co, "a")
+		time.Sleep(3 * time.Second) // the fills' deadline (check's 3 s) passes
+		synctest.Wait()
+		if _, err := check(co, "a", "next"); !errors.Is(err, errStalled) {
+			t.Fatalf("a check once the stalled calls timed out: %v, want errStalled", err)
+		}
+		if got := s.keysSent("a"); len(got) != laneLight {
+			t.Fatalf("node a was sent %v, want the fills only", got)
+		}
+		close(s.gate)
+		co.mu.Lock()
+		co.lanes["a"].watch.Stop() // no probe: the lane would look forever
+		co.mu.Unlock()
+	})
+}
+
+// While a lane is stalled its node is probed at each look; once the probe
+// is answered the lane takes checks again, even with no call of its own
+// answered (they all timed out).
+func TestStalledLaneTakesChecksOnceItsNodeAnswersTheProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &stallNodes{stuck: "a", gate: make(chan struct{}), sent: map[string][]string{}}
+		co := newCoalescer(s.one, s.many)
+		var up atomic.Bool
+		var probes atomic.Int32
+		co.probe = func(ctx context.Context, addr string) error {
+			probes.Add(1)
+			if addr != "a" || !up.Load() {
+				<-ctx.Done() // paused: no answer within stallAfter
+				return ctx.Err()
+			}
+			return nil
+		}
+		fill(co, "a")
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if probes.Load() == 0 {
+			t.Fatal("a stalled lane's node was never probed")
+		}
+		if _, err := check(co, "a", "during"); !errors.Is(err, errStalled) {
+			t.Fatalf("a check while the probes go unanswered: %v, want errStalled", err)
+		}
+		up.Store(true)
+		close(s.gate) // resumed: its calls answer at once again
+		// The probe out when it resumed times out; the next look's is answered.
+		time.Sleep(2*stallAfter + time.Millisecond)
+		synctest.Wait()
+		if _, err := check(co, "a", "after"); err != nil {
+			t.Fatalf("a check once the node answered its probe: %v", err)
+		}
+		settle(t, co)
+		time.Sleep(2 * stallAfter)
+		synctest.Wait()
+		co.mu.Lock()
+		watching := co.lanes["a"].watching
+		co.mu.Unlock()
+		if watching {
+			t.Fatal("the watch of an idle, well lane still runs")
+		}
+	})
+}
+
+// A check whose lane is stalled goes, once, through another node; a check
+// of a lane that is well goes where it was routed.
+func TestClientSendsAStalledLanesCheckThroughAnotherNode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &stallNodes{stuck: "a:1", gate: make(chan struct{}), sent: map[string][]string{}}
+		c := &Client{conns: map[string]*grpc.ClientConn{}, nodes: []string{"a:1", "b:1"}}
+		c.co = newCoalescer(s.one, s.many)
+		fill(c.co, "a:1")
+		time.Sleep(stallAfter)
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		resp, err := c.coalesced(ctx, "a:1", &pb.AllowRequest{Key: "k"})
+		if err != nil || resp.Key != "k" {
+			t.Fatalf("a check routed to a stalled node: %v, %v", resp, err)
+		}
+		if got, want := s.keysSent("b:1"), []string{"k"}; !slices.Equal(got, want) {
+			t.Fatalf("node b was sent %v, want %v", got, want)
+		}
+		if got := s.keysSent("a:1"); slices.Contains(got, "k") {
+			t.Fatalf("node a was sent %v: the check went to the stalled node too", got)
+		}
+		close(s.gate)
+		settle(t, c.co)
+		c.closeConns()
+	})
+}
+
+// Closing stops the watch of a stalled lane, which would otherwise look,
+// and probe its node, every stallAfter for good.
+func TestCloseStopsAStalledLanesWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &stallNodes{stuck: "a", gate: make(chan struct{}), sent: map[string][]string{}}
+		co := newCoalescer(s.one, s.many)
+		var probes atomic.Int32
+		co.probe = func(ctx context.Context, addr string) error {
+			probes.Add(1)
+			return errors.New("closed")
+		}
+		fill(co, "a")
+		time.Sleep(3 * time.Second) // stalled, its calls timed out
+		synctest.Wait()
+		co.close()
+		before := probes.Load()
+		time.Sleep(10 * stallAfter)
+		synctest.Wait()
+		if n := probes.Load(); n != before {
+			t.Fatalf("%d probes after close", n-before)
+		}
+		close(s.gate)
 	})
 }
