@@ -463,13 +463,22 @@ func (c *Client) route(key string) string {
 		addr = c.leaders[g]
 	}
 	c.mu.RUnlock()
-	if addr != "" && c.conn(addr).GetState() != connectivity.TransientFailure {
+	if addr != "" && !c.passOver(addr) {
 		return addr
 	}
 	return c.anyAddr()
 }
 
-// anyAddr picks a node round-robin, skipping those known to be down.
+// passOver reports whether checks should not be sent to the node at addr
+// now: its connection is failing (the node is down), or it has answered
+// none of this client's calls for a while (a stalled lane: paused, cut
+// off). Another node forwards them to their group's leader instead.
+func (c *Client) passOver(addr string) bool {
+	return (c.co != nil && c.co.isStalled(addr)) || c.conn(addr).GetState() == connectivity.TransientFailure
+}
+
+// anyAddr picks a node round-robin, skipping those known to be down or
+// stalled (passOver).
 func (c *Client) anyAddr() string {
 	c.mu.RLock()
 	nodes := c.nodes
@@ -477,7 +486,7 @@ func (c *Client) anyAddr() string {
 	start := int(c.rr.Add(1))
 	for i := range nodes {
 		addr := nodes[(start+i)%len(nodes)]
-		if c.conn(addr).GetState() != connectivity.TransientFailure {
+		if !c.passOver(addr) {
 			return addr
 		}
 	}

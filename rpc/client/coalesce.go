@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -51,6 +52,10 @@ type coalescer struct {
 	// are set once, before the first check.
 	onStall func()
 	probe   func(ctx context.Context, addr string) error
+
+	// stalled holds the addresses of the stalled lanes (nil: none), read
+	// without the lock by the client's routing (stall.go).
+	stalled atomic.Pointer[map[string]bool]
 
 	mu     sync.Mutex
 	closed bool // the client closed: no lane is watched (stall.go)
@@ -173,6 +178,7 @@ func (co *coalescer) keepOnly(conns map[string]bool) {
 			if l.watch != nil {
 				l.watch.Stop()
 			}
+			co.setStalled(l, false)
 			delete(co.lanes, addr)
 		}
 	}
@@ -183,7 +189,7 @@ func (co *coalescer) keepOnly(conns map[string]bool) {
 // goroutine, so that the caller returns at once.
 func (co *coalescer) next(l *lane, sent time.Time, heard bool) {
 	co.mu.Lock()
-	l.answered(sent, heard)
+	co.answered(l, sent, heard)
 	batch := l.take()
 	co.mu.Unlock()
 	if batch != nil {
@@ -208,7 +214,7 @@ func (co *coalescer) drain(l *lane, batch []*waiter) {
 // and just answered to come back.
 func (co *coalescer) gather(l *lane, sent time.Time, heard bool) {
 	co.mu.Lock()
-	l.answered(sent, heard)
+	co.answered(l, sent, heard)
 	target, until := l.lg.Wait(len(l.queue))
 	wait := time.Until(until)
 	if len(l.queue) >= target || wait <= 0 {
@@ -231,15 +237,16 @@ func (co *coalescer) gather(l *lane, sent time.Time, heard bool) {
 	co.mu.Unlock()
 }
 
-// answered records that a call sent at sent came back, heard says with
+// answered records that a call of l sent at sent came back, heard says with
 // word from its node (not ended by the callers' own deadline or cancel);
 // the caller holds co.mu.
-func (l *lane) answered(sent time.Time, heard bool) {
+func (co *coalescer) answered(l *lane, sent time.Time, heard bool) {
 	now := time.Now()
 	l.lg.Answered(sent, now)
 	l.queuedThen = len(l.queue)
 	if heard {
-		l.backAt, l.stalled = now, false
+		l.backAt = now
+		co.setStalled(l, false)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/peer"
 
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
@@ -38,7 +37,7 @@ func onNodes[T any](ctx context.Context, c *Client, addr string,
 }
 
 // otherAddr picks a node not in tried, round-robin, preferring one not
-// known to be down; "" when every node was tried.
+// known to be down or stalled (passOver); "" when every node was tried.
 func (c *Client) otherAddr(tried []string) string {
 	c.mu.RLock()
 	nodes := c.nodes
@@ -50,7 +49,7 @@ func (c *Client) otherAddr(tried []string) string {
 		if slices.Contains(tried, addr) {
 			continue
 		}
-		if c.conn(addr).GetState() != connectivity.TransientFailure {
+		if !c.passOver(addr) {
 			return addr
 		}
 		if fallback == "" {

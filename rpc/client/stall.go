@@ -60,7 +60,7 @@ func (co *coalescer) lookForStall(l *lane) {
 	}
 	var out []*waiter
 	if quiet >= stallAfter && !l.stalled {
-		l.stalled = true
+		co.setStalled(l, true)
 		out, l.queue = l.queue, nil
 	}
 	stalled := l.stalled
@@ -94,7 +94,8 @@ func (co *coalescer) probeLane(l *lane) {
 	defer co.mu.Unlock()
 	l.probing = false
 	if err == nil {
-		l.backAt, l.stalled = time.Now(), false
+		l.backAt = time.Now()
+		co.setStalled(l, false)
 	}
 }
 
@@ -116,18 +117,40 @@ func (co *coalescer) close() {
 	}
 }
 
-// stalledAddrs returns the addresses of the stalled lanes.
-func (co *coalescer) stalledAddrs() map[string]bool {
-	co.mu.Lock()
-	defer co.mu.Unlock()
-	var out map[string]bool
-	for addr, l := range co.lanes {
-		if l.stalled {
-			if out == nil {
-				out = map[string]bool{}
+// setStalled marks l stalled or not, and publishes the stalled set when
+// that changes; the caller holds co.mu.
+func (co *coalescer) setStalled(l *lane, stalled bool) {
+	if l.stalled == stalled {
+		return
+	}
+	l.stalled = stalled
+	var set map[string]bool
+	for addr, x := range co.lanes {
+		if x.stalled {
+			if set == nil {
+				set = map[string]bool{}
 			}
-			out[addr] = true
+			set[addr] = true
 		}
 	}
-	return out
+	if set == nil {
+		co.stalled.Store(nil)
+		return
+	}
+	co.stalled.Store(&set)
+}
+
+// isStalled reports whether the lane of addr is stalled, without the lock:
+// the client routes no check to it meanwhile.
+func (co *coalescer) isStalled(addr string) bool {
+	set := co.stalled.Load()
+	return set != nil && (*set)[addr]
+}
+
+// stalledAddrs returns the addresses of the stalled lanes (nil: none).
+func (co *coalescer) stalledAddrs() map[string]bool {
+	if set := co.stalled.Load(); set != nil {
+		return *set
+	}
+	return nil
 }

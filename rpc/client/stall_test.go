@@ -232,16 +232,24 @@ func TestStalledLaneTakesChecksOnceItsNodeAnswersTheProbe(t *testing.T) {
 	})
 }
 
-// A check whose lane is stalled goes, once, through another node; a check
-// of a lane that is well goes where it was routed.
+// A check whose lane is stalled goes, once, through another node, and
+// routing passes the stalled node over (batches and coalesced checks
+// alike) until it answers again.
 func TestClientSendsAStalledLanesCheckThroughAnotherNode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &stallNodes{stuck: "a:1", gate: make(chan struct{}), sent: map[string][]string{}}
-		c := &Client{conns: map[string]*grpc.ClientConn{}, nodes: []string{"a:1", "b:1"}}
+		c := &Client{conns: map[string]*grpc.ClientConn{}, nodes: []string{"a:1", "b:1"},
+			shards: 1, leaders: map[int]string{0: "a:1"}}
 		c.co = newCoalescer(s.one, s.many)
+		if got := c.route("k"); got != "a:1" {
+			t.Fatalf("routed to %s before the stall, want its leader a:1", got)
+		}
 		fill(c.co, "a:1")
 		time.Sleep(stallAfter)
 		synctest.Wait()
+		if got := c.route("k"); got != "b:1" {
+			t.Fatalf("routed to %s while its leader's lane is stalled, want b:1", got)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		resp, err := c.coalesced(ctx, "a:1", &pb.AllowRequest{Key: "k"})
@@ -254,7 +262,11 @@ func TestClientSendsAStalledLanesCheckThroughAnotherNode(t *testing.T) {
 		if got := s.keysSent("a:1"); slices.Contains(got, "k") {
 			t.Fatalf("node a was sent %v: the check went to the stalled node too", got)
 		}
-		close(s.gate)
+		close(s.gate) // a's calls are answered: it is heard from again
+		synctest.Wait()
+		if got := c.route("k"); got != "a:1" {
+			t.Fatalf("routed to %s once its leader answered again, want a:1", got)
+		}
 		settle(t, c.co)
 		c.closeConns()
 	})
