@@ -78,6 +78,21 @@ func (rig *forwardRig) forwardCtx(ctx context.Context, key int) chan forwarded {
 	return out
 }
 
+// wantOnlyInFlightSent lets the peer answer and checks that the forward
+// in flight is answered and that it was the only one the peer was sent:
+// the others were withdrawn.
+func (rig *forwardRig) wantOnlyInFlightSent(t *testing.T, inFlight chan forwarded) {
+	t.Helper()
+	close(rig.peer.gate)
+	if f := <-inFlight; f.err != nil || !f.ok {
+		t.Fatalf("the forward in flight: %v", f.err)
+	}
+	synctest.Wait()
+	if got := rig.peer.callSizes(); !slices.Equal(got, []int{1}) {
+		t.Fatalf("calls %v: a withdrawn forward was sent", got)
+	}
+}
+
 func pending(ch chan forwarded) bool {
 	select {
 	case f := <-ch:
@@ -123,14 +138,7 @@ func TestForwardQueuedForAMovedLeaderIsWithdrawn(t *testing.T) {
 				if !pending(inFlight) {
 					t.Fatalf("the forward in flight was answered before its call came back: %v", (<-inFlight).err)
 				}
-				close(rig.peer.gate)
-				if f := <-inFlight; f.err != nil || !f.ok {
-					t.Fatalf("the forward in flight: %v", f.err)
-				}
-				synctest.Wait()
-				if got := rig.peer.callSizes(); !slices.Equal(got, []int{1}) {
-					t.Fatalf("calls %v: a withdrawn forward was sent", got)
-				}
+				rig.wantOnlyInFlightSent(t, inFlight)
 			})
 		})
 	}
@@ -192,12 +200,7 @@ func TestForwardFollowingAHintIsWithdrawnOnlyWhenTheRouteMovesOn(t *testing.T) {
 		if f := <-queued; !errors.Is(f.err, errNotSent) {
 			t.Fatalf("a hinted forward whose route moved on: %v, want not sent", f.err)
 		}
-		close(rig.peer.gate)
-		<-inFlight
-		synctest.Wait()
-		if got := rig.peer.callSizes(); !slices.Equal(got, []int{1}) {
-			t.Fatalf("calls %v: the withdrawn forward was sent", got)
-		}
+		rig.wantOnlyInFlightSent(t, inFlight)
 	})
 }
 

@@ -40,7 +40,15 @@ func (c *Client) loadRoutes(ctx context.Context) error {
 		// A node that has stopped answering checks is asked last: its
 		// routes are the ones to replace.
 		if stalled := c.co.stalledAddrs(); stalled != nil {
-			slices.SortStableFunc(nodes, func(a, b string) int { return cmpBool(stalled[a], stalled[b]) })
+			var well, late []string
+			for _, addr := range nodes {
+				if stalled[addr] {
+					late = append(late, addr)
+				} else {
+					well = append(well, addr)
+				}
+			}
+			nodes = append(well, late...)
 		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -81,17 +89,6 @@ func (c *Client) loadRoutes(ctx context.Context) error {
 		}
 	}
 	return fmt.Errorf("%w: %v", ErrNoNodes, last)
-}
-
-// cmpBool orders false before true.
-func cmpBool(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case a:
-		return 1
-	}
-	return -1
 }
 
 // statusHedge is how long a refresh waits for a node's answer before it
