@@ -15,8 +15,8 @@ const stallAfter = 500 * time.Millisecond
 
 // errStalled answers a check that was not sent because its node's lane is
 // stalled: nothing was counted, and Client.coalesced sends it through
-// another node, which forwards it to its group's leader (the nodes learn of a new
-// leader at its election, the client only at its next refresh).
+// another node, which forwards it to its group's leader (the nodes learn
+// of a new leader at its election, the client only at its next refresh).
 var errStalled = errors.New("floodgate: the node has answered nothing for a while; check not sent")
 
 // watchStall starts l's stall watch, unless it runs: the caller has just
