@@ -67,6 +67,20 @@ func (r *fakeRoutes) lead(addr string, meta bool) {
 	r.leaders = make(chan struct{})
 }
 
+// withRoutes runs body in a synctest bubble on a forwardRig whose
+// forwarder watches routes naming leader as group 0's.
+func withRoutes(t *testing.T, leader string, body func(t *testing.T, rig *forwardRig, routes *fakeRoutes)) {
+	var target atomic.Pointer[gatedPeer]
+	cc := readyPeerConn(t, &target)
+	synctest.Test(t, func(t *testing.T) {
+		rig := newForwardRig(cc, &target)
+		defer rig.close()
+		routes := newFakeRoutes(leader)
+		rig.fwd.routes = routes
+		body(t, rig, routes)
+	})
+}
+
 // forwardCtx is forwardRig.forward with the caller's context.
 func (rig *forwardRig) forwardCtx(ctx context.Context, key int) chan forwarded {
 	out := make(chan forwarded, 1)
@@ -112,13 +126,7 @@ func pending(ch chan forwarded) bool {
 func TestForwardQueuedForAMovedLeaderIsWithdrawn(t *testing.T) {
 	for _, to := range []string{"peer-2", ""} {
 		t.Run(fmt.Sprintf("to %q", to), func(t *testing.T) {
-			var target atomic.Pointer[gatedPeer]
-			cc := readyPeerConn(t, &target)
-			synctest.Test(t, func(t *testing.T) {
-				rig := newForwardRig(cc, &target)
-				defer rig.close()
-				routes := newFakeRoutes("peer-1")
-				rig.fwd.routes = routes
+			withRoutes(t, "peer-1", func(t *testing.T, rig *forwardRig, routes *fakeRoutes) {
 				inFlight := rig.forwardCtx(context.Background(), 1)
 				queued := []chan forwarded{rig.forwardCtx(context.Background(), 2), rig.forwardCtx(context.Background(), 3)}
 				if got := rig.peer.callSizes(); !slices.Equal(got, []int{1}) {
@@ -148,13 +156,7 @@ func TestForwardQueuedForAMovedLeaderIsWithdrawn(t *testing.T) {
 // change, a meta change) keeps the forward queued, and it is answered as
 // usual once its turn comes.
 func TestForwardQueuedForAnUnmovedLeaderStays(t *testing.T) {
-	var target atomic.Pointer[gatedPeer]
-	cc := readyPeerConn(t, &target)
-	synctest.Test(t, func(t *testing.T) {
-		rig := newForwardRig(cc, &target)
-		defer rig.close()
-		routes := newFakeRoutes("peer-1")
-		rig.fwd.routes = routes
+	withRoutes(t, "peer-1", func(t *testing.T, rig *forwardRig, routes *fakeRoutes) {
 		inFlight := rig.forwardCtx(context.Background(), 1)
 		queued := rig.forwardCtx(context.Background(), 2)
 		routes.lead("peer-1", false)
@@ -180,13 +182,8 @@ func TestForwardQueuedForAnUnmovedLeaderStays(t *testing.T) {
 // the route catches up with the hint, only when the route moves on to
 // yet another node.
 func TestForwardFollowingAHintIsWithdrawnOnlyWhenTheRouteMovesOn(t *testing.T) {
-	var target atomic.Pointer[gatedPeer]
-	cc := readyPeerConn(t, &target)
-	synctest.Test(t, func(t *testing.T) {
-		rig := newForwardRig(cc, &target)
-		defer rig.close()
-		routes := newFakeRoutes("peer-0") // behind: peer-0 said peer-1 leads
-		rig.fwd.routes = routes
+	// This node is behind: the route names peer-0, which said peer-1 leads.
+	withRoutes(t, "peer-0", func(t *testing.T, rig *forwardRig, routes *fakeRoutes) {
 		inFlight := rig.forwardCtx(context.Background(), 1)
 		queued := rig.forwardCtx(context.Background(), 2)
 		routes.lead("peer-0", true)
