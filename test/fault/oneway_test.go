@@ -38,6 +38,7 @@ func oneWay(ctx context.Context, e *env) error {
 			kind, cut = "cut out of", e.net.CutOut
 		}
 		f := e.h.Inject(kind, l.ID, false)
+		e.h.Require(f, failoverBound)
 		if err := cut(idx); err != nil {
 			return err
 		}
