@@ -23,6 +23,9 @@ type Route struct {
 	// NodeID and Addr (gRPC) name the leader otherwise.
 	NodeID string
 	Addr   string
+	// Hint is set on a route taken from a peer's not-leader answer, which
+	// may name a leader this node's own view does not know yet.
+	Hint bool
 }
 
 // Shards is how many slots (legacy: shards) keys hash to; 0 before the

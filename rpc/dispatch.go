@@ -35,9 +35,9 @@ type groupNode interface {
 	Submit(ctx context.Context, shard int, checks []fsm.Check) ([]policy.Result, error)
 }
 
-// forwardFunc sends checks of a group to its leader, the peer at addr
-// (forwarder.forward).
-type forwardFunc func(ctx context.Context, addr string, shard int, checks []fsm.Check) ([]policy.Result, error)
+// forwardFunc sends checks of a group to its leader, the peer rt names
+// (forwarder.forwardTo).
+type forwardFunc func(ctx context.Context, rt cluster.Route, shard int, checks []fsm.Check) ([]policy.Result, error)
 
 // dispatcher answers checks on their groups' leaders: see dispatch.
 type dispatcher struct {
@@ -239,7 +239,7 @@ func (d *dispatcher) evaluate(ctx context.Context, deadline time.Time, shard int
 		if rt.Local {
 			res, err = d.node.Submit(ctx, shard, checks)
 		} else {
-			res, err = d.forward(ctx, rt.Addr, shard, checks)
+			res, err = d.forward(ctx, rt, shard, checks)
 		}
 		return err
 	})

@@ -28,6 +28,7 @@ type scripted struct {
 	answer  func(ctx context.Context, at string, shard int, checks []fsm.Check) ([]policy.Result, error)
 	calls   []sentCall
 	routes  int // Route calls
+	hinted  int // forwards to a not-leader answer's hint
 }
 
 // sentCall is one call of a dispatch to a group's leader.
@@ -105,8 +106,14 @@ func (s *scripted) Submit(ctx context.Context, shard int, checks []fsm.Check) ([
 	return s.call(ctx, "local", shard, checks)
 }
 
-func (s *scripted) forward(ctx context.Context, addr string, shard int, checks []fsm.Check) ([]policy.Result, error) {
-	return s.call(ctx, addr, shard, checks)
+func (s *scripted) forward(ctx context.Context, rt cluster.Route, shard int, checks []fsm.Check) ([]policy.Result, error) {
+	res, err := s.call(ctx, rt.Addr, shard, checks)
+	if rt.Hint {
+		s.mu.Lock()
+		s.hinted++
+		s.mu.Unlock()
+	}
+	return res, err
 }
 
 func (s *scripted) call(ctx context.Context, at string, shard int, checks []fsm.Check) ([]policy.Result, error) {
@@ -199,6 +206,9 @@ func TestDispatchFollowsTheLeaderHint(t *testing.T) {
 		}
 		if s.routes != 1 || time.Since(start) != 0 {
 			t.Errorf("%d routes in %v: the hint should be followed at once", s.routes, time.Since(start))
+		}
+		if s.hinted != 1 {
+			t.Errorf("%d forwards marked as following a hint, want the second only", s.hinted)
 		}
 	})
 }

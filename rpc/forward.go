@@ -78,9 +78,17 @@ type fwdReq struct {
 	state atomic.Int32
 }
 
-// forward evaluates checks of shard on the node at addr. A NotLeaderError
-// or errNotSent means nothing was counted.
+// forward evaluates checks of shard on the node at addr, the leader this
+// node's route names. A NotLeaderError or errNotSent means nothing was
+// counted.
 func (f *forwarder) forward(ctx context.Context, addr string, shard int, checks []fsm.Check) ([]policy.Result, error) {
+	return f.forwardTo(ctx, cluster.Route{Addr: addr}, shard, checks)
+}
+
+// forwardTo is forward to the peer rt names, which may be a not-leader
+// answer's hint (see await).
+func (f *forwarder) forwardTo(ctx context.Context, rt cluster.Route, shard int, checks []fsm.Check) ([]policy.Result, error) {
+	addr := rt.Addr
 	req := &fwdReq{ctx: ctx, shard: shard, checks: checks, done: make(chan struct{})}
 	q := f.queue(addr)
 	if q.takeIdle() {
@@ -98,7 +106,7 @@ func (f *forwarder) forward(ctx context.Context, addr string, shard int, checks 
 		q.waiting.Add(-1)
 		return nil, fmt.Errorf("forward to %s: %w: %w", addr, cluster.ErrNoLeader, ctx.Err())
 	}
-	return f.await(ctx, q, req, addr)
+	return f.await(ctx, q, req, rt)
 }
 
 // forwardSpan starts the span of one Forward call: the call carries the

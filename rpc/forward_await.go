@@ -32,7 +32,7 @@ func (r *fwdReq) claim() bool { return r.state.CompareAndSwap(reqQueued, reqClai
 // queue has claimed it (it may be on its way).
 func (r *fwdReq) withdraw() bool { return r.state.CompareAndSwap(reqQueued, reqWithdrawn) }
 
-// await waits for the answer to req, queued for the peer at addr. A
+// await waits for the answer to req, queued for the peer rt names. A
 // request still queued when this node's route for its group moves away
 // from that peer (its replica of the group saw the leader change or
 // lose its leader, or the meta state names another) is withdrawn and
@@ -42,16 +42,20 @@ func (r *fwdReq) withdraw() bool { return r.state.CompareAndSwap(reqQueued, reqW
 // forward queued behind that call waited out the deadline too, long after
 // an election had replaced the leader: 2 s of failover instead of the
 // election's. Only a change seen after the request was queued counts: a
-// forward that follows a peer's not-leader hint goes where this node's
-// route does not point yet, and is not withdrawn for that. A caller that
-// gives up before its request was sent is told so too.
-func (f *forwarder) await(ctx context.Context, q *peerQueue, req *fwdReq, addr string) ([]policy.Result, error) {
+// forward that follows a peer's not-leader hint (rt.Hint) goes where this
+// node's route does not point yet, and is not withdrawn for that. The
+// route onLeader has just read is not read again: a change between that
+// read and the queueing is missed, and the request waits as before. A
+// caller that gives up before its request was sent is told so too.
+func (f *forwarder) await(ctx context.Context, q *peerQueue, req *fwdReq, rt cluster.Route) ([]policy.Result, error) {
+	addr := rt.Addr
 	var leaders, meta <-chan struct{}
-	var first string
+	first := addr // where this node's route pointed when the request was queued
 	if f.routes != nil {
-		// Taken before the route is read, so a change meanwhile wakes us.
 		leaders, meta = f.routes.LeadersChanged(), f.routes.MetaChanged()
-		first = f.leaderAt(req.shard)
+		if rt.Hint {
+			first = f.leaderAt(req.shard)
+		}
 	}
 	for {
 		select {

@@ -83,9 +83,14 @@ func withRoutes(t *testing.T, leader string, body func(t *testing.T, rig *forwar
 
 // forwardCtx is forwardRig.forward with the caller's context.
 func (rig *forwardRig) forwardCtx(ctx context.Context, key int) chan forwarded {
+	return rig.forwardTo(ctx, cluster.Route{Addr: "peer-1"}, key)
+}
+
+// forwardTo is forwardCtx to the peer rt names.
+func (rig *forwardRig) forwardTo(ctx context.Context, rt cluster.Route, key int) chan forwarded {
 	out := make(chan forwarded, 1)
 	go func() {
-		res, err := rig.fwd.forward(ctx, "peer-1", 0, []fsm.Check{{Key: fmt.Sprint("key-", key), Policy: fuzzseed.Policies()[0], Cost: 1}})
+		res, err := rig.fwd.forwardTo(ctx, rt, 0, []fsm.Check{{Key: fmt.Sprint("key-", key), Policy: fuzzseed.Policies()[0], Cost: 1}})
 		out <- forwarded{n: len(res), err: err, ok: len(res) == 1 && res[0].Remaining == int64(key)}
 	}()
 	synctest.Wait()
@@ -184,8 +189,9 @@ func TestForwardQueuedForAnUnmovedLeaderStays(t *testing.T) {
 func TestForwardFollowingAHintIsWithdrawnOnlyWhenTheRouteMovesOn(t *testing.T) {
 	// This node is behind: the route names peer-0, which said peer-1 leads.
 	withRoutes(t, "peer-0", func(t *testing.T, rig *forwardRig, routes *fakeRoutes) {
-		inFlight := rig.forwardCtx(context.Background(), 1)
-		queued := rig.forwardCtx(context.Background(), 2)
+		hint := cluster.Route{Addr: "peer-1", Hint: true}
+		inFlight := rig.forwardTo(context.Background(), hint, 1)
+		queued := rig.forwardTo(context.Background(), hint, 2)
 		routes.lead("peer-0", true)
 		routes.lead("peer-1", false) // caught up with the hint
 		synctest.Wait()

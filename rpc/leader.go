@@ -60,7 +60,7 @@ func onLeader(ctx context.Context, node leaders, shard int, wait time.Duration, 
 			return err // the caller routes it again: not this group's key
 		case cluster.Retryable(err):
 			if errors.As(err, &nl) && nl.LeaderAddr != "" && nl.LeaderID != node.ID() {
-				hint = cluster.Route{NodeID: nl.LeaderID, Addr: nl.LeaderAddr}
+				hint = cluster.Route{NodeID: nl.LeaderID, Addr: nl.LeaderAddr, Hint: true}
 			}
 		case !idempotent, codeOf(err) == codeOf(ErrInvalid):
 			return err

@@ -38,7 +38,7 @@ func NewServer(node *cluster.Node, peers *Peers, cfg Config) *Server {
 	if cfg.LeaderWait == 0 {
 		cfg.LeaderWait = 2 * time.Second
 	}
-	disp := dispatcher{node: node, forward: newForwarder(peers, node).forward, wait: cfg.LeaderWait}
+	disp := dispatcher{node: node, forward: newForwarder(peers, node).forwardTo, wait: cfg.LeaderWait}
 	return &Server{node: node, disp: disp, cfg: cfg}
 }
 
