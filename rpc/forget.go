@@ -10,7 +10,7 @@ import (
 // (forwarder) per peer address it has called. Nodes leave and are
 // replaced, and where they are known by IP a replacement comes with a new
 // address: without forgetting, each departed address kept its queue's
-// goroutine and a connection that redials it every peerMaxBackoff, for as
+// goroutine and a connection that redials it every deadconn.MaxRedialDelay, for as
 // long as the process ran (seen in a soak: a queue and a connection of
 // each node that had left, 14 minutes after it left). Both are forgotten
 // once unused for forgetAfter; a later call makes them anew.

@@ -383,7 +383,7 @@ func (q *peerQueue) send(batch []*fwdReq) {
 // connectWait: the check goes back to onLeader, which routes it again as
 // soon as this node learns the group's new leader, and a leader failover
 // costs its election, not the election plus a wait per attempt on the dead
-// node (Peers reconnects within peerMaxBackoff once the peer is back).
+// node (Peers reconnects within deadconn.MaxRedialDelay once the peer is back).
 func waitReady(state func() connectivity.State, connect func(), wait func(context.Context, connectivity.State) bool) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), connectWait)
 	defer cancel()

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
@@ -36,20 +35,12 @@ type Peers struct {
 	done     bool
 }
 
-// peerMaxBackoff bounds how long a connection to a peer that was down
-// waits between attempts: gRPC's default grows to two minutes, and a
-// node restarted after a long outage would get no forwards for that long
-// (forwards are not sent on a connection whose last attempt failed).
-const peerMaxBackoff = time.Second
-
 // NewPeers returns a connection pool; opts are added to every connection.
 func NewPeers(opts ...grpc.DialOption) *Peers {
-	reconnect := grpc.WithConnectParams(grpc.ConnectParams{
-		Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: peerMaxBackoff},
-		MinConnectTimeout: 2 * time.Second,
-	})
 	p := &Peers{closed: make(chan struct{}), conns: map[string]*grpc.ClientConn{}, used: map[string]time.Time{}}
-	p.opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), reconnect,
+	// Forwards are not sent on a connection whose last attempt failed, so
+	// a peer back after a long outage must be dialed again soon (Redial).
+	p.opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), deadconn.Redial(),
 		deadconn.DialOption(), grpc.WithChainUnaryInterceptor(p.nameCluster)}, opts...)
 	return p
 }

@@ -57,9 +57,11 @@ type Options struct {
 	// in a newline); New refuses one gRPC cannot send.
 	Token string
 	// DialOptions are added to every connection, after those of TLS and
-	// Token, and after the SDK's keepalive (package deadconn: on Linux a
-	// connection whose node stopped acknowledging for 5 s is dropped
-	// instead of waiting out TCP's retransmission backoff).
+	// Token, and after the SDK's keepalive and redial (package deadconn:
+	// on Linux a connection whose node stopped acknowledging for 5 s is
+	// dropped instead of waiting out TCP's retransmission backoff, and a
+	// node that was down is dialed again at least once a second, not
+	// after up to two minutes as gRPC's default backoff has it).
 	DialOptions []grpc.DialOption
 	// CallTimeout bounds each check when the caller's context allows
 	// longer (default 3s: a node answers within its --leader-wait, 2s by
@@ -476,7 +478,7 @@ func (c *Client) conn(addr string) *grpc.ClientConn {
 		return c.dead
 	}
 	if cc = c.conns[addr]; cc == nil {
-		opts := append(append(c.security(), deadconn.DialOption()), c.opts.DialOptions...)
+		opts := append(append(c.security(), deadconn.DialOption(), deadconn.Redial()), c.opts.DialOptions...)
 		var err error
 		if cc, err = grpc.NewClient(addr, opts...); err != nil {
 			cc, _ = grpc.NewClient("passthrough:///invalid", opts...)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/keepalive"
 )
 
@@ -33,4 +34,28 @@ func ServerOption() grpc.ServerOption {
 // own dialer, so proxies and unix: addresses work as before.
 func DialOption() grpc.DialOption {
 	return grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: idlePing, Timeout: After})
+}
+
+// MaxRedialDelay bounds the wait between attempts to dial a connection
+// whose peer is down. gRPC's default grows to two minutes: a node back
+// after a deploy or an outage of a minute would get no calls on that
+// connection for as long again (a node's forwards, the SDK's checks go
+// round it meanwhile, an extra hop). A refused dial costs the peer next
+// to nothing, so once a second is cheap.
+const MaxRedialDelay = time.Second
+
+// minConnectTimeout is how long one dial may take (gRPC's default is 20 s,
+// which a blackholed address waits out before the next attempt); two
+// seconds is many round trips and a TLS handshake on any link a node or a
+// client talks over.
+const minConnectTimeout = 2 * time.Second
+
+// Redial has gRPC dial a connection whose peer is down again within
+// MaxRedialDelay, so that a node that comes back is used again within a
+// second, however long it was gone.
+func Redial() grpc.DialOption {
+	return grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: MaxRedialDelay},
+		MinConnectTimeout: minConnectTimeout,
+	})
 }

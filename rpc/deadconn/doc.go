@@ -7,5 +7,6 @@
 // backs its retransmissions off: after ten seconds the next one may come
 // seconds after the cut heals, and every call on the connection waits for
 // it. A connection dropped during the cut is dialed again, and gets
-// through as soon as the network does.
+// through as soon as the network does: Redial keeps gRPC from backing its
+// attempts off beyond a second.
 package deadconn
