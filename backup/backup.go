@@ -22,7 +22,8 @@ const (
 	kindStates   = 2
 )
 
-// MaxRecord bounds one record: a group's states travel in one Raft entry.
+// MaxRecord bounds one record, so that a reader holds a bounded amount
+// at once; a save cuts a group's states into as many records as it takes.
 const MaxRecord = 64 << 20
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

@@ -25,7 +25,10 @@ func claimDataDir(dir, id string) error {
 		}
 		return nil
 	case os.IsNotExist(err):
-		return os.WriteFile(path, []byte(id+"\n"), 0o644)
+		// Durably: the incarnation written next syncs the dir, and a file
+		// whose contents had not reached the disk by a power cut would come
+		// back empty, belonging to node "", and the node could not start.
+		return writeDurable(path, []byte(id+"\n"))
 	default:
 		return err
 	}

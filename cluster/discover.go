@@ -201,6 +201,9 @@ func (n *Node) joinOnce(ctx context.Context, addr string) (refused bool, err err
 	// port takes peers (accept), as bootstrap does its own: not only once
 	// its meta log arrives, a node of another cluster still calling this
 	// address would be let into its groups meanwhile (AdmitPeer).
+	if err := markJoining(n.cfg.DataDir, addr); err != nil {
+		return true, fmt.Errorf("data-dir: recording the join: %w", err)
+	}
 	if err := recordCluster(n.cfg.DataDir, cid); err != nil {
 		return true, fmt.Errorf("data-dir: recording the join: %w", err)
 	}

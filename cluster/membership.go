@@ -287,6 +287,9 @@ func (n *Node) JoinCluster(ctx context.Context, addrs []string) (string, error) 
 	if err := n.waitMember(ctx, true); err != nil {
 		return "", err
 	}
+	if err := joined(n.cfg.DataDir); err != nil {
+		return "", fmt.Errorf("data-dir: %w", err)
+	}
 	return n.View().ClusterID, nil
 }
 

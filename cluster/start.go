@@ -29,7 +29,9 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("%w: data-dir: %s holds Raft state but not %s: not known to be this dir's own; if the cluster refused this node (node.incarnation), empty the dir and start it again once the old member has left (floodgatectl leave %s)",
 			ErrConfig, n.cfg.DataDir, acceptedFile, n.cfg.NodeID)
 	}
+	resume := ""
 	if !has {
+		resume = joiningVia(n.cfg.DataDir)
 		// No Raft state, yet maybe a cluster file: a creation stopped
 		// before its meta group held anything (bootstrap records the id
 		// first), a cluster no peer knows, or a join stopped before the
@@ -73,6 +75,13 @@ func (n *Node) Start(ctx context.Context) error {
 		if err := n.join(ctx, n.cfg.Join); err != nil {
 			return err
 		}
+	case resume != "":
+		// A join that stopped before the cluster's log arrived: the
+		// cluster lists this node, so it must not create one of its own.
+		n.log.Warn("finishing a join that stopped before the cluster's log arrived", "via", resume)
+		if err := n.joinVia(ctx, []string{resume}, "the unfinished join (data dir file "+joiningFile+") through"); err != nil {
+			return err
+		}
 	default:
 		if err := n.bootstrap(ctx); err != nil {
 			return err
@@ -80,6 +89,9 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	if err := n.waitMember(ctx, !has); err != nil {
 		return err
+	}
+	if err := joined(n.cfg.DataDir); err != nil {
+		return fmt.Errorf("data-dir: %w", err)
 	}
 	for _, s := range ignoredSettings(n.asked, n.View()) {
 		n.log.Warn(s)

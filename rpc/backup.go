@@ -21,6 +21,12 @@ import (
 // chunkSize is the size of the pieces a backup travels in.
 const chunkSize = 1 << 20
 
+// backupRecord is the most states a backup's record holds (a group's
+// states are cut into as many as it takes, each key whole in one): half
+// of backup.MaxRecord, which a record may pass only by one key's states.
+// A group of more used to make every save fail.
+const backupRecord = backup.MaxRecord / 2
+
 // saveAttempts bounds how often a save is taken again because a slot
 // moved under it in a way that could leave its keys out (lostMove).
 const saveAttempts = 3
@@ -112,8 +118,14 @@ func (a *AdminServer) saveOnce(ctx context.Context, export func(context.Context,
 	}
 	exports = nil
 	for i := range once {
-		if err := w.States(once[i]); err != nil {
+		pieces, err := fsm.CutStates(once[i], backupRecord)
+		if err != nil {
 			return nil, "", fmt.Errorf("group %d: %w", groups[i], err)
+		}
+		for _, p := range pieces {
+			if err := w.States(p); err != nil {
+				return nil, "", fmt.Errorf("group %d: %w", groups[i], err)
+			}
 		}
 		once[i] = nil // held in buf now
 	}
@@ -194,8 +206,8 @@ func lostMove(before, after *fsm.MetaView, groups []int) string {
 }
 
 // exportGroup returns group g's states from its leader. --leader-wait
-// bounds finding the leader; the transfer, of up to 64 MiB, is bounded by
-// the caller's ctx (floodgatectl's --timeout), not by it.
+// bounds finding the leader; the transfer, of up to maxGroupExport, is
+// bounded by the caller's ctx (floodgatectl's --timeout), not by it.
 func (a *AdminServer) exportGroup(ctx context.Context, g int) ([]byte, error) {
 	var states []byte
 	bulk := ctx
@@ -206,7 +218,7 @@ func (a *AdminServer) exportGroup(ctx context.Context, g int) ([]byte, error) {
 			return err
 		}
 		resp, err := peerv1.NewPeerClient(a.peers.conn(rt.Addr)).ExportGroup(bulk, &peerv1.ExportGroupRequest{Group: uint32(g)},
-			grpc.MaxCallRecvMsgSize(maxExportMessage)) // gRPC reads 4 MiB by default
+			grpc.MaxCallRecvMsgSize(maxGroupExport)) // gRPC reads 4 MiB by default
 		states = resp.GetStates()
 		return peerRefusal(rt.Addr, err)
 	})

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/backup"
+	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/policy"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
@@ -304,7 +305,51 @@ func TestRestoreNamesAPolicyRefusedAsItIsStored(t *testing.T) {
 			return own(ctx, ps)
 		})
 	if !errors.Is(err, fsm.ErrRefused) || !strings.Contains(err.Error(), "backup: policies[1003].colocate") ||
-		!strings.Contains(err.Error(), "stored before this: 1000 of the backup's 1006 policies") {
+		!strings.Contains(err.Error(), "stored before this: 0 of 0 parts of the backup's group states, and 1000 of its 1006 policies; once what was refused is resolved") {
 		t.Fatalf("p1003's colocate changed between the entries: %v", err)
+	}
+}
+
+// A restore that a group refuses as full (--max-key-states, counting the
+// states it holds besides the backup's, which only its leader knows)
+// leaves the cluster's policies as they were: it stored the backup's
+// first, so the operator's limit was replaced by the backup's (here 20
+// times higher) with none of its counts restored, and a run again failed
+// the same way. The error says the group is full and what would finish it.
+func TestARestoreRefusedAsFullLeavesThePolicies(t *testing.T) {
+	ctx := context.Background()
+	check := func(n *inproc.Node, from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			if _, err := n.Limiter().Allow(ctx, &pb.AllowRequest{Key: fmt.Sprintf("user:%d", i), Policy: "api"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	setAPI := func(n *inproc.Node, limit int64) {
+		t.Helper()
+		if _, err := n.Admin().SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: []*pb.Policy{
+			{Name: "api", Limits: []*pb.PolicyLimit{pl("h", pb.Algorithm_SLIDING_LOG, limit, 3_600_000)}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := inproc.Cluster(t, 1)[0]
+	setAPI(src, 100)
+	check(src, 0, 100)
+	data := saveBackup(t, src)
+
+	dst := inproc.ClusterOf(t, 1, func(c *cluster.Config) { c.Shards, c.MaxKeyStates = 1, 120 })[0]
+	setAPI(dst, 5)
+	check(dst, 1000, 1060) // other keys: 60 held + the backup's 100 > 120
+	_, err := restoreBackup(t, dst, data)
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "raise --max-key-states") {
+		t.Fatalf("restore into a group without room: %v, want ResourceExhausted saying how to make room", err)
+	}
+	got, err := dst.Admin().GetPolicy(ctx, &pb.GetPolicyRequest{Name: "api"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := got.GetLimits()[0].GetLimit().GetLimit(); l != 5 {
+		t.Fatalf("policy api's limit is %d after the refused restore, want the cluster's 5", l)
 	}
 }

@@ -24,10 +24,16 @@ const maxMessage = 16 << 20
 // The answers a server sends are bounded by it, and a peer asking for an
 // export takes that much (gRPC's own default is 4 MiB: a move of more
 // states than that, asked of a peer, failed on every try and never
-// finished, its slots refused meanwhile). A group's states for a backup
-// (Peer.ExportGroup) travel in one answer too, under the same cap
-// (backup.MaxRecord, the size of a backup's record).
+// finished, its slots refused meanwhile).
 const maxExportMessage = fsm.MaxExport + 1<<20
+
+// maxGroupExport bounds a group's states for a backup in one answer
+// (Peer.ExportGroup), and so the answers a server sends: a group holds up
+// to --max-key-states states (2,000,000 by default), 50-400 bytes each
+// exported, and the backup cuts them into records of its own
+// (backupRecord). Under it, a save of a group led elsewhere works as one
+// of a group led by the node asked.
+const maxGroupExport = 1 << 30
 
 // streamWorkers is how many calls run on reused goroutines at once (more
 // get a goroutine of their own): a check waits for a commit, so this is
@@ -42,7 +48,7 @@ const streamWorkers = 256
 // RateLimiter service is returned too, for the HTTP API to call in-process.
 func NewGRPCServer(node *cluster.Node, peers *Peers, cfg Config, opts ...grpc.ServerOption) (*grpc.Server, *health.Server, *Server) {
 	opts = append(append([]grpc.ServerOption{
-		grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxExportMessage),
+		grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxGroupExport),
 		// Handlers run on long-lived workers whose stacks have grown
 		// already: a goroutine per call spent a tenth of a node's CPU
 		// growing its stack under load.

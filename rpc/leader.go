@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/floodgate/floodgate/cluster"
 )
 
@@ -20,8 +22,8 @@ type leaders interface {
 // until it succeeds or fails for good, for at most wait. It retries only
 // what cluster.Retryable says was written nowhere (not the leader, no
 // leader yet, not ready, not sent), following a not-leader hint at once;
-// with idempotent (a reset), it retries any failure but a bad request,
-// since doing it twice does no harm. The wait bounds the whole call, a
+// with idempotent (a reset, a restore), it retries any failure but a bad
+// request or a group without room, since doing it twice does no harm. The wait bounds the whole call, a
 // stalled leader included: its callers get Unavailable, not the stall.
 func onLeader(ctx context.Context, node leaders, shard int, wait time.Duration, idempotent bool,
 	call func(ctx context.Context, rt cluster.Route) error) error {
@@ -62,8 +64,8 @@ func onLeader(ctx context.Context, node leaders, shard int, wait time.Duration, 
 			if errors.As(err, &nl) && nl.LeaderAddr != "" && nl.LeaderID != node.ID() {
 				hint = cluster.Route{NodeID: nl.LeaderID, Addr: nl.LeaderAddr, Hint: true}
 			}
-		case !idempotent, codeOf(err) == codeOf(ErrInvalid):
-			return err
+		case !idempotent, codeOf(err) == codeOf(ErrInvalid), codeOf(err) == codes.ResourceExhausted:
+			return err // a full group, a message too large: the same again
 		}
 		last = err
 	}

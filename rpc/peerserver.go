@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/floodgate/floodgate/cluster"
@@ -371,6 +372,10 @@ func (p *PeerServer) ExportGroup(ctx context.Context, req *peerv1.ExportGroupReq
 	b, err := p.node.ExportGroup(ctx, int(req.Group))
 	if err != nil {
 		return nil, toStatus(err)
+	}
+	if len(b) > maxGroupExport-1<<20 {
+		return nil, status.Errorf(codes.ResourceExhausted, "group %d: its states are %d bytes, more than a node sends another in one answer (%d): save the backup through this node (floodgatectl --addr), which leads the group",
+			req.Group, len(b), maxGroupExport-1<<20)
 	}
 	return &peerv1.ExportGroupResponse{States: b}, nil
 }

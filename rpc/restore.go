@@ -67,13 +67,17 @@ func (a *AdminServer) RestoreSnapshot(stream pb.Admin_RestoreSnapshotServer) err
 	return stream.SendAndClose(resp)
 }
 
-// restore checks b whole, then writes it: its policies through
-// setPolicies, MaxPolicies to a meta entry (as SetPolicies bounds one
-// call: a cluster may hold more, set over several calls), then each
-// group's states. Only a write that fails can leave part of b written
-// (the meta leader lost past ctx's deadline, a policy's colocate changed
-// meanwhile by another call, a group without a leader): its error says
-// what was stored, and a restore of b run again finishes it.
+// restore checks b whole, then writes it: each group's states, then its
+// policies through setPolicies, MaxPolicies to a meta entry (as
+// SetPolicies bounds one call: a cluster may hold more, set over several
+// calls). States come first: a group that refuses them (full under
+// --max-key-states with the states it holds besides the backup's, which
+// only its leader knows) then leaves the cluster's policies as they were,
+// not replaced by the backup's with none of its counts. Only a write that
+// fails can leave part of b written (the meta leader lost past ctx's
+// deadline, a policy's colocate changed meanwhile by another call, a group
+// without a leader or full): its error says what was stored, and a
+// restore of b run again, once the cause is gone, finishes it.
 func (a *AdminServer) restore(ctx context.Context, b *backup.Backup,
 	setPolicies func(context.Context, []*policy.Policy) error) (*pb.RestoreSnapshotResponse, error) {
 	plan, err := a.planRestore(ctx, b)
@@ -86,28 +90,35 @@ func (a *AdminServer) restore(ctx context.Context, b *backup.Backup,
 			pieces += len(p)
 		}
 	}
-	stored := func(policies, done int) string {
+	stored := func(done, policies int, err error) string {
 		if policies == 0 && done == 0 {
 			return ""
 		}
-		return fmt.Sprintf(" (stored before this: %d of the backup's %d policies, and %d of %d parts of its groups' states; "+
-			"a restore of the same backup run again finishes it)", policies, len(plan.policies), done, pieces)
-	}
-	for off := 0; off < len(plan.policies); off += validate.MaxPolicies {
-		chunk := plan.policies[off:min(off+validate.MaxPolicies, len(plan.policies))]
-		if err := setPolicies(ctx, chunk); err != nil {
-			return nil, fmt.Errorf("%w%s", a.policiesError(ctx, off, chunk, err), stored(off, 0))
+		again := "a restore of the same backup run again finishes it"
+		switch {
+		case errors.Is(err, cluster.ErrFull):
+			again = "once the group has room (raise --max-key-states on every node, or let states expire), a restore of the same backup run again finishes it"
+		case errors.Is(err, fsm.ErrRefused):
+			again = "once what was refused is resolved, a restore of the same backup run again finishes it"
 		}
+		return fmt.Sprintf(" (stored before this: %d of %d parts of the backup's group states, and %d of its %d policies; %s)",
+			done, pieces, policies, len(plan.policies), again)
 	}
 	done := 0
 	for _, parts := range plan.parts {
 		for _, g := range slices.Sorted(maps.Keys(parts)) {
 			for _, piece := range parts[g] {
 				if err := a.restoreRouted(ctx, g, piece, time.Now().Add(restoreMoveWait)); err != nil {
-					return nil, fmt.Errorf("group %d: %w%s", g, err, stored(len(plan.policies), done))
+					return nil, fmt.Errorf("group %d: %w%s", g, err, stored(done, 0, err))
 				}
 				done++
 			}
+		}
+	}
+	for off := 0; off < len(plan.policies); off += validate.MaxPolicies {
+		chunk := plan.policies[off:min(off+validate.MaxPolicies, len(plan.policies))]
+		if err := setPolicies(ctx, chunk); err != nil {
+			return nil, fmt.Errorf("%w%s", a.policiesError(ctx, off, chunk, err), stored(done, off, err))
 		}
 	}
 	return &pb.RestoreSnapshotResponse{Policies: int32(len(plan.policies)), Keys: int64(plan.keys)}, nil

@@ -1,0 +1,110 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
+)
+
+// takingSeeds answers AddNode as a meta leader of cluster "cafebabe" that
+// committed the record, and never sends its meta log: the node stays in
+// the window between its acceptance and its Raft state.
+type takingSeeds struct {
+	deadSeeds
+	mu  sync.Mutex
+	via []string // the addresses AddNode was asked at
+}
+
+func (s *takingSeeds) AddNode(_ context.Context, addr string, _ *metav1.Node, _ GossipProof) (string, []string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.via = append(s.via, addr)
+	return "cafebabecafebabe", nil, nil
+}
+
+func (s *takingSeeds) asked() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.via...)
+}
+
+// A node that `floodgatectl join` moved into another cluster, stopped
+// after that cluster took it but before its meta log arrived, restarts
+// (without --join, as such a node runs) by joining again through the
+// member that took it: not by creating a cluster of its own, which the
+// cluster it joined would still list as its member and send clients and
+// replicas to.
+func TestAJoinStoppedBeforeTheLogArrivesIsFinishedAtRestart(t *testing.T) {
+	dir := t.TempDir()
+	var lb lockedBuffer
+	cfg := Config{NodeID: "n4", DataDir: dir, GRPCAddr: loopback(t), RaftAddr: loopback(t), GossipAddr: loopback(t),
+		Shards: 1, Replicas: 1, Logger: slog.New(slog.NewTextHandler(&lb, nil))}
+	seeds := &takingSeeds{}
+	n, err := Open(cfg, seeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	own := n.View().ClusterID
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	_, err = n.JoinCluster(ctx, []string{"127.0.0.1:7700"})
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("JoinCluster without the meta log: %v, want the deadline", err)
+	}
+	n.Close()
+	if got := joiningVia(dir); got != "127.0.0.1:7700" {
+		t.Fatalf("the data dir records the join through %q, want 127.0.0.1:7700", got)
+	}
+
+	n2, err := Open(cfg, seeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n2.Close()
+	sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+	defer scancel()
+	err = n2.Start(sctx)
+	if err == nil {
+		t.Fatalf("the restart became a member of cluster %q (its own was %s) with no meta log from the cluster it joined", n2.View().ClusterID, own)
+	}
+	if id := n2.View().ClusterID; id != "" {
+		t.Errorf("the restart created cluster %q", id)
+	}
+	if got := seeds.asked(); len(got) != 2 || got[1] != "127.0.0.1:7700" {
+		t.Errorf("AddNode asked at %q, want the join's address again at restart", got)
+	}
+	if got := recordedCluster(dir); got != "cafebabecafebabe" {
+		t.Errorf("cluster file %q after the restart, want the cluster joined", got)
+	}
+}
+
+// The mark goes once the node is a member with Raft state of its own: a
+// node created alone, then restarted, does not carry one.
+func TestJoinedClearsTheMark(t *testing.T) {
+	dir := t.TempDir()
+	if err := markJoining(dir, "10.0.0.1:7700"); err != nil {
+		t.Fatal(err)
+	}
+	if got := joiningVia(dir); got != "10.0.0.1:7700" {
+		t.Fatalf("joiningVia %q", got)
+	}
+	if err := joined(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := joined(dir); err != nil { // nothing to remove: no error
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, joiningFile)); !os.IsNotExist(err) {
+		t.Fatalf("the mark is still there: %v", err)
+	}
+}
