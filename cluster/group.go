@@ -2,9 +2,12 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -220,15 +223,37 @@ func (g *Group) close(handOff bool) error {
 }
 
 // destroy stops the group and deletes its data: the replica has moved away.
+// The directory is first renamed out of the replicas' names (a tombstone,
+// durably), then the group's log dropped, then the directory removed: a
+// crash part-way through a removal left a snapshot's metadata without its
+// state, which Raft refuses to open, so the node could not start; or the
+// whole directory, reopened as a replica with no log. A crash after the
+// rename is finished at the next start (finishDestroys).
 func (g *Group) destroy() error {
 	err := g.close(false)
-	if derr := g.wal.Drop(g.name); err == nil {
-		err = derr
+	tomb := g.dir + destroyingSuffix
+	if rerr := os.Rename(g.dir, tomb); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+		return errors.Join(err, rerr)
 	}
-	if rerr := os.RemoveAll(g.dir); err == nil {
-		err = rerr
+	if serr := raftlog.SyncDir(filepath.Dir(g.dir)); serr != nil {
+		return errors.Join(err, serr)
 	}
-	return err
+	return errors.Join(err, removeDestroyed(g.wal, g.name, tomb))
+}
+
+// destroyingSuffix marks a replica's directory being deleted.
+const destroyingSuffix = ".destroying"
+
+// removeDestroyed drops group name's log from wal and removes its renamed
+// directory tomb, durably.
+func removeDestroyed(wal *raftlog.Store, name, tomb string) error {
+	if err := wal.Drop(name); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(tomb); err != nil {
+		return err
+	}
+	return raftlog.SyncDir(filepath.Dir(tomb))
 }
 
 // hclogFor returns an hclog.Logger for Raft that writes through slog at

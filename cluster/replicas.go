@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -91,6 +92,16 @@ func (n *Node) openExistingReplicas() error {
 		return err
 	}
 	for _, e := range entries {
+		if name, ok := strings.CutSuffix(e.Name(), destroyingSuffix); ok {
+			// A replica whose deletion a crash interrupted: finish it.
+			if id, err := strconv.Atoi(name); err == nil {
+				if err := removeDestroyed(n.wal, shardName(id), filepath.Join(n.cfg.DataDir, "shards", e.Name())); err != nil {
+					return fmt.Errorf("finish deleting replica %s: %w", e.Name(), err)
+				}
+				n.log.Warn("finished deleting a replica a crash interrupted", "group", shardName(id))
+			}
+			continue
+		}
 		id, err := strconv.Atoi(e.Name())
 		if err != nil || !e.IsDir() {
 			continue
