@@ -53,7 +53,7 @@ func Register(mux *http.ServeMux, l Limiter, o Options) {
 	// mux, such as /metrics, win over this one.)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, codes.NotFound,
-			fmt.Sprintf("path: %q is not served (POST /v1/allow, POST /v1/allow:batch, GET /api/v1/limit)", r.URL.Path))
+			fmt.Sprintf("path: %q is not served (POST /v1/allow, POST /v1/allow:batch, GET /api/v1/limit)", clip(r.URL.Path)))
 	})
 	for path, allow := range map[string]string{"/v1/allow": "POST", "/v1/allow:batch": "POST", "/api/v1/limit": "GET, HEAD"} {
 		MethodNotAllowed(mux, path, allow)
@@ -376,7 +376,18 @@ func decode(w http.ResponseWriter, r *http.Request, m proto.Message) bool {
 	return true
 }
 
+// badRequest is InvalidArgument with the message of format and args,
+// each string or error among args clipped (an error never echoes a
+// megabyte of the request back).
 func badRequest(format string, args ...any) error {
+	for i, a := range args {
+		switch a := a.(type) {
+		case string:
+			args[i] = clip(a)
+		case error:
+			args[i] = clip(a.Error())
+		}
+	}
 	return status.Errorf(codes.InvalidArgument, format, args...)
 }
 
