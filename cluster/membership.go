@@ -361,21 +361,14 @@ func (n *Node) CatchUpMeta(ctx context.Context) error {
 	// The leader's log holds every committed entry (and a few in flight,
 	// which commit shortly): once this node's meta state has seen the
 	// leader's latest command, nothing committed before the question is
-	// missing here.
+	// missing here. Callers waiting together share one question
+	// (metaTargets).
 	target := meta.lastCommand()
 	if !meta.isLeader() {
-		addr := n.addrOf(meta.leader())
-		if addr == "" {
-			return fmt.Errorf("meta group: %w", ErrNoLeader)
-		}
-		info, err := n.peers.Progress(ctx, addr, metaGroup)
-		if err != nil {
+		var err error
+		if target, err = n.targets.get(ctx); err != nil {
 			return err
 		}
-		if !info.Leader {
-			return fmt.Errorf("meta group: %w: %s no longer leads it", ErrNoLeader, addr)
-		}
-		target = info.LastCommand
 	}
 	for n.metaState().Seen() < target {
 		select {

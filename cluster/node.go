@@ -125,6 +125,9 @@ type Node struct {
 	// synced is set once every replica has caught up with its leader
 	// after Start (CaughtUp).
 	synced atomic.Bool
+	// targets shares questions to the meta leader between CatchUpMeta's
+	// callers.
+	targets metaTargets
 }
 
 // Open opens the node's data and starts its Raft port and gossip. The node
@@ -175,6 +178,7 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 		replaced:       make(chan struct{}),
 		stop:           make(chan struct{}),
 	}
+	n.targets.ask = n.askMetaLeader
 	ok := false
 	defer func() {
 		if !ok {
