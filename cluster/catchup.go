@@ -8,8 +8,10 @@ import (
 )
 
 // askTimeout bounds one question to the meta leader for its latest
-// command, asked for every caller of CatchUpMeta waiting then.
-const askTimeout = 2 * time.Second
+// command, asked for every caller of CatchUpMeta waiting then: as long as
+// the callers wait (a second), so that a question to a leader that died
+// holds the callers behind it no longer than their own did.
+const askTimeout = time.Second
 
 // metaTargets shares the meta leader's answer to "what is your latest
 // command?" between the callers of CatchUpMeta. Every check that names a

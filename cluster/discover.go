@@ -87,11 +87,15 @@ func (n *Node) joinOrBootstrap(ctx context.Context) error {
 			case clusterID == "":
 				fresh = append(fresh, id)
 			default:
+				if err := markJoining(n.cfg.DataDir, []string{addr}); err != nil {
+					return fmt.Errorf("data-dir: recording the join: %w", err)
+				}
 				refused, err := n.joinOnce(ctx, addr)
 				if err == nil {
 					return nil
 				}
 				if refused {
+					_ = joined(n.cfg.DataDir) // nothing was taken
 					return fmt.Errorf("--join %s refused this node: %w", addr, err)
 				}
 				last = fmt.Errorf("%s: %w", addr, err)
@@ -201,9 +205,6 @@ func (n *Node) joinOnce(ctx context.Context, addr string) (refused bool, err err
 	// port takes peers (accept), as bootstrap does its own: not only once
 	// its meta log arrives, a node of another cluster still calling this
 	// address would be let into its groups meanwhile (AdmitPeer).
-	if err := markJoining(n.cfg.DataDir, addr); err != nil {
-		return true, fmt.Errorf("data-dir: recording the join: %w", err)
-	}
 	if err := recordCluster(n.cfg.DataDir, cid); err != nil {
 		return true, fmt.Errorf("data-dir: recording the join: %w", err)
 	}

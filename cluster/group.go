@@ -55,6 +55,15 @@ const idleCommitTimeout = time.Second
 // instance. A new group waits to be bootstrapped or added by a leader.
 func openGroup(o groupOptions) (*Group, error) {
 	logger := hclogFor(o.cfg.Logger, o.name)
+	// A deletion of an earlier replica of this group that failed part-way
+	// is finished first: its log must not be dropped once this one has
+	// one (Node.finishDestroys would at the next start), nor this one
+	// start on what is left of it.
+	if tomb := o.dir + destroyingSuffix; exists(tomb) {
+		if err := removeDestroyed(o.wal, o.name, tomb); err != nil {
+			return nil, fmt.Errorf("finish deleting %s: %w", tomb, err)
+		}
+	}
 	store, err := openGroupStore(o.dir, o.name, o.wal, logger)
 	if err != nil {
 		return nil, err
@@ -228,10 +237,15 @@ func (g *Group) close(handOff bool) error {
 // crash part-way through a removal left a snapshot's metadata without its
 // state, which Raft refuses to open, so the node could not start; or the
 // whole directory, reopened as a replica with no log. A crash after the
-// rename is finished at the next start (finishDestroys).
+// rename is finished at the next start (Node.finishDestroys).
 func (g *Group) destroy() error {
 	err := g.close(false)
 	tomb := g.dir + destroyingSuffix
+	// A tombstone of an earlier life of this group that a failure left:
+	// a rename does not replace a directory that holds anything.
+	if rerr := os.RemoveAll(tomb); rerr != nil {
+		return errors.Join(err, rerr)
+	}
 	if rerr := os.Rename(g.dir, tomb); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 		return errors.Join(err, rerr)
 	}
@@ -266,4 +280,10 @@ func hclogFor(l *slog.Logger, name string) hclog.Logger {
 		Output:      &slogWriter{log: l, prefix: "raft: "},
 		DisableTime: true,
 	})
+}
+
+// exists reports whether path names a file or directory.
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

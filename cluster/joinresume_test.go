@@ -3,9 +3,11 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -62,7 +64,7 @@ func TestAJoinStoppedBeforeTheLogArrivesIsFinishedAtRestart(t *testing.T) {
 		t.Fatalf("JoinCluster without the meta log: %v, want the deadline", err)
 	}
 	n.Close()
-	if got := joiningVia(dir); got != "127.0.0.1:7700" {
+	if got := joiningVia(dir); !slices.Equal(got, []string{"127.0.0.1:7700"}) {
 		t.Fatalf("the data dir records the join through %q, want 127.0.0.1:7700", got)
 	}
 
@@ -92,10 +94,10 @@ func TestAJoinStoppedBeforeTheLogArrivesIsFinishedAtRestart(t *testing.T) {
 // node created alone, then restarted, does not carry one.
 func TestJoinedClearsTheMark(t *testing.T) {
 	dir := t.TempDir()
-	if err := markJoining(dir, "10.0.0.1:7700"); err != nil {
+	if err := markJoining(dir, []string{"10.0.0.1:7700", "dns:floodgate:7700"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := joiningVia(dir); got != "10.0.0.1:7700" {
+	if got := joiningVia(dir); !slices.Equal(got, []string{"10.0.0.1:7700", "dns:floodgate:7700"}) {
 		t.Fatalf("joiningVia %q", got)
 	}
 	if err := joined(dir); err != nil {
@@ -106,5 +108,49 @@ func TestJoinedClearsTheMark(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, joiningFile)); !os.IsNotExist(err) {
 		t.Fatalf("the mark is still there: %v", err)
+	}
+}
+
+// The mark is written before the cluster is asked: a join whose AddNode
+// committed while the node heard nothing (its call timed out, it crashed
+// mid-call) is asked again at restart, not taken for no join at all.
+func TestTheMarkIsWrittenBeforeTheClusterIsAsked(t *testing.T) {
+	var log lockedBuffer
+	peers := &deadSeeds{err: ErrNoLeader} // the answer never comes back
+	n := joiningNode(t, peers, &log, "127.0.0.1:1", "127.0.0.1:2")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := n.Start(ctx); err == nil {
+		t.Fatal("joined through seeds that never answer")
+	}
+	if got := joiningVia(n.cfg.DataDir); !slices.Equal(got, []string{"127.0.0.1:1", "127.0.0.1:2"}) {
+		t.Fatalf("the mark holds %q after a join that heard nothing, want both addresses", got)
+	}
+}
+
+// A join asked again at restart that a member refuses took nothing: the
+// mark goes and the node, started without --join, creates its own
+// cluster as a fresh node does.
+func TestARefusedUnfinishedJoinCreatesItsOwnCluster(t *testing.T) {
+	dir := t.TempDir()
+	if err := markJoining(dir, []string{"127.0.0.1:1"}); err != nil {
+		t.Fatal(err)
+	}
+	var lb lockedBuffer
+	peers := &deadSeeds{err: fmt.Errorf("%w: node.raft_addr: bad", ErrConfig)}
+	n, err := Open(Config{NodeID: "n4", DataDir: dir, GRPCAddr: loopback(t), RaftAddr: loopback(t), GossipAddr: loopback(t),
+		Shards: 1, Replicas: 1, Logger: slog.New(slog.NewTextHandler(&lb, nil))}, peers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.Start(ctx); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	if peers.calls != 1 || n.View().ClusterID == "" || joiningVia(dir) != nil {
+		t.Fatalf("%d AddNode calls, cluster %q, mark %q: want one refused call, then a cluster of its own, no mark",
+			peers.calls, n.View().ClusterID, joiningVia(dir))
 	}
 }

@@ -113,6 +113,9 @@ func (n *Node) join(ctx context.Context, addrs []string) error {
 // named in logs and errors. An unreachable member is said so at once and
 // retried with backoff until ctx ends; a refusal is final.
 func (n *Node) joinVia(ctx context.Context, addrs []string, source string) error {
+	if err := markJoining(n.cfg.DataDir, addrs); err != nil {
+		return fmt.Errorf("data-dir: recording the join: %w", err)
+	}
 	start := time.Now()
 	var last error
 	for attempt := 1; ; attempt++ {
@@ -127,6 +130,7 @@ func (n *Node) joinVia(ctx context.Context, addrs []string, source string) error
 			}
 			err = withJoinHint(err)
 			if refused {
+				_ = joined(n.cfg.DataDir) // nothing was taken
 				return fmt.Errorf("%s %s refused this node: %w", source, addr, err)
 			}
 			last = fmt.Errorf("%s: %w", addr, err)

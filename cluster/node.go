@@ -203,6 +203,9 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 	if n.rnet, err = n.openNetwork(n.cfg, n.mux, n.log); err != nil {
 		return nil, err
 	}
+	if err := n.finishDestroys(); err != nil {
+		return nil, err
+	}
 	if err := n.openMeta(); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -82,6 +83,38 @@ func (n *Node) ensureReplica(id int) (*replica, error) {
 	return r, nil
 }
 
+// finishDestroys finishes the deletions of groups (the meta group's at a
+// reset, replicas') that a crash interrupted after their directory was
+// renamed (Group.destroy), before any group is opened: their logs are
+// dropped from the shared log, which an open group of the same name would
+// otherwise lose from under it, and their files removed.
+func (n *Node) finishDestroys() error {
+	tombs := map[string]string{ // group name → tombstone
+		"meta": filepath.Join(n.cfg.DataDir, "meta"+destroyingSuffix),
+	}
+	entries, err := os.ReadDir(filepath.Join(n.cfg.DataDir, "shards"))
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	for _, e := range entries {
+		if name, ok := strings.CutSuffix(e.Name(), destroyingSuffix); ok {
+			if id, err := strconv.Atoi(name); err == nil {
+				tombs[shardName(id)] = filepath.Join(n.cfg.DataDir, "shards", e.Name())
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(tombs)) {
+		if !exists(tombs[name]) {
+			continue
+		}
+		if err := removeDestroyed(n.wal, name, tombs[name]); err != nil {
+			return fmt.Errorf("finish deleting %s: %w", tombs[name], err)
+		}
+		n.log.Warn("finished deleting a group's replica that a crash interrupted", "group", name)
+	}
+	return nil
+}
+
 // openExistingReplicas reopens every shard replica found in the data dir.
 func (n *Node) openExistingReplicas() error {
 	entries, err := os.ReadDir(filepath.Join(n.cfg.DataDir, "shards"))
@@ -92,16 +125,6 @@ func (n *Node) openExistingReplicas() error {
 		return err
 	}
 	for _, e := range entries {
-		if name, ok := strings.CutSuffix(e.Name(), destroyingSuffix); ok {
-			// A replica whose deletion a crash interrupted: finish it.
-			if id, err := strconv.Atoi(name); err == nil {
-				if err := removeDestroyed(n.wal, shardName(id), filepath.Join(n.cfg.DataDir, "shards", e.Name())); err != nil {
-					return fmt.Errorf("finish deleting replica %s: %w", e.Name(), err)
-				}
-				n.log.Warn("finished deleting a replica a crash interrupted", "group", shardName(id))
-			}
-			continue
-		}
 		id, err := strconv.Atoi(e.Name())
 		if err != nil || !e.IsDir() {
 			continue

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -29,7 +30,7 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("%w: data-dir: %s holds Raft state but not %s: not known to be this dir's own; if the cluster refused this node (node.incarnation), empty the dir and start it again once the old member has left (floodgatectl leave %s)",
 			ErrConfig, n.cfg.DataDir, acceptedFile, n.cfg.NodeID)
 	}
-	resume := ""
+	var resume []string
 	if !has {
 		resume = joiningVia(n.cfg.DataDir)
 		// No Raft state, yet maybe a cluster file: a creation stopped
@@ -75,11 +76,19 @@ func (n *Node) Start(ctx context.Context) error {
 		if err := n.join(ctx, n.cfg.Join); err != nil {
 			return err
 		}
-	case resume != "":
+	case len(resume) > 0:
 		// A join that stopped before the cluster's log arrived: the
-		// cluster lists this node, so it must not create one of its own.
-		n.log.Warn("finishing a join that stopped before the cluster's log arrived", "via", resume)
-		if err := n.joinVia(ctx, []string{resume}, "the unfinished join (data dir file "+joiningFile+") through"); err != nil {
+		// cluster may list this node, so it must not create one of its
+		// own unless a member refuses it (then nothing was taken).
+		n.log.Warn("finishing a join that stopped before the cluster's log arrived", "via", strings.Join(resume, ","))
+		err := n.joinVia(ctx, resume, "the unfinished join (data dir file "+joiningFile+") through")
+		switch {
+		case err != nil && joiningVia(n.cfg.DataDir) == nil:
+			n.log.Warn("the unfinished join was refused: creating a cluster of this node's own", "err", err)
+			if err := n.bootstrap(ctx); err != nil {
+				return err
+			}
+		case err != nil:
 			return err
 		}
 	default:

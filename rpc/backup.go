@@ -90,10 +90,18 @@ func (a *AdminServer) saveOnce(ctx context.Context, export func(context.Context,
 	}
 	var groups []int
 	var exports [][]byte
+	total := 0
 	for _, g := range holders(v) {
 		states, err := export(ctx, int(g))
 		if err != nil {
 			return nil, "", fmt.Errorf("group %d: %w", g, err)
+		}
+		// Every export is held until the backup is written: one larger
+		// than a restore reads is refused now, not once this node has
+		// built it whole.
+		if total += len(states); total > backup.MaxSize {
+			return nil, "", fmt.Errorf("%w: the groups' states come to more than %d bytes by group %d, more than a restore reads (backup.MaxSize): "+
+				"back up fewer key states (lower --max-key-states, shorter windows)", cluster.ErrFull, backup.MaxSize, g)
 		}
 		groups, exports = append(groups, int(g)), append(exports, states)
 	}
