@@ -17,16 +17,7 @@ import (
 // deleted, and the node did not start) nor reopens the replica.
 func TestADestroyACrashInterruptedIsFinishedAtStart(t *testing.T) {
 	dir := t.TempDir()
-	var lb lockedBuffer
-	cfg := Config{NodeID: "n1", DataDir: dir, GRPCAddr: loopback(t), RaftAddr: loopback(t), GossipAddr: loopback(t),
-		Shards: 2, Replicas: 1, Logger: slog.New(slog.NewTextHandler(&lb, nil))}
-	n, err := Open(cfg, &deadSeeds{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	n, cfg, _ := startedNode(t, dir)
 	n.Close()
 
 	// The crash: shard 1's directory renamed, its log not dropped yet,
@@ -67,17 +58,8 @@ func TestADestroyACrashInterruptedIsFinishedAtStart(t *testing.T) {
 // its log.
 func TestDestroyRemovesEverything(t *testing.T) {
 	dir := t.TempDir()
-	var lb lockedBuffer
-	cfg := Config{NodeID: "n1", DataDir: dir, GRPCAddr: loopback(t), RaftAddr: loopback(t), GossipAddr: loopback(t),
-		Shards: 2, Replicas: 1, Logger: slog.New(slog.NewTextHandler(&lb, nil))}
-	n, err := Open(cfg, &deadSeeds{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, _, lb := startedNode(t, dir)
 	defer n.Close()
-	if err := n.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	// A replica of a group the cluster does not place here: the
 	// reconciler does not make it again while the test looks.
 	r, err := n.ensureReplica(7)
@@ -106,16 +88,7 @@ func TestDestroyRemovesEverything(t *testing.T) {
 // directory is gone.
 func TestAResetACrashInterruptedIsFinishedAtStart(t *testing.T) {
 	dir := t.TempDir()
-	var lb lockedBuffer
-	cfg := Config{NodeID: "n1", DataDir: dir, GRPCAddr: loopback(t), RaftAddr: loopback(t), GossipAddr: loopback(t),
-		Shards: 2, Replicas: 1, Logger: slog.New(slog.NewTextHandler(&lb, nil))}
-	n, err := Open(cfg, &deadSeeds{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	n, cfg, _ := startedNode(t, dir)
 	old := n.View().ClusterID
 	n.Close()
 	for _, d := range []string{filepath.Join("shards", "0"), filepath.Join("shards", "1"), "meta"} {
@@ -145,17 +118,8 @@ func TestAResetACrashInterruptedIsFinishedAtStart(t *testing.T) {
 // the same group, nor is a new replica opened on top of it.
 func TestALeftoverTombstoneIsCleared(t *testing.T) {
 	dir := t.TempDir()
-	var lb lockedBuffer
-	cfg := Config{NodeID: "n1", DataDir: dir, GRPCAddr: loopback(t), RaftAddr: loopback(t), GossipAddr: loopback(t),
-		Shards: 2, Replicas: 1, Logger: slog.New(slog.NewTextHandler(&lb, nil))}
-	n, err := Open(cfg, &deadSeeds{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, _, lb := startedNode(t, dir)
 	defer n.Close()
-	if err := n.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	tomb := filepath.Join(dir, "shards", "1") + destroyingSuffix
 	if err := os.MkdirAll(filepath.Join(tomb, "snapshots"), 0o755); err != nil {
 		t.Fatal(err)
@@ -180,4 +144,22 @@ func TestALeftoverTombstoneIsCleared(t *testing.T) {
 	if exists(tomb) {
 		t.Fatal("a replica was opened beside its tombstone")
 	}
+}
+
+// startedNode opens and starts a node of a single-node cluster of two
+// shards on dir; the config opens it again.
+func startedNode(t *testing.T, dir string) (*Node, Config, *lockedBuffer) {
+	t.Helper()
+	lb := &lockedBuffer{}
+	cfg := Config{NodeID: "n1", DataDir: dir, GRPCAddr: loopback(t), RaftAddr: loopback(t), GossipAddr: loopback(t),
+		Shards: 2, Replicas: 1, Logger: slog.New(slog.NewTextHandler(lb, nil))}
+	n, err := Open(cfg, &deadSeeds{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(context.Background()); err != nil {
+		n.Close()
+		t.Fatal(err)
+	}
+	return n, cfg, lb
 }

@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -24,17 +22,7 @@ func TestErrorsDoNotEchoHugeInput(t *testing.T) {
 		"json field name": {"POST", "/v1/allow", `{"` + huge + `":1}`, "body: "},
 		"path":            {"GET", "/" + huge, "", "path: "},
 	} {
-		req, err := http.NewRequest(c.method, s.URL+c.path, strings.NewReader(c.body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var e errorBody
-		err = json.NewDecoder(resp.Body).Decode(&e)
-		resp.Body.Close()
+		resp, e, err := sendForError(t, c.method, s.URL+c.path, c.body)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -328,14 +328,7 @@ func TestWrongMethodIsJSON(t *testing.T) {
 		{"PUT", "/v1/allow:batch", "POST"},
 		{"POST", "/api/v1/limit?key=a", "GET, HEAD"},
 	} {
-		req, _ := http.NewRequest(c.method, s.URL+c.path, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var e errorBody
-		err = json.NewDecoder(resp.Body).Decode(&e)
-		resp.Body.Close()
+		resp, e, err := sendForError(t, c.method, s.URL+c.path, "")
 		if resp.StatusCode != http.StatusMethodNotAllowed || err != nil || !strings.HasPrefix(e.Error.Message, "method: "+c.method) ||
 			resp.Header.Get("Allow") != c.allow || resp.Header.Get("Content-Type") != "application/json" {
 			t.Errorf("%s %s: %d %+v %v, Allow %q", c.method, c.path, resp.StatusCode, e, err, resp.Header.Get("Allow"))
@@ -357,4 +350,22 @@ func TestUnknownPathIsJSON(t *testing.T) {
 			t.Errorf("GET %s: %d %s", path, resp.StatusCode, body)
 		}
 	}
+}
+
+// sendForError sends method to url with body and decodes the answer as
+// an error; err is the decoding's.
+func sendForError(t *testing.T, method, url, body string) (*http.Response, errorBody, error) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e errorBody
+	err = json.NewDecoder(resp.Body).Decode(&e)
+	return resp, e, err
 }
