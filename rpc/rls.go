@@ -110,13 +110,23 @@ func peekTooBigSets(checks []fsm.Check, tooBig []bool) {
 }
 
 // overLimit turns the answer to a peek into the answer to a cost more than
-// p admits at once: denied, or in shadow mode admitted and would-deny.
+// p admits at once, or to a check a full key store refused: denied, or in
+// shadow mode admitted and would-deny. A peek of a key with no state says
+// nothing about when to come back (ResetAfter 0), which Envoy sends as
+// X-RateLimit-Reset: 0, and a client retried at once, for ever (a cost
+// that never fits): the denial says p's longest window instead, by when
+// every count it keeps has turned over.
 func overLimit(p *policy.Policy, r policy.Result) policy.Result {
 	if p.Mode == policy.Shadow {
 		r.WouldDeny = true
 		return r
 	}
 	r.Allowed = false
+	if r.ResetAfter <= 0 {
+		for _, l := range p.Limits {
+			r.ResetAfter = max(r.ResetAfter, l.Limit.Window)
+		}
+	}
 	return r
 }
 

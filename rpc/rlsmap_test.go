@@ -170,6 +170,23 @@ func TestPeekTooBigSets(t *testing.T) {
 	}
 }
 
+// A denial of a peek (a cost that never fits, a full key store) says when
+// to come back: the policy's longest window, not 0, which Envoy sent as
+// X-RateLimit-Reset: 0 and a client took for "retry now", for ever. A
+// peek that found a state keeps its own reset.
+func TestOverLimitSaysWhenToComeBack(t *testing.T) {
+	p := &policy.Policy{Name: "api", Limits: []policy.Limit{
+		{Limit: window.Limit{Algorithm: window.GCRA, Limit: 10, Window: int64(time.Minute)}},
+		{Limit: window.Limit{Algorithm: window.SlidingLog, Limit: 100, Window: int64(time.Hour)}},
+	}}
+	if r := overLimit(p, policy.Result{Allowed: true, Remaining: 1}); r.Allowed || r.ResetAfter != int64(time.Hour) {
+		t.Errorf("a peek of no state: %+v, want denied, reset after an hour", r)
+	}
+	if r := overLimit(p, policy.Result{Allowed: true, ResetAfter: int64(5 * time.Second)}); r.ResetAfter != int64(5*time.Second) {
+		t.Errorf("a peek of a state: reset after %s, want its own 5s", time.Duration(r.ResetAfter))
+	}
+}
+
 // A value that makes the key too long to count (a long header or path) is
 // counted under its digest: an error would let the request through.
 func TestRLSLongValueCountsUnderItsDigest(t *testing.T) {
