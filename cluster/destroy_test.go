@@ -2,12 +2,15 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hashicorp/raft"
 )
 
 // A replica's deletion that a crash interrupted after its directory was
@@ -18,11 +21,12 @@ import (
 func TestADestroyACrashInterruptedIsFinishedAtStart(t *testing.T) {
 	dir := t.TempDir()
 	n, cfg, _ := startedNode(t, dir)
+	loggedReplica(t, n, 7)
 	n.Close()
 
-	// The crash: shard 1's directory renamed, its log not dropped yet,
+	// The crash: shard 7's directory renamed, its log not dropped yet,
 	// and a snapshot's state deleted while its metadata stays.
-	live := filepath.Join(dir, "shards", "1")
+	live := filepath.Join(dir, "shards", "7")
 	tomb := live + destroyingSuffix
 	if err := os.Rename(live, tomb); err != nil {
 		t.Fatal(err)
@@ -46,11 +50,11 @@ func TestADestroyACrashInterruptedIsFinishedAtStart(t *testing.T) {
 	if _, err := os.Stat(live); !os.IsNotExist(err) {
 		t.Errorf("the replica's directory came back: %v", err)
 	}
-	if groups := n2.wal.Groups(); slices.Contains(groups, shardName(1)) || !slices.Contains(groups, shardName(0)) {
-		t.Errorf("the shared log holds groups %q, want shard 0's and not shard 1's", groups)
+	if groups := n2.wal.Groups(); slices.Contains(groups, shardName(7)) || !slices.Contains(groups, shardName(0)) {
+		t.Errorf("the shared log holds groups %q, want shard 0's and not shard 7's", groups)
 	}
-	if n2.replica(1) != nil {
-		t.Error("shard 1's replica was opened again")
+	if n2.replica(7) != nil {
+		t.Error("shard 7's replica was opened again")
 	}
 }
 
@@ -60,13 +64,7 @@ func TestDestroyRemovesEverything(t *testing.T) {
 	dir := t.TempDir()
 	n, _, lb := startedNode(t, dir)
 	defer n.Close()
-	// A replica of a group the cluster does not place here: the
-	// reconciler does not make it again while the test looks.
-	r, err := n.ensureReplica(7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.dropReplica(r)
+	n.dropReplica(loggedReplica(t, n, 7))
 	if log := lb.String(); strings.Contains(log, "delete shard replica") {
 		t.Fatalf("the deletion failed: %s", log)
 	}
@@ -120,25 +118,24 @@ func TestALeftoverTombstoneIsCleared(t *testing.T) {
 	dir := t.TempDir()
 	n, _, lb := startedNode(t, dir)
 	defer n.Close()
-	tomb := filepath.Join(dir, "shards", "1") + destroyingSuffix
+	r := loggedReplica(t, n, 7)
+	tomb := filepath.Join(dir, "shards", "7") + destroyingSuffix
 	if err := os.MkdirAll(filepath.Join(tomb, "snapshots"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	n.dropReplica(n.replica(1))
+	n.dropReplica(r)
 	if log := lb.String(); strings.Contains(log, "delete shard replica") {
 		t.Fatalf("the deletion failed: %s", log)
 	}
 	if exists(tomb) {
-		t.Fatal("shard 1's tombstone is still there")
+		t.Fatal("shard 7's tombstone is still there")
 	}
-	// And one left when a replica of its group is opened again (a group
-	// this cluster does not place here: the reconciler leaves it be
-	// until the test has looked).
-	tomb = filepath.Join(dir, "shards", "7") + destroyingSuffix
+	// And one left when a replica of its group is opened again.
+	tomb = filepath.Join(dir, "shards", "8") + destroyingSuffix
 	if err := os.MkdirAll(filepath.Join(tomb, "snapshots"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.ensureReplica(7); err != nil {
+	if _, err := n.ensureReplica(8); err != nil {
 		t.Fatal(err)
 	}
 	if exists(tomb) {
@@ -162,4 +159,42 @@ func startedNode(t *testing.T, dir string) (*Node, Config, *lockedBuffer) {
 		t.Fatal(err)
 	}
 	return n, cfg, lb
+}
+
+// loggedReplica opens a replica of group id, which the cluster does not
+// place here (its reconciler neither makes it again nor races a test's
+// deletion of it), and starts it alone, so that its log holds an entry.
+func loggedReplica(t *testing.T, n *Node, id int) *replica {
+	t.Helper()
+	r, err := n.ensureReplica(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	me := raft.Server{ID: raft.ServerID(n.cfg.NodeID), Address: raft.ServerAddress(n.cfg.RaftAddr)}
+	if err := r.group.bootstrap([]raft.Server{me}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(n.wal.Groups(), shardName(id)) {
+		t.Fatalf("group %d's log is empty after its bootstrap", id)
+	}
+	return r
+}
+
+// A replica whose earlier one is still being deleted is not opened: the
+// deletion would drop its log (the raft of the new one then failed to
+// save its term and panicked) or its files. Once the deletion is done,
+// it opens.
+func TestAReplicaIsNotOpenedWhileItsDeletionRuns(t *testing.T) {
+	n, _, _ := startedNode(t, t.TempDir())
+	defer n.Close()
+	n.mu.Lock()
+	n.dropping[9] = true // as dropReplica marks it for the deletion's length
+	n.mu.Unlock()
+	if _, err := n.ensureReplica(9); !errors.Is(err, errDropping) {
+		t.Fatalf("opened while its deletion runs: %v", err)
+	}
+	n.dropReplica(loggedReplica(t, n, 7))
+	if _, err := n.ensureReplica(7); err != nil {
+		t.Fatalf("not opened once its deletion was done: %v", err)
+	}
 }

@@ -237,7 +237,8 @@ func (g *Group) close(handOff bool) error {
 // crash part-way through a removal left a snapshot's metadata without its
 // state, which Raft refuses to open, so the node could not start; or the
 // whole directory, reopened as a replica with no log. A crash after the
-// rename is finished at the next start (Node.finishDestroys).
+// rename is finished at the next start (openGroup for a group opened
+// again, else Node.finishDestroys).
 func (g *Group) destroy() error {
 	err := g.close(false)
 	tomb := g.dir + destroyingSuffix

@@ -91,8 +91,12 @@ type Node struct {
 	meta    *Group
 	metaFSM *fsm.Meta
 	shards  map[int]*replica
-	closed  bool
-	member  bool // has been part of the cluster (seen itself in meta)
+	// dropping holds the replicas whose deletion runs (dropReplica): one
+	// is not opened again until it is done, else the deletion would drop
+	// the new replica's log or files.
+	dropping map[int]bool
+	closed   bool
+	member   bool // has been part of the cluster (seen itself in meta)
 
 	started chan struct{} // closed once Start has chosen a path
 	left    chan struct{} // closed when the node was removed from the cluster
@@ -169,6 +173,7 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 		log:            cfg.Logger.With("node", cfg.NodeID),
 		peers:          peers,
 		shards:         map[int]*replica{},
+		dropping:       map[int]bool{},
 		rates:          newRates(),
 		grid:           newGrid(gridEvery(cfg.HeartbeatTimeout, cfg.LeaderLeaseTimeout)),
 		recon:          reconcileState{kick: make(chan struct{}, 1)},

@@ -2,8 +2,8 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -67,6 +67,9 @@ func (n *Node) ensureReplica(id int) (*replica, error) {
 	if r := n.shards[id]; r != nil {
 		return r, nil
 	}
+	if n.dropping[id] {
+		return nil, errDropping
+	}
 	f := fsm.NewShard()
 	g, err := openGroup(groupOptions{
 		name: shardName(id), dir: n.shardDir(id), nodeID: n.cfg.NodeID,
@@ -83,34 +86,27 @@ func (n *Node) ensureReplica(id int) (*replica, error) {
 	return r, nil
 }
 
-// finishDestroys finishes the deletions of groups (the meta group's at a
-// reset, replicas') that a crash interrupted after their directory was
-// renamed (Group.destroy), before any group is opened: their logs are
-// dropped from the shared log, which an open group of the same name would
-// otherwise lose from under it, and their files removed.
+// finishDestroys finishes the deletions of replicas that a crash
+// interrupted after their directory was renamed (Group.destroy): their
+// logs are dropped from the shared log and their files removed. A group
+// opened again (the meta group after a reset, a replica placed here
+// again) finishes its own first (openGroup); this frees the rest.
 func (n *Node) finishDestroys() error {
-	tombs := map[string]string{ // group name → tombstone
-		"meta": filepath.Join(n.cfg.DataDir, "meta"+destroyingSuffix),
-	}
-	entries, err := os.ReadDir(filepath.Join(n.cfg.DataDir, "shards"))
+	dir := filepath.Join(n.cfg.DataDir, "shards")
+	entries, err := os.ReadDir(dir)
 	if err != nil && !os.IsNotExist(err) {
 		return err
 	}
 	for _, e := range entries {
-		if name, ok := strings.CutSuffix(e.Name(), destroyingSuffix); ok {
-			if id, err := strconv.Atoi(name); err == nil {
-				tombs[shardName(id)] = filepath.Join(n.cfg.DataDir, "shards", e.Name())
-			}
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(tombs)) {
-		if !exists(tombs[name]) {
+		name, ok := strings.CutSuffix(e.Name(), destroyingSuffix)
+		id, err := strconv.Atoi(name)
+		if !ok || err != nil {
 			continue
 		}
-		if err := removeDestroyed(n.wal, name, tombs[name]); err != nil {
-			return fmt.Errorf("finish deleting %s: %w", tombs[name], err)
+		if err := removeDestroyed(n.wal, shardName(id), filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("finish deleting %s: %w", e.Name(), err)
 		}
-		n.log.Warn("finished deleting a group's replica that a crash interrupted", "group", name)
+		n.log.Warn("finished deleting a replica that a crash interrupted", "group", shardName(id))
 	}
 	return nil
 }
@@ -175,6 +171,9 @@ func (n *Node) manageReplicas(v *fsm.MetaView, pl *placement) {
 	for s := range pl.shards {
 		if slices.Contains(pl.shards[s], me) {
 			r, err := n.ensureReplica(s)
+			if errors.Is(err, errDropping) {
+				continue // placed here again: opened once the deletion is done
+			}
 			if err != nil {
 				n.log.Error("open shard replica", "shard", s, "err", err)
 				continue
@@ -273,9 +272,17 @@ func (n *Node) dropReplica(r *replica) {
 		return
 	}
 	delete(n.shards, r.id)
+	n.dropping[r.id] = true
 	n.mu.Unlock()
 	n.log.Info("shard replica moved away: deleting it", "shard", r.id)
 	if err := r.destroy(); err != nil {
 		n.log.Error("delete shard replica", "shard", r.id, "err", err)
 	}
+	n.mu.Lock()
+	delete(n.dropping, r.id)
+	n.mu.Unlock()
 }
+
+// errDropping refuses to open a replica whose earlier one is being
+// deleted; the reconciler opens it at a later pass.
+var errDropping = errors.New("its earlier replica is being deleted")
