@@ -93,7 +93,8 @@ func slotInput(v *fsm.MetaView, ready []bool) ([]slots.Member, []slots.GroupStat
 	}
 	states := make([]slots.GroupState, len(v.Groups))
 	for i, g := range v.Groups {
-		states[i] = slots.GroupState{ID: slots.GroupID(g.ID), Home: g.Home, Retiring: g.Retiring, Owns: owns[g.ID], Busy: busy[g.ID]}
+		unborn := int(g.ID) >= len(v.Reports) || v.Reports[g.ID] == nil
+		states[i] = slots.GroupState{ID: slots.GroupID(g.ID), Home: g.Home, Retiring: g.Retiring, Owns: owns[g.ID], Busy: busy[g.ID], Unborn: unborn}
 	}
 	c := slots.Cluster{Table: make([]slots.GroupID, len(v.Table)), Target: slots.Target(states, members), InFlight: inFlight}
 	for s, g := range v.Table {

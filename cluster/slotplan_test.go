@@ -1,7 +1,10 @@
 package cluster
 
 import (
+	"slices"
 	"testing"
+
+	"github.com/floodgate/floodgate/cluster/slots"
 
 	"github.com/floodgate/floodgate/fsm"
 	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
@@ -61,6 +64,29 @@ func TestSlotsToMove(t *testing.T) {
 				t.Fatalf("slotsToMove = %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// A group no leader ever reported is unborn to the group planner, which
+// then never homes it elsewhere: its home may have started it, and a new
+// home would start a second copy of it.
+func TestSlotInputMarksGroupsThatNeverReported(t *testing.T) {
+	v := slottedView(3, make([]uint32, 12))
+	v.Reports = []*metav1.ShardReport{{Shard: 0, Leader: "n1", Term: 2}, nil}
+	_, states, _ := slotInput(v, nil)
+	for i, want := range []bool{false, true, true} {
+		if states[i].Unborn != want {
+			t.Errorf("group %d: Unborn = %v, want %v (reports %v)", states[i].ID, states[i].Unborn, want, v.Reports)
+		}
+	}
+	// Its home dead before it reported: removed, not rehomed to n4.
+	v.Nodes[2].State = metav1.NodeState_NODE_STATE_DEAD
+	v.Nodes = append(v.Nodes, &metav1.Node{Id: "n4", State: metav1.NodeState_NODE_STATE_ACTIVE})
+	members, states, _ := slotInput(v, nil)
+	got := slots.PlanGroups(members, states, v.GroupsPerNode)
+	want := []slots.GroupAction{{Kind: slots.Add, Home: "n4"}, {Kind: slots.Remove, Group: 2}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("plan %v, want %v", got, want)
 	}
 }
 

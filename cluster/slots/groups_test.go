@@ -174,6 +174,52 @@ func TestPlanGroups(t *testing.T) {
 			want: []GroupAction{{Kind: Retire, Group: 1}, {Kind: Retire, Group: 2}, {Kind: Remove, Group: 1}},
 		},
 		{
+			name:    "a group whose home died before it reported: removed, never rehomed (it may have started there)",
+			members: append(members("n1", "n3", "n4"), gone("n2")...),
+			groups:  []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n2", Unborn: true}, {ID: 2, Home: "n3"}}, perNode: 1,
+			want: []GroupAction{{Kind: Add, Home: "n4"}, {Kind: Remove, Group: 1}},
+		},
+		{
+			name:    "a retiring unborn group goes back to its own home only",
+			members: members("n1", "n2"),
+			groups:  []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n9", Retiring: true, Unborn: true}, {ID: 2, Home: "n2", Retiring: true, Unborn: true}}, perNode: 1,
+			want: []GroupAction{{Kind: Rehome, Group: 2, Home: "n2"}, {Kind: Remove, Group: 1}},
+		},
+		{
+			name:    "an unborn group that owns slots is rehomed: the first groups of a cluster whose creator died",
+			members: append(members("n2"), gone("n1")...),
+			groups:  []GroupState{{ID: 0, Home: "n1", Unborn: true, Owns: 4096}}, perNode: 1,
+			want: []GroupAction{{Kind: Rehome, Group: 0, Home: "n2"}},
+		},
+		{
+			name:    "an unborn group its home has no room for waits until it reports",
+			members: members("n1"), groups: []GroupState{{ID: 0, Home: "n1", Unborn: true}, {ID: 1, Home: "n1", Owns: 9}}, perNode: 1,
+		},
+		{
+			name:    "a homeless group takes the room an unborn group would fill, which then waits",
+			members: append(members("n1"), gone("n2")...),
+			groups:  []GroupState{{ID: 0, Home: "n2", Owns: 9}, {ID: 1, Home: "n1", Unborn: true}}, perNode: 1,
+			want: []GroupAction{{Kind: Rehome, Group: 0, Home: "n1"}},
+		},
+		{
+			name:    "a homeless group goes where no unborn group starts",
+			members: append(members("n1", "n3"), gone("n2")...),
+			groups:  []GroupState{{ID: 1, Home: "n1", Unborn: true}, {ID: 5, Home: "n2", Owns: 9}}, perNode: 1,
+			want: []GroupAction{{Kind: Rehome, Group: 5, Home: "n3"}},
+		},
+		{
+			name:    "an unborn group waiting at a full home while a member lacks one: the home's newest group goes there",
+			members: members("n1", "n2"),
+			groups:  []GroupState{{ID: 0, Home: "n1", Owns: 5}, {ID: 1, Home: "n1", Owns: 5}, {ID: 2, Home: "n1", Unborn: true}}, perNode: 2,
+			want: []GroupAction{{Kind: Rehome, Group: 1, Home: "n2"}, {Kind: Add, Home: "n2"}},
+		},
+		{
+			name:    "a retiring unborn group comes home if a group there can go where one is lacking",
+			members: members("n0", "n4"),
+			groups:  []GroupState{{ID: 2, Home: "n0", Owns: 1}, {ID: 4, Home: "n0", Retiring: true, Unborn: true}}, perNode: 1,
+			want: []GroupAction{{Kind: Rehome, Group: 2, Home: "n4"}, {Kind: Rehome, Group: 4, Home: "n0"}},
+		},
+		{
 			name:    "no active member: nothing, not even removals",
 			members: gone("n1"), groups: []GroupState{{ID: 0, Home: "n1"}, {ID: 1, Home: "n1", Retiring: true}}, perNode: 1,
 		},
@@ -283,7 +329,7 @@ func (w *world) apply(a GroupAction) {
 	}
 	switch a.Kind {
 	case Add:
-		w.groups = append(w.groups, GroupState{ID: w.next, Home: a.Home})
+		w.groups = append(w.groups, GroupState{ID: w.next, Home: a.Home, Unborn: true})
 		w.next++
 	case Rehome:
 		i := w.find(a.Group)
@@ -296,7 +342,7 @@ func (w *world) apply(a GroupAction) {
 		w.groups[i].Retiring = true // keeps its slots: they drain later
 	case Remove:
 		i := w.find(a.Group)
-		if g := w.groups[i]; !g.Retiring || g.Owns > 0 || g.Busy {
+		if g := w.groups[i]; !g.Retiring && !w.orphaned(g) || g.Owns > 0 || g.Busy {
 			w.t.Fatalf("%v: removes %+v", a, g)
 		}
 		w.groups = slices.Delete(w.groups, i, i+1)
@@ -305,11 +351,15 @@ func (w *world) apply(a GroupAction) {
 	}
 }
 
+// orphaned reports whether g is stillborn and its home is not active:
+// the plan removes it, whatever else it does.
+func (w *world) orphaned(g GroupState) bool { return g.stillborn() && !w.nodes[g.Home] }
+
 // converged reports why the group set is not what PlanGroups aims at
 // (every active member home to exactly perNode non-retiring groups, none
-// homed elsewhere), or "".
+// homed elsewhere; unborn groups beyond those wait at their home), or "".
 func (w *world) converged() string {
-	homes := map[string]int{}
+	born, unborn := map[string]int{}, map[string]int{}
 	for _, g := range w.groups {
 		if g.Retiring {
 			continue
@@ -317,11 +367,15 @@ func (w *world) converged() string {
 		if !w.nodes[g.Home] {
 			return fmt.Sprintf("group %d is homed on %q, not an active member", g.ID, g.Home)
 		}
-		homes[g.Home]++
+		if g.stillborn() {
+			unborn[g.Home]++
+		} else {
+			born[g.Home]++
+		}
 	}
 	for _, id := range w.active() {
-		if want := max(w.perNode, 1); homes[id] != want {
-			return fmt.Sprintf("%s is home to %d groups, want %d", id, homes[id], want)
+		if want := max(w.perNode, 1); born[id] > want || born[id]+unborn[id] < want {
+			return fmt.Sprintf("%s is home to %d groups and %d unborn ones, want %d", id, born[id], unborn[id], want)
 		}
 	}
 	return ""
@@ -361,16 +415,22 @@ func planCost(w *world, acts []GroupAction) cost {
 }
 
 // bruteCost is the least cost of any end state that satisfies converged,
-// found by trying every home (or retirement) for every group.
+// found by trying every home (or retirement) for every group. An unborn
+// group is never homed elsewhere: it stays at its active home or waits
+// there (only if its home is full without it), a stillborn one whose home
+// is not active goes, and a retiring stillborn one may only go back home.
 func bruteCost(w *world) cost {
 	act := w.active()
 	perNode := max(w.perNode, 1)
-	n := map[string]int{}
+	n, waiting := map[string]int{}, map[string]int{}
 	best := cost{retired: 1 << 30}
 	var try func(i int, c cost)
 	try = func(i int, c cost) {
 		if i == len(w.groups) {
 			for _, id := range act {
+				if waiting[id] > 0 && n[id] < perNode {
+					return // it waits while its home has room: not an end state
+				}
 				c.added += perNode - n[id]
 			}
 			if c.less(best) {
@@ -379,13 +439,31 @@ func bruteCost(w *world) cost {
 			return
 		}
 		g := w.groups[i]
-		// Retiring, or staying retiring.
-		d := c
-		if !g.Retiring {
-			d.retired++
+		homes := act
+		switch {
+		case !g.Retiring && g.stillborn() && w.nodes[g.Home]:
+			waiting[g.Home]++
+			try(i+1, c)
+			waiting[g.Home]--
+			homes = []string{g.Home}
+		case !g.Retiring && w.orphaned(g):
+			try(i+1, c)
+			return
+		default:
+			// Retiring, or staying retiring.
+			d := c
+			if !g.Retiring {
+				d.retired++
+			}
+			try(i+1, d)
+			if g.stillborn() {
+				homes = nil
+				if w.nodes[g.Home] {
+					homes = []string{g.Home}
+				}
+			}
 		}
-		try(i+1, d)
-		for _, id := range act {
+		for _, id := range homes {
 			if n[id] == perNode {
 				continue
 			}
@@ -419,14 +497,23 @@ func (w *world) check(rng *rand.Rand, acts []GroupAction) {
 	if got := PlanGroups(ms, gs, w.perNode); !reflect.DeepEqual(got, acts) {
 		t.Fatalf("shuffled input: %v, sorted: %v", got, acts)
 	}
-	// Never grows and shrinks at once; names each group once, but for a
-	// group retired and then removed.
+	// Never grows and shrinks at once (but for removing stillborn groups,
+	// which no other member may take); names each group once, but for a group
+	// retired and then removed. Never homes an unborn group elsewhere,
+	// unless it owns slots and its home is not active.
 	named := map[GroupID]GroupActionKind{}
 	kinds := map[GroupActionKind]bool{}
 	for _, a := range acts {
-		kinds[a.Kind] = true
 		if a.Kind == Add {
+			kinds[a.Kind] = true
 			continue
+		}
+		g := w.groups[w.find(a.Group)]
+		if a.Kind == Rehome && g.stillborn() && a.Home != g.Home {
+			t.Fatalf("unborn group %+v homed at %s: %v", g, a.Home, acts)
+		}
+		if a.Kind != Remove || !g.stillborn() {
+			kinds[a.Kind] = true
 		}
 		if k, ok := named[a.Group]; ok && (k != Retire || a.Kind != Remove) {
 			t.Fatalf("group %d named twice: %v", a.Group, acts)
@@ -434,7 +521,7 @@ func (w *world) check(rng *rand.Rand, acts []GroupAction) {
 		named[a.Group] = a.Kind
 	}
 	if kinds[Add] && (kinds[Retire] || kinds[Remove]) {
-		t.Fatalf("plan both grows and shrinks: %v", acts)
+		t.Fatalf("plan both grows and shrinks: %v; groups %+v members %v", acts, w.groups, w.members())
 	}
 	// Stable under its own prefix: the meta leader applies acts[0] and
 	// plans again.
@@ -442,7 +529,7 @@ func (w *world) check(rng *rand.Rand, acts []GroupAction) {
 	for i, a := range acts {
 		c.apply(a)
 		if got, want := c.plan(), acts[i+1:]; !slices.Equal(got, want) {
-			t.Fatalf("after %v of %v: plan %v, want %v", a, acts, got, acts[i+1:])
+			t.Fatalf("after %v of %v: plan %v, want %v; groups %+v members %v perNode %d", a, acts, got, acts[i+1:], w.groups, w.members(), w.perNode)
 		}
 	}
 	// As cheap as the cheapest end state, where that is small enough to
@@ -508,14 +595,23 @@ func TestPlanGroupsConverges(t *testing.T) {
 			}
 			// Slots move meanwhile: target groups own some, retiring ones
 			// drain, moves come and go.
+			// Groups report their first leader; an unborn group owns
+			// nothing and no move names it, but for the rare first groups
+			// of a cluster.
 			for i := range w.groups {
 				g := &w.groups[i]
-				if g.Retiring {
+				if g.Unborn && rng.IntN(2) == 0 {
+					g.Unborn = false
+				}
+				switch {
+				case g.Retiring:
 					g.Owns = rng.IntN(g.Owns + 1)
-				} else {
+				case g.Unborn && rng.IntN(10) > 0:
+					g.Owns = 0
+				default:
 					g.Owns = rng.IntN(8)
 				}
-				g.Busy = rng.IntN(3) == 0
+				g.Busy = rng.IntN(3) == 0 && (!g.Unborn || g.Owns > 0)
 			}
 
 			acts := w.plan()
