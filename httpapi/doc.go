@@ -4,7 +4,8 @@
 //   - POST /v1/allow and POST /v1/allow:batch take and answer the gRPC
 //     messages in protojson (AllowRequest, AllowBatchRequest);
 //   - GET /api/v1/limit?key=…&policy=… answers 200 when the request is
-//     allowed and 429 Too Many Requests with Retry-After when not.
+//     allowed and 429 Too Many Requests with Retry-After when not; a
+//     HEAD of it peeks (counts nothing).
 //
 // Every answer to a check carries the IETF draft's rate-limit headers
 // (draft-ietf-httpapi-ratelimit-headers-10: RateLimit-Policy and

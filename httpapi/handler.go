@@ -113,7 +113,7 @@ func (a *api) allowBatch(w http.ResponseWriter, r *http.Request) {
 }
 
 // limit is the seed's GET /api/v1/limit?key=…: 200 when allowed, 429 with
-// Retry-After when not, the answer as JSON either way.
+// Retry-After when not, the answer as JSON either way. HEAD peeks.
 func (a *api) limit(w http.ResponseWriter, r *http.Request) {
 	noStore(w)
 	q, err := parseQuery(r.URL.RawQuery)
@@ -122,6 +122,9 @@ func (a *api) limit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, err := limitRequest(q)
+	if err == nil && r.Method == http.MethodHead {
+		err = headPeeks(req)
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -137,6 +140,19 @@ func (a *api) limit(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusTooManyRequests
 	}
 	writeProto(w, code, resp)
+}
+
+// headPeeks makes a HEAD of GET /api/v1/limit a peek (cost 0): HEAD is a
+// safe method (RFC 9110 §9.3.2), sent by monitors and link checkers and
+// by `curl -I`, none of which means to spend the key's quota. A cost
+// other than 0 is refused rather than ignored.
+func headPeeks(req *pb.AllowRequest) error {
+	if req.Cost != nil && *req.Cost != 0 {
+		return badRequest("cost: %d: a HEAD checks without counting (cost 0 or none); GET counts", *req.Cost)
+	}
+	var peek int64
+	req.Cost = &peek
+	return nil
 }
 
 // noStore marks an answer to a check as not to be stored by any cache.

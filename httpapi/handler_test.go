@@ -34,8 +34,8 @@ func (f *fakeLimiter) Allow(_ context.Context, r *pb.AllowRequest) (*pb.AllowRes
 		f.used = map[string]int64{}
 	}
 	ok := f.used[r.Key] < f.limit
-	if ok {
-		f.used[r.Key]++
+	if ok && (r.Cost == nil || *r.Cost > 0) {
+		f.used[r.Key]++ // a peek (cost 0) counts nothing
 	}
 	resp := &pb.AllowResponse{Allowed: ok, Limit: f.limit, Remaining: f.limit - f.used[r.Key], ResetAfterMs: 59_001,
 		WindowMs: 60_000, DecidedBy: "per-minute", Key: r.Key}
@@ -107,6 +107,49 @@ func TestLimitAnswers200Then429WithHeaders(t *testing.T) {
 		if err := json.Unmarshal([]byte(body), &m); err != nil || m["allowed"] != (i < 2) {
 			t.Errorf("body %s: %v", body, err)
 		}
+	}
+}
+
+// A HEAD peeks: monitors and `curl -I` see the headers and the status
+// and spend nothing; a cost asked of a HEAD is refused, not ignored.
+func TestHeadPeeks(t *testing.T) {
+	l := &fakeLimiter{limit: 2}
+	s := serve(t, l, Draft)
+	head := func(query string) *http.Response {
+		t.Helper()
+		resp, err := http.Head(s.URL + "/api/v1/limit?" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	for i := range 3 {
+		if resp := head("key=k&policy=api"); resp.StatusCode != http.StatusOK || resp.Header.Get("RateLimit") != `"per-minute";r=2;t=60` {
+			t.Fatalf("HEAD %d: %d, RateLimit %q: want 200 and nothing spent", i, resp.StatusCode, resp.Header.Get("RateLimit"))
+		}
+	}
+	if resp := head("key=k&policy=api&cost=0"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("HEAD with cost=0: %d", resp.StatusCode)
+	}
+	for _, r := range l.seen {
+		if r.Cost == nil || *r.Cost != 0 {
+			t.Fatalf("a HEAD sent cost %v, want a peek", r.Cost)
+		}
+	}
+	if resp := head("key=k&policy=api&cost=1"); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("HEAD with cost=1: %d, want 400", resp.StatusCode)
+	}
+	if len(l.seen) != 4 {
+		t.Fatalf("%d checks reached the limiter, want 4 (the refused HEAD none)", len(l.seen))
+	}
+	for i, want := range []int{http.StatusOK, http.StatusOK, http.StatusTooManyRequests} {
+		if resp, body := get(t, s.URL+"/api/v1/limit?key=k&policy=api"); resp.StatusCode != want {
+			t.Fatalf("GET %d after the HEADs: %d %s, want %d", i, resp.StatusCode, body, want)
+		}
+	}
+	if resp := head("key=k&policy=api"); resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "2" {
+		t.Fatalf("HEAD of a spent key: %d, Retry-After %q: want 429 and 2", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 }
 
