@@ -301,7 +301,13 @@ func (s *Shard) replay(p *policy.Policy, h *entryHit) {
 	}
 	t := &s.tt
 	s.gather(t, p, h.key, true)
-	p.Record(t.states[:t.n], s.now, h.cost, h.outcome, h.elastic)
+	// At the time the leader decided, not the log's: an entry that
+	// committed between the decision and its hits (a strict check, a
+	// tick) moved the log time on, and counting the hits then charged a
+	// window the leader had not (a fixed window's next minute, a month's
+	// next) and made the retry-after it answered too short. What gather
+	// forgot as expired at the log's time reads as nothing from then on.
+	p.Record(t.states[:t.n], min(s.now, h.time), h.cost, h.outcome, h.elastic)
 	s.store(t)
 }
 
