@@ -10,6 +10,8 @@ import (
 	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/wallclock"
+	"github.com/floodgate/floodgate/window"
 )
 
 // RLSServer implements Envoy's rate limit service,
@@ -50,7 +52,7 @@ func (r *RLSServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReq
 		res, errs := r.s.disp.dispatch(ctx, limited)
 		for k := range limited {
 			if errs[k] == nil && tooBig[at[k]] {
-				res[k] = overLimit(limited[k].Policy, res[k])
+				res[k] = overLimit(limited[k].Policy, res[k], wallclock.Now().UnixNano())
 			}
 		}
 		r.s.count(limited, res, errs) // a full group's refusal counts as the check error it is
@@ -61,7 +63,7 @@ func (r *RLSServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReq
 				// any other, so Envoy's failure mode does not let a flood
 				// of new keys through.
 				p := limited[k].Policy
-				results[at[k]] = overLimit(p, policy.Result{Allowed: true, Limit: p.Limits[0].Limit.Limit})
+				results[at[k]] = overLimit(p, policy.Result{Allowed: true, Limit: p.Limits[0].Limit.Limit}, wallclock.Now().UnixNano())
 			case err != nil:
 				return nil, toStatus(err)
 			default:
@@ -115,8 +117,9 @@ func peekTooBigSets(checks []fsm.Check, tooBig []bool) {
 // nothing about when to come back (ResetAfter 0), which Envoy sends as
 // X-RateLimit-Reset: 0, and a client retried at once, for ever (a cost
 // that never fits): the denial says p's longest window instead, by when
-// every count it keeps has turned over.
-func overLimit(p *policy.Policy, r policy.Result) policy.Result {
+// every count it keeps has turned over (a calendar limit's: the end of
+// its period after now, the node's clock, Unix ns).
+func overLimit(p *policy.Policy, r policy.Result, now int64) policy.Result {
 	if p.Mode == policy.Shadow {
 		r.WouldDeny = true
 		return r
@@ -124,7 +127,11 @@ func overLimit(p *policy.Policy, r policy.Result) policy.Result {
 	r.Allowed = false
 	if r.ResetAfter <= 0 {
 		for _, l := range p.Limits {
-			r.ResetAfter = max(r.ResetAfter, l.Limit.Window)
+			span := l.Limit.Window
+			if l.Limit.Calendar != window.CalendarNone {
+				span = window.PeriodEnd(l.Limit.Calendar, now) - now
+			}
+			r.ResetAfter = max(r.ResetAfter, span)
 		}
 	}
 	return r

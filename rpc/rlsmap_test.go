@@ -162,10 +162,10 @@ func TestPeekTooBigSets(t *testing.T) {
 			t.Errorf("check %d: too big %v cost %d, want %v", i, tooBig[i], cs[i].Cost, want)
 		}
 	}
-	if r := overLimit(shop, policy.Result{Allowed: true, Remaining: 2}); r.Allowed || r.Remaining != 2 {
+	if r := overLimit(shop, policy.Result{Allowed: true, Remaining: 2}, 0); r.Allowed || r.Remaining != 2 {
 		t.Errorf("over the limit: %+v", r)
 	}
-	if r := overLimit(&policy.Policy{Mode: policy.Shadow}, policy.Result{Allowed: true}); !r.Allowed || !r.WouldDeny {
+	if r := overLimit(&policy.Policy{Mode: policy.Shadow}, policy.Result{Allowed: true}, 0); !r.Allowed || !r.WouldDeny {
 		t.Errorf("shadow, over the limit: %+v, want admitted and would-deny", r)
 	}
 }
@@ -179,11 +179,19 @@ func TestOverLimitSaysWhenToComeBack(t *testing.T) {
 		{Limit: window.Limit{Algorithm: window.GCRA, Limit: 10, Window: int64(time.Minute)}},
 		{Limit: window.Limit{Algorithm: window.SlidingLog, Limit: 100, Window: int64(time.Hour)}},
 	}}
-	if r := overLimit(p, policy.Result{Allowed: true, Remaining: 1}); r.Allowed || r.ResetAfter != int64(time.Hour) {
+	if r := overLimit(p, policy.Result{Allowed: true, Remaining: 1}, 0); r.Allowed || r.ResetAfter != int64(time.Hour) {
 		t.Errorf("a peek of no state: %+v, want denied, reset after an hour", r)
 	}
-	if r := overLimit(p, policy.Result{Allowed: true, ResetAfter: int64(5 * time.Second)}); r.ResetAfter != int64(5*time.Second) {
+	if r := overLimit(p, policy.Result{Allowed: true, ResetAfter: int64(5 * time.Second)}, 0); r.ResetAfter != int64(5*time.Second) {
 		t.Errorf("a peek of a state: reset after %s, want its own 5s", time.Duration(r.ResetAfter))
+	}
+	// A monthly quota (a calendar limit has no Window): the month's end.
+	monthly := &policy.Policy{Name: "monthly", Limits: []policy.Limit{
+		{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 20000, Calendar: window.CalendarMonth}},
+	}}
+	now := time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
+	if r := overLimit(monthly, policy.Result{Allowed: true, Remaining: 20000}, now.UnixNano()); r.Allowed || r.ResetAfter != int64(30*time.Hour) {
+		t.Errorf("a peek of no state under a monthly quota: %+v, want denied, reset after 30h (December 1st)", r)
 	}
 }
 
