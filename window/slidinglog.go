@@ -19,7 +19,8 @@ import (
 // recording beyond that drops the oldest. The ring grows by about a quarter
 // at a time (at least 4 slots), up to Limit, to the full size of the
 // allocator's size class, so a key costs close to 8 bytes per timestamp it
-// actually holds; it is freed once every timestamp has aged out.
+// actually holds; it shrinks once it holds a quarter of that or less, and
+// is freed once every timestamp has aged out.
 
 // logRing is a decoded view of a sliding log's State.
 type logRing struct {
@@ -39,11 +40,18 @@ func loadLog(s *State) logRing {
 	}
 }
 
-// store writes r back into s, freeing the buffer when r is empty.
+// store writes r back into s, freeing the buffer when r is empty and
+// shrinking it when r holds a quarter of it or less: a key that once held
+// many timestamps (a large cost, a limit lowered, a burst) and then a few
+// kept the whole ring, up to 8 bytes per unit of Limit, as long as it
+// stayed in use.
 func (r *logRing) store(s *State) {
 	if r.n == 0 {
 		*s = State{}
 		return
+	}
+	if len(r.buf) >= minShrink && r.n <= len(r.buf)/4 {
+		r.realloc(r.n + max(r.n/4, 4))
 	}
 	s.P = &r.buf[0]
 	s.A = int64(r.head)
@@ -99,6 +107,16 @@ func (r *logRing) grow(need, limit int) {
 	if len(r.buf) > 0 {
 		size = max(min(len(r.buf)+max(len(r.buf)/4, 4), limit), need)
 	}
+	r.realloc(size)
+}
+
+// minShrink is the smallest ring store shrinks: below it, the copy costs
+// more than the few bytes it frees.
+const minShrink = 16
+
+// realloc moves the ring to a new buffer of at least size (>= n) slots,
+// oldest at index 0.
+func (r *logRing) realloc(size int) {
 	// slices.Grow rounds the capacity up to the allocator's size class:
 	// those slots are allocated anyway, so use them.
 	buf := slices.Grow([]int64(nil), size)
@@ -141,7 +159,7 @@ func logRecord(l *Limit, s *State, now, cost int64) {
 	r := loadLog(s)
 	if r.n > 0 {
 		now = max(now, r.at(r.n-1))
-		r.drop(r.aged(now - l.Window)) // keeps the buffer for reuse
+		r.drop(r.aged(now - l.Window))
 	}
 	limit := int(l.Limit)
 	c := int(min(cost, l.Limit))
