@@ -20,7 +20,7 @@ func TestARingShrinksWithWhatItHolds(t *testing.T) {
 		t.Fatalf("10,000 timestamps in %d bytes", hb)
 	}
 	now := t0 + int64(59*time.Minute)
-	l.Record(&s, now, 1) // one more before they age out
+	l.Record(&s, now, 1)       // one more before they age out
 	for i := 1; i <= 24; i++ { // then one every 59 minutes, for a day
 		now += int64(59 * time.Minute)
 		if d := l.Check(&s, now, 1); !d.Allowed {
