@@ -37,6 +37,10 @@ type fastLane struct {
 	pending  []fastHit
 	cost     int64 // cost of pending
 	inflight bool
+	flying   int64 // cost of the batch in flight
+	// retry: pending holds a batch raft refused before its log; retrying:
+	// the batch in flight does. No check is let in while one is retried.
+	retry, retrying bool
 	// New fast checks are refused (as not-leader) while a hand-over runs
 	// (handing counts them: two may overlap, a drain for a freeze and one
 	// for a shutdown's transfer) and for good once refused.
@@ -159,7 +163,11 @@ func (f *fastLane) enter(ctx context.Context, term uint64, keys []string) error 
 			f.mu.Unlock()
 			return f.notLeader()
 		}
-		if f.cost < f.maxPending {
+		// A batch raft refused before its log (its queue full) comes back
+		// to pending with what was gathered meanwhile and is sent again
+		// whole: were checks let in behind it, every such round would add
+		// a lane's worth to what a failover loses.
+		if f.cost < f.maxPending && !f.retrying {
 			break
 		}
 		// A full lane waits for its batch to commit: no longer than the
@@ -268,7 +276,7 @@ func (f *fastLane) pass(b *fastBarrier) {
 			// A new leadership: what an earlier term answered and did not
 			// commit is gone, and so is its overlay.
 			f.shard.ResetFast()
-			f.pending, f.cost, f.term = nil, 0, b.term
+			f.pending, f.cost, f.retry, f.term = nil, 0, false, b.term
 			f.room.Broadcast()
 		}
 		f.ready = b.term
@@ -283,7 +291,7 @@ func (f *fastLane) pass(b *fastBarrier) {
 func (f *fastLane) pendingCost() int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.cost
+	return f.cost + f.flying
 }
 
 func (f *fastLane) nudge() { signal(f.kick) }
@@ -328,7 +336,8 @@ func (f *fastLane) flush() bool {
 		return false
 	}
 	batch, cost, term := f.pending, f.cost, f.term
-	f.pending, f.cost, f.inflight = nil, 0, true
+	f.pending, f.cost, f.inflight, f.flying = nil, 0, true, cost
+	f.retrying, f.retry = f.retry, false
 	f.room.Broadcast()
 	f.mu.Unlock()
 
@@ -350,7 +359,7 @@ func (f *fastLane) flush() bool {
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.inflight = false
+	f.inflight, f.flying, f.retrying = false, 0, false
 	f.room.Broadcast()
 	switch {
 	case err == nil:
@@ -360,12 +369,12 @@ func (f *fastLane) flush() bool {
 	case notAppended(err) && f.term == term && f.r.State() == raft.Leader && f.r.CurrentTerm() == term:
 		// Refused before it reached the log, and still the leader of the
 		// same term: send it again with the next batch.
-		f.pending, f.cost = append(batch, f.pending...), f.cost+cost
+		f.pending, f.cost, f.retry = append(batch, f.pending...), f.cost+cost, true
 	case f.term == term:
 		// Leadership is going, or the outcome is unknown: the overlay can
 		// no longer be trusted. Whatever did not commit is lost (the bound).
 		f.shard.ResetFast()
-		f.pending, f.cost = nil, 0
+		f.pending, f.cost, f.retry = nil, 0, false
 	}
 	return len(f.pending) > 0
 }

@@ -246,8 +246,8 @@ func TestFastLaneBound(t *testing.T) {
 				t.Fatalf("%d with room in the lane: %v", cost, err)
 			}
 		}
-		if got := lane.pendingCost(); got != 59 {
-			t.Errorf("pending %d, want 59", got)
+		if got := lane.pendingCost(); got != 59+65 {
+			t.Errorf("answered and not committed %d, want 59 pending and 65 in flight", got)
 		}
 		// Full, and a batch in flight: every check waits, the cheapest too.
 		if err := decide(1); err == nil {
