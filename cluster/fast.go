@@ -321,10 +321,33 @@ func (f *fastLane) loop() {
 		case <-t.C:
 		case <-f.kick:
 		}
-		if f.flush() {
-			f.nudge() // more gathered while that batch committed
+		if !f.flush() {
+			continue
 		}
+		if f.retried() {
+			// Raft refused the batch before its log: its queue is full, or
+			// a leadership transfer runs (refused at once, for as long as
+			// the target takes to answer). Try again shortly, not in a
+			// tight loop that waiting callers' nudges would keep going.
+			select {
+			case <-f.stop:
+				return
+			case <-time.After(retryPause):
+			}
+		}
+		f.nudge() // more gathered while that batch committed, or put back
 	}
+}
+
+// retryPause is how long the lane waits before sending again a batch raft
+// refused before its log.
+const retryPause = 10 * time.Millisecond
+
+// retried reports whether pending holds a batch raft refused.
+func (f *fastLane) retried() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.retry
 }
 
 // flush replicates the pending hits as one entry and waits for it; it

@@ -1,0 +1,145 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/floodgate/floodgate/fsm"
+)
+
+// slowTimeoutNow delays TimeoutNow, as a target whose raft loop is busy
+// (a slow fsync ahead of it in its session queue) or a congested link
+// would.
+type slowTimeoutNow struct {
+	*raft.InmemTransport
+	delay time.Duration
+}
+
+func (s *slowTimeoutNow) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	time.Sleep(s.delay)
+	return s.InmemTransport.TimeoutNow(id, target, args, resp)
+}
+
+func newSlowGroup(t *testing.T, n int, delay time.Duration) *memGroup {
+	g := &memGroup{}
+	var servers []raft.Server
+	addrs := make([]raft.ServerAddress, n)
+	for i := range n {
+		addrs[i], _ = raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("r%d", i)))
+	}
+	for i := range n {
+		_, tr := raft.NewInmemTransport(addrs[i])
+		g.trans = append(g.trans, tr)
+		servers = append(servers, raft.Server{ID: raft.ServerID(addrs[i]), Address: addrs[i]})
+	}
+	for i := range g.trans {
+		for j := range g.trans {
+			if i != j {
+				g.trans[i].Connect(addrs[j], g.trans[j])
+			}
+		}
+	}
+	for i := range n {
+		rc := raft.DefaultConfig()
+		rc.LocalID = raft.ServerID(addrs[i])
+		rc.Logger = hclog.New(&hclog.LoggerOptions{Output: io.Discard, Level: hclog.Off})
+		rc.HeartbeatTimeout = 100 * time.Millisecond
+		rc.ElectionTimeout = 100 * time.Millisecond
+		rc.LeaderLeaseTimeout = 50 * time.Millisecond
+		rc.BatchApplyCh = true
+		s := fsm.NewShard()
+		r, err := raft.NewRaft(rc, s, raft.NewInmemStore(), raft.NewInmemStore(), raft.NewInmemSnapshotStore(), &slowTimeoutNow{g.trans[i], delay})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.rafts, g.shards = append(g.rafts, r), append(g.shards, s)
+	}
+	if err := g.rafts[0].BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+		t.Fatal(err)
+	}
+	g.waitLeader(t)
+	return g
+}
+
+// A leadership transfer that times out (its target slow to answer
+// TimeoutNow) leaves raft refusing every write as "transfer in progress"
+// until the target answers, and then the target takes over. The lane's
+// batches came back to pending, and it let a lane's worth in behind each
+// retry: thousands of answered checks were lost at the takeover, against
+// a bound of 2 × (--fast-max-pending + 1). Now none is let in while a
+// batch is retried, and retries are paced.
+func TestFastBoundHoldsThroughATransferThatTimesOut(t *testing.T) {
+	g := newSlowGroup(t, 3, 1500*time.Millisecond)
+	defer g.close()
+	cfg := testFastConfig() // FastMaxPending 40
+	lanes := make([]*fastLane, len(g.rafts))
+	for i := range lanes {
+		lanes[i] = newFastLane(g.rafts[i], g.shards[i], cfg, func() error { return &NotLeaderError{Group: "shard-0"} })
+	}
+	defer func() {
+		for _, l := range lanes {
+			l.close()
+		}
+	}()
+	var admitted atomic.Int64
+	var maxPending atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if li := g.leader(); li >= 0 {
+					res, err := lanes[li].decide(context.Background(), fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1})
+					if err == nil && res.Allowed {
+						admitted.Add(1)
+					}
+					if c := int64(g.shards[li].FastPending()); c > 0 {
+						lanes[li].mu.Lock()
+						p := lanes[li].cost
+						lanes[li].mu.Unlock()
+						if p > maxPending.Load() {
+							maxPending.Store(p)
+						}
+					}
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	li := g.waitLeader(t)
+	target := (li + 1) % 3
+	t0 := time.Now()
+	err := lanes[li].handOver(func() error {
+		return g.rafts[li].LeadershipTransferToServer(raft.ServerID(fmt.Sprintf("r%d", target)), raft.ServerAddress(fmt.Sprintf("r%d", target))).Error()
+	})
+	t.Logf("handOver returned after %v: %v; still leader: %v", time.Since(t0), err, g.rafts[li].State() == raft.Leader)
+	time.Sleep(200 * time.Millisecond)
+	perr := g.rafts[li].Apply(fsm.EncodeTick(time.Now().UnixNano()), time.Second).Error()
+	t.Logf("a strict write 200ms after the failed transfer: %v (leader: %v)", perr, g.rafts[li].State() == raft.Leader)
+	time.Sleep(2300 * time.Millisecond)
+	t.Logf("leader now r%d (was r%d)", g.leader(), li)
+	close(stop)
+	wg.Wait()
+	for _, l := range lanes {
+		l.drain()
+	}
+	got, want := committedCount(t, g, "k"), admitted.Load()
+	t.Logf("admitted %d, committed %d, lost %d; largest pending cost seen %d (bound 2x(40+1)=82)", want, got, want-got, maxPending.Load())
+	if want-got > 82 {
+		t.Errorf("lost %d answered fast decisions on one leadership change, bound is 82", want-got)
+	}
+}
