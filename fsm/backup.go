@@ -75,7 +75,26 @@ func (s *Shard) applyRestore(body []byte) error {
 		s.tab.rec(s.tab.insert([]byte(r.id))).st = r.st
 	})
 	s.advance(now)
+	s.forgetOverlayOf(keys)
 	return nil
+}
+
+// forgetOverlayOf discards the leader's fast overlay if it holds a copy of
+// a state of keys, which a restore just replaced: a key with fast
+// decisions always on their way (a busy one) was decided on its old copy
+// for as long as they kept coming, the restored counts ignored. As at a
+// change of leader, what is in flight is then counted only once it
+// commits (the fast bound), and releases of the old generation are
+// ignored. Only the leader has an overlay; s.mu is held.
+func (s *Shard) forgetOverlayOf(keys map[string]bool) {
+	for id := range s.ov.entries {
+		if keys[keyOf(id)] {
+			s.ov.gen++
+			s.ov.entries = map[string]*overlayState{}
+			s.noteOverlay()
+			return
+		}
+	}
 }
 
 // HeldAfterRestore returns how many key states the group would hold once
