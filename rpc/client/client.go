@@ -39,7 +39,9 @@ type Options struct {
 	// FailOpen admits requests the cluster cannot answer (Unavailable,
 	// DeadlineExceeded) instead of returning the error. Invalid requests
 	// still fail, as do checks of new keys a full cluster refuses
-	// (ResourceExhausted, --max-key-states): it answered.
+	// (ResourceExhausted, --max-key-states): it answered. So do checks
+	// whose caller's context ended first (canceled, or its own deadline
+	// passed): the caller gave up, the cluster may well answer.
 	FailOpen bool
 	// OnError, if set, hears about every failed call, including those
 	// FailOpen turned into an admission.
@@ -176,6 +178,7 @@ func (c *Client) allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 	if err != nil {
 		return nil, false, err
 	}
+	caller := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
 	defer cancel()
 	var resp *pb.AllowResponse
@@ -189,7 +192,7 @@ func (c *Client) allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 		resp, err = c.allowOn(ctx, c.route(key), req)
 	}
 	if err != nil {
-		open := c.failOpen(err)
+		open := c.failOpen(caller, err)
 		if open && doubt != nil {
 			// Not admitted unasked: the local copy refused it. But the
 			// check was sent, and may have counted: marked so that it is
@@ -281,6 +284,7 @@ func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.A
 		}
 	}
 	out := &pb.AllowBatchResponse{Results: make([]*pb.AllowBatchItem, len(reqs))}
+	caller := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
 	defer cancel()
 	var (
@@ -321,13 +325,13 @@ func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.A
 			continue
 		}
 		if _, err := itemOf(it); err != nil { // an error, OK code or not
-			out.Results[i] = failedItem(err, c.failOpen(err))
+			out.Results[i] = failedItem(err, c.failOpen(caller, err))
 		}
 	}
 	var refused error // of the first request's failed call FailOpen did not admit
 	admitted, first := 0, len(reqs)
 	for addr, err := range failed {
-		open := c.failOpen(err)
+		open := c.failOpen(caller, err)
 		if open {
 			admitted++
 		} else if groups[addr][0] < first {
@@ -411,10 +415,17 @@ func (c *Client) check(req *pb.AllowRequest, field string) (key string, known bo
 }
 
 // failOpen reports err and whether FailOpen admits the request: the
-// cluster could not answer (Unavailable, DeadlineExceeded).
-func (c *Client) failOpen(err error) bool {
+// cluster could not answer (Unavailable, DeadlineExceeded). A check whose
+// caller gave up (caller, its context, canceled or past its deadline) is
+// not admitted, and says nothing of the routes: a client that hangs up at
+// once, or sends a deadline of a nanosecond, would otherwise pass every
+// limit uncounted.
+func (c *Client) failOpen(caller context.Context, err error) bool {
 	if c.opts.OnError != nil {
 		c.opts.OnError(err)
+	}
+	if caller.Err() != nil {
+		return false
 	}
 	code := status.Code(err)
 	if code == codes.Unavailable || code == codes.DeadlineExceeded {

@@ -23,7 +23,8 @@ type HTTPOptions struct {
 	// Cost is a request's cost (default 1).
 	Cost func(*http.Request) int64
 	// FailOpen lets a request through when the limiter cannot answer;
-	// otherwise it gets 503. (The
+	// otherwise it gets 503. A request whose client went away before its
+	// check was answered is not let through (499). (The
 	// client's own Options.FailOpen, if set, already admits unanswered
 	// checks.) A check the limiter refuses (InvalidArgument: an unknown
 	// policy, a key too long) is 500 either way, so neither a typo nor a
@@ -57,6 +58,12 @@ func HTTPMiddleware(l Limiter, o HTTPOptions) func(http.Handler) http.Handler {
 					http.Error(w, "rate limiter refused the check", http.StatusInternalServerError)
 				case full(err):
 					http.Error(w, "too many requests: the rate limiter holds no room for new keys", http.StatusTooManyRequests)
+				case r.Context().Err() != nil:
+					// The client went away before its check was answered:
+					// not a limiter that cannot answer, which FailOpen
+					// admits. Admitted, a client hanging up at once would
+					// pass every limit uncounted.
+					http.Error(w, "request canceled", statusClientClosed)
 				case o.FailOpen:
 					next.ServeHTTP(w, r)
 				default:
@@ -75,6 +82,10 @@ func HTTPMiddleware(l Limiter, o HTTPOptions) func(http.Handler) http.Handler {
 		})
 	}
 }
+
+// statusClientClosed answers a request whose client went away (nginx's
+// 499, which floodgate's HTTP API sends for Canceled too).
+const statusClientClosed = 499
 
 // refused reports whether err is the limiter refusing the check itself
 // (InvalidArgument), which FailOpen does not admit: not a failure to
@@ -108,7 +119,9 @@ type GRPCOptions struct {
 	// Cost is a call's cost (default 1).
 	Cost func(ctx context.Context, fullMethod string) int64
 	// FailOpen lets a call through when the limiter cannot answer;
-	// otherwise it fails with Unavailable. A check the limiter refuses (InvalidArgument) fails the
+	// otherwise it fails with Unavailable. A call whose own deadline
+	// passed or that was canceled before its check was answered fails
+	// with DeadlineExceeded or Canceled either way. A check the limiter refuses (InvalidArgument) fails the
 	// call with Internal either way, and one of a new key the cluster has
 	// no room for (--max-key-states) with ResourceExhausted.
 	FailOpen bool
@@ -133,6 +146,10 @@ func (o GRPCOptions) check(ctx context.Context, l Limiter, method string) error 
 			return status.Errorf(codes.Internal, "rate limiter refused the check: %v", err)
 		case full(err):
 			return status.Errorf(codes.ResourceExhausted, "rate limited: the rate limiter holds no room for new keys: %v", err)
+		case ctx.Err() != nil:
+			// The caller's own deadline or cancellation (grpc-timeout:
+			// 1n), not a limiter that cannot answer: never admitted.
+			return status.FromContextError(ctx.Err()).Err()
 		case o.FailOpen:
 			return nil
 		}

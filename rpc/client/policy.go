@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -60,7 +61,7 @@ func (p *Policy) AllowN(ctx context.Context, d D, n int64) (Decision, error) {
 	}
 	dec, err := p.c.decide(ctx, req)
 	var sent sentRefusal
-	if plain && !known && status.Code(err) == codes.InvalidArgument && !errors.As(err, &sent) && p.learn(ctx) {
+	if plain && !known && keyedByRefusal(err) && !errors.As(err, &sent) && p.learn(ctx) {
 		// A policy created since the client's last refresh, which keys
 		// by a descriptor named "key": the node refused k as a plain
 		// key, and a refusal counted nothing, so asking again with the
@@ -82,13 +83,24 @@ func (p *Policy) keyedBy() (known, keyedBy bool) {
 	return pol != nil, pol != nil && len(pol.KeyBy) > 0
 }
 
+// keyedByRefusal reports whether err is a node refusing a plain key for a
+// policy with key_by: any other refusal (an unknown policy, a typo) needs
+// no question about the policy, which would cost every such check a
+// second call.
+func keyedByRefusal(err error) bool {
+	st := status.Convert(err)
+	return st.Code() == codes.InvalidArgument && strings.Contains(st.Message(), validate.KeyedByDescriptors)
+}
+
 // learn asks a node for the policy and keeps it; it reports whether the
-// policy keys by descriptors.
+// policy keys by descriptors. It waits no longer than a call may.
 func (p *Policy) learn(ctx context.Context) bool {
 	addr := p.c.otherAddr(nil)
 	if addr == "" {
 		return false
 	}
+	ctx, cancel := context.WithTimeout(ctx, p.c.opts.CallTimeout)
+	defer cancel()
 	resp, err := pb.NewAdminClient(p.c.conn(addr)).GetPolicy(ctx, &pb.GetPolicyRequest{Name: p.name})
 	if err != nil {
 		return false

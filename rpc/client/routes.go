@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -35,6 +36,12 @@ func (c *Client) loadRoutes(ctx context.Context) error {
 		if !slices.Contains(nodes, addr) {
 			nodes = append(nodes, addr)
 		}
+	}
+	// From a node picked at random, so that clients spread their
+	// questions rather than all ask the first node they were given.
+	if len(nodes) > 1 {
+		k := rand.IntN(len(nodes))
+		nodes = slices.Concat(nodes[k:], nodes[:k])
 	}
 	if c.co != nil {
 		// A node that has stopped answering checks is asked last: its
@@ -88,7 +95,7 @@ func (c *Client) loadRoutes(ctx context.Context) error {
 			hedge.Reset(statusHedge)
 		}
 	}
-	return fmt.Errorf("%w: %v", ErrNoNodes, last)
+	return fmt.Errorf("%w: %w", ErrNoNodes, last)
 }
 
 // statusHedge is how long a refresh waits for a node's answer before it
@@ -221,8 +228,20 @@ func (c *Client) refresher(life context.Context) {
 		ctx, cancel := context.WithTimeout(life, 5*time.Second)
 		_ = c.loadRoutes(ctx)
 		cancel()
+		// Kicks that came meanwhile wait: every check failing on a
+		// degraded cluster kicks, and refreshing back to back asked a
+		// node thousands of times a second, from every client, when it
+		// could least afford it.
+		select {
+		case <-c.stop:
+			return
+		case <-time.After(minRefreshGap):
+		}
 	}
 }
+
+// minRefreshGap is the least time between two refreshes of the routes.
+const minRefreshGap = 100 * time.Millisecond
 
 func (c *Client) closeConns() {
 	c.mu.Lock()

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -54,5 +55,19 @@ func TestTokenFromAFile(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "Options.Token") {
 			t.Errorf("New with token %q: %v, want a refusal naming Options.Token", tok, err)
 		}
+	}
+}
+
+// A wrong token fails New with the node's code (Unauthenticated), still
+// ErrNoNodes: a start-up loop retrying while no node answers must be able
+// to tell a misconfiguration, which no retry mends. The code was lost
+// (Unknown).
+func TestNewKeepsTheNodesCode(t *testing.T) {
+	n := &statusNode{answers: 1 << 30}
+	addr := serveAdminWithToken(t, n, "s3cret")
+	n.nodes = []string{addr}
+	_, err := New(context.Background(), Options{Addrs: []string{addr}, Token: "wrong", RefreshInterval: time.Hour})
+	if status.Code(err) != codes.Unauthenticated || !errors.Is(err, ErrNoNodes) {
+		t.Fatalf("New with a wrong token: %v (code %v), want Unauthenticated and ErrNoNodes", err, status.Code(err))
 	}
 }

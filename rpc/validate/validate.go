@@ -24,6 +24,11 @@ var (
 	ErrInvalid = errors.New("invalid request")
 )
 
+// KeyedByDescriptors is in the message refusing a plain key for a policy
+// with key_by: the SDK, which may not know the policy yet, learns it and
+// asks again with descriptors when it reads this, and only then.
+const KeyedByDescriptors = "builds its keys from descriptors"
+
 // Request bounds.
 const (
 	// MaxKeyLen is the longest key, in bytes.
@@ -152,7 +157,7 @@ func keyOf(key string, descriptors map[string]string, p *policy.Policy, field, d
 	case key != "" && len(descriptors) > 0:
 		return "", fmt.Errorf("%w: %s: give either a key or descriptors, not both", ErrInvalid, descs)
 	case len(keyBy) > 0 && key != "":
-		return "", fmt.Errorf("%w: %skey: policy %s builds its keys from descriptors %s", ErrInvalid, field, p.Name, strings.Join(keyBy, ", "))
+		return "", fmt.Errorf("%w: %skey: policy %s %s %s", ErrInvalid, field, p.Name, KeyedByDescriptors, strings.Join(keyBy, ", "))
 	case len(descriptors) > 0:
 		if err := checkDescriptors(descriptors, descs); err != nil {
 			return "", err
