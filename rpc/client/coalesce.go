@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -316,11 +317,21 @@ func (co *coalescer) send(addr string, batch []*waiter) bool {
 	if err == nil && len(resp.Results) != len(live) {
 		err = status.Error(codes.Internal, fmt.Sprintf("floodgate: %s answered %d of %d checks", addr, len(resp.Results), len(live)))
 	}
+	if j, jerr := itemError(err, len(live)); jerr != nil {
+		// The node refused check j, and with it the whole call, before
+		// counting anything: j has its answer, the others go again in
+		// one call. (Sent each alone, one caller's check that only the
+		// node refuses, retried at once, split nearly every batch.)
+		live[j].err = jerr
+		close(live[j].done)
+		co.send(addr, slices.Delete(slices.Clone(live), j, j+1))
+		return true
+	}
 	switch {
 	case status.Code(err) == codes.InvalidArgument:
-		// The node refused one check of the batch, and with it the whole
-		// call, before counting anything: each check goes again alone, to
-		// get its own answer.
+		// The node refused the batch, before counting anything, naming
+		// no check of it: each check goes again alone, to get its own
+		// answer.
 		co.alone(addr, live)
 	case err != nil:
 		for _, w := range live {

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -24,8 +25,11 @@ type fakeNodes struct {
 	refuse error
 	// item, if set, answers one check of a batch in place of a decision.
 	item func(key string) *pb.AllowBatchItem
-	// invalid keys are refused by single calls with InvalidArgument.
-	invalid map[string]bool
+	// invalid keys are refused by single calls with InvalidArgument, and
+	// so is a batch holding one, naming it by its index if numbered, as
+	// a node does, or not ("requests[i]").
+	invalid  map[string]bool
+	numbered bool
 
 	mu    sync.Mutex
 	calls []call
@@ -80,7 +84,10 @@ func (f *fakeNodes) many(ctx context.Context, addr string, reqs []*pb.AllowReque
 		return nil, f.refuse
 	}
 	out := &pb.AllowBatchResponse{}
-	for _, r := range reqs {
+	for i, r := range reqs {
+		if f.invalid[r.Key] && f.numbered {
+			return nil, status.Errorf(codes.InvalidArgument, "invalid request: requests[%d].key: refused", i)
+		}
 		if f.invalid[r.Key] {
 			return nil, status.Error(codes.InvalidArgument, "requests[i].key: refused")
 		}
@@ -297,6 +304,42 @@ func TestInvalidBatchGoesAgainAlone(t *testing.T) {
 		}
 		if want := laneLight + 4; singles != want {
 			t.Errorf("%d single calls, want %d (those in flight and each of the 4 again)", singles, want)
+		}
+		settle(t, co)
+	})
+}
+
+// A batch the node refuses for one check it names: that check's caller
+// gets the refusal (as a call of its own would have worded it), the
+// others go again together. Sent each alone, a caller whose check only
+// the node refuses, retrying at once, turned nearly every batch into as
+// many calls as checks.
+func TestABatchRefusedForOneCheckGoesAgainWithoutIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeNodes{delay: time.Millisecond, invalid: map[string]bool{"k2": true}, numbered: true}
+		co := f.coalescer()
+		fill(co, "n1")
+		got := answers(co, "n1", keysOf("k", 6))
+		for k, err := range got {
+			if k == "k2" {
+				if st := status.Convert(err); st.Code() != codes.InvalidArgument || st.Message() != "invalid request: key: refused" {
+					t.Errorf("%s: %v, want the refusal of key", k, err)
+				}
+			} else if err != nil {
+				t.Errorf("%s: %v", k, err)
+			}
+		}
+		var batches [][]string
+		singles := 0
+		for _, c := range f.log() {
+			if c.batch {
+				batches = append(batches, c.keys)
+			} else {
+				singles++
+			}
+		}
+		if singles != laneLight || len(batches) != 2 || len(batches[1]) != 5 || slices.Contains(batches[1], "k2") {
+			t.Errorf("%d single calls (want the %d in flight), batches %v: want the 6 and then the 5 others", singles, laneLight, batches)
 		}
 		settle(t, co)
 	})
