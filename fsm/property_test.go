@@ -3,6 +3,8 @@ package fsm
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -93,11 +95,14 @@ func runStrictFast(t *testing.T, rng *rand.Rand, m policytest.Mode, p *policy.Po
 		t.Helper()
 		t.Fatalf("mode %s, policy %+v\nlimits %+v reduced %+v\nhistory:\n%s%s", m.Name, *p, p.Limits, p.Reduced, hist.String(), fmt.Sprintf(format, args...))
 	}
-	for i, r := range policytest.Requests(rng, p, m, ops) {
+	strictIndex := uint64(0)
+	reqs := policytest.Requests(rng, p, m, ops)
+	for i, r := range reqs {
 		key := keys[rng.IntN(len(keys))]
 		want := refs[key].Check(r.Time, r.Cost, r.Elastic)
 		c := Check{Key: key, Policy: p, Cost: r.Cost, Elastic: r.Elastic}
-		out := strict.Apply(allowLog(uint64(i+1), r.Time, c))
+		strictIndex++
+		out := strict.Apply(allowLog(strictIndex, r.Time, c))
 		if err, ok := out.(error); ok {
 			fail("strict: %v", err)
 		}
@@ -124,6 +129,23 @@ func runStrictFast(t *testing.T, rng *rand.Rand, m policytest.Mode, p *policy.Po
 		if fast != want {
 			fail("fast: got %+v\nwant %+v", fast, want)
 		}
+		until := int64(math.MinInt64)
+		if len(f.pending) > 0 && i+1 < len(reqs) && rng.IntN(6) == 0 {
+			until = min(reqs[i+1].Time, expiresFirst(t, f.follower, f.pending)-1)
+		}
+		if until >= r.Time {
+			// Another entry (a strict check of another key, a tick)
+			// commits before the hits, stamped up to the next request's
+			// time: the hits still count when they were decided. (Up to
+			// when a state they count on expires: past that, some
+			// replicas may have freed it, and a hit counts on a fresh
+			// state, as README says.)
+			ts := r.Time + rng.Int64N(until-r.Time+1)
+			f.apply(EncodeTick(ts))
+			strictIndex++
+			strict.Apply(&raft.Log{Index: strictIndex, Type: raft.LogCommand, Data: EncodeTick(ts)})
+			fmt.Fprintf(&hist, "     an entry at %d before the hits\n", ts)
+		}
 		if rng.IntN(4) == 0 || i == ops-1 {
 			f.flush(r.Time)
 			fmt.Fprintf(&hist, "     flushed\n")
@@ -140,4 +162,38 @@ func runStrictFast(t *testing.T, rng *rand.Rand, m policytest.Mode, p *policy.Po
 	if n := f.leader.FastPending(); n != 0 {
 		fail("%d overlay states left after every hit was released", n)
 	}
+}
+
+// expiresFirst is the earliest time a state hits count on expires, on
+// s's committed states with the hits counted one by one, in order.
+func expiresFirst(t *testing.T, s *Shard, hits []Hit) int64 {
+	t.Helper()
+	scratch := NewShard()
+	if err := scratch.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, s)))); err != nil {
+		t.Fatal(err)
+	}
+	first := int64(math.MaxInt64)
+	for i, h := range hits {
+		first = min(first, scratch.firstExpiry(hits[i:i+1]))
+		if err, ok := scratch.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: EncodeHits(nil, h.Time, hits[i:i+1])}).(error); ok {
+			t.Fatal(err)
+		}
+		first = min(first, scratch.firstExpiry(hits[i:i+1]))
+	}
+	return first
+}
+
+// firstExpiry is the earliest expiry of the states hits count on, as s
+// holds them (math.MaxInt64 if it holds none).
+func (s *Shard) firstExpiry(hits []Hit) int64 {
+	first := int64(math.MaxInt64)
+	for _, h := range hits {
+		for i := range h.Policy.States() {
+			l, scope := limitOf(h.Policy, i)
+			if n, ok := s.tab.lookup(appendID(nil, []byte(h.Key), scope, l)); ok {
+				first = min(first, s.tab.rec(n).expiry())
+			}
+		}
+	}
+	return first
 }

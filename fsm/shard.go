@@ -305,8 +305,14 @@ func (s *Shard) replay(p *policy.Policy, h *entryHit) {
 	// committed between the decision and its hits (a strict check, a
 	// tick) moved the log time on, and counting the hits then charged a
 	// window the leader had not (a fixed window's next minute, a month's
-	// next) and made the retry-after it answered too short. What gather
-	// forgot as expired at the log's time reads as nothing from then on.
+	// next) and made the retry-after it answered too short. A state that
+	// expired between the decision and its hits is counted from fresh, as
+	// gather finds it: some replicas may have freed it (the sweeper, a
+	// snapshot) and others not, so no replica may count on it. For a log
+	// or a fixed window that changes no answer; a bucket or a sliding
+	// counter may read fuller than under strict by what refilled between
+	// the decision and that expiry (property_test.go injects entries only
+	// before it).
 	p.Record(t.states[:t.n], min(s.now, h.time), h.cost, h.outcome, h.elastic)
 	s.store(t)
 }
