@@ -66,8 +66,13 @@ func TestARestartedNodeIsReadyOnlyOnceCaughtUp(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+	// Three nodes, three replicas: n3 holds every group, and ready means
+	// each of its replicas is open and has applied what its leader had.
 	for g, applied := range want {
-		if info := n3.Node.Progress(g); info.Present && info.Applied < applied {
+		switch info := n3.Node.Progress(g); {
+		case !info.Present:
+			t.Errorf("n3 says it caught up, but its replica of group %d is not open", g)
+		case info.Applied < applied:
 			t.Errorf("n3 says it caught up, but its replica of group %d applied %d of the %d its leader had before the restart", g, info.Applied, applied)
 		}
 	}

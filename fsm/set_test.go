@@ -73,8 +73,11 @@ func runSets(t *testing.T, rng *rand.Rand, m policytest.Mode, p *policy.Policy, 
 			fail("strict: %v", out)
 		}
 		fmt.Fprintf(&hist, "  %d: keys %v costs %v at %d elastic %v -> %+v\n", i, names, costs, r.Time, r.Elastic, got)
+		if len(got) != len(want) {
+			fail("strict: %d answers to a set of %d", len(got), len(want))
+		}
 		admitted := 0
-		for j := range got {
+		for j := range want {
 			if got[j] != want[j] {
 				fail("strict, check %d: got %+v\nwant %+v", j, got[j], want[j])
 			}
@@ -86,7 +89,10 @@ func runSets(t *testing.T, rng *rand.Rand, m policytest.Mode, p *policy.Policy, 
 			fail("strict: %d of %d checks of one set admitted", admitted, n)
 		}
 		fast, hits, gen := f.leader.FastEvalSet(p, names, costs, r.Time, r.Elastic)
-		for j := range fast {
+		if len(fast) != len(want) {
+			fail("fast: %d answers to a set of %d", len(fast), len(want))
+		}
+		for j := range want {
 			if fast[j] != want[j] {
 				fail("fast, check %d: got %+v\nwant %+v", j, fast[j], want[j])
 			}

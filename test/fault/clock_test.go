@@ -3,6 +3,8 @@ package fault
 import (
 	"bufio"
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -61,7 +63,12 @@ wait:
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-poll.C:
-			led = led || groupsLed(ctx, l) > 0
+			n, err := groupsLed(ctx, l)
+			if errors.Is(err, errNoGauge) {
+				e.violate("%s: %v", l.ID, err) // a renamed gauge must not pass for "leads nothing"
+				break wait
+			}
+			led = led || n > 0
 		}
 	}
 	if led {
@@ -88,26 +95,36 @@ wait:
 	return e.n.Settle(ctx, 40*time.Second)
 }
 
-// groupsLed is n's floodgate_groups_led gauge, 0 when it cannot be read.
-func groupsLed(ctx context.Context, n *e2e.Node) float64 {
+// errNoGauge: the node answered /metrics without floodgate_groups_led.
+var errNoGauge = errors.New("/metrics has no floodgate_groups_led")
+
+// groupsLed is n's floodgate_groups_led gauge. A node that does not
+// answer (starting, or stopped: it exits once it sees its clock) is an
+// error; one whose metrics lack the gauge is errNoGauge.
+func groupsLed(ctx context.Context, n *e2e.Node) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.HTTP+"/metrics", nil)
 	if err != nil {
-		return 0
+		return 0, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0
+		return 0, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("/metrics: %s", resp.Status)
+	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), "floodgate_groups_led "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
+			return strconv.ParseFloat(v, 64)
 		}
 	}
-	return 0
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, errNoGauge
 }

@@ -101,7 +101,9 @@ func pauseLeader(rounds int) func(context.Context, *env) error {
 }
 
 // pauseFollower: SIGSTOP of a follower of the hot shard for 1.2–3 s; the
-// leader keeps a quorum, so the shard should not notice.
+// leader keeps a quorum, so the shard must go on answering: within 1 s,
+// which leaves room for the control key's group, which the follower may
+// lead, to elect another leader (README).
 func pauseFollower(rounds int) func(context.Context, *env) error {
 	return func(ctx context.Context, e *env) error {
 		for range rounds {
@@ -112,7 +114,7 @@ func pauseFollower(rounds int) func(context.Context, *env) error {
 			if err != nil {
 				return err
 			}
-			if err := e.n.Pause(ctx, f, e.n.Between(1200*time.Millisecond, 3*time.Second), 0); err != nil {
+			if err := e.n.Pause(ctx, f, e.n.Between(1200*time.Millisecond, 3*time.Second), time.Second); err != nil {
 				return err
 			}
 			if err := e.n.Settle(ctx, 30*time.Second); err != nil {
