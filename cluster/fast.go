@@ -41,6 +41,7 @@ type fastLane struct {
 	// retry: pending holds a batch raft refused before its log; retrying:
 	// the batch in flight does. No check is let in while one is retried.
 	retry, retrying bool
+	refusals        int64 // batches raft refused before its log, ever
 	// New fast checks are refused (as not-leader) while a hand-over runs
 	// (handing counts them: two may overlap, a drain for a freeze and one
 	// for a shutdown's transfer) and for good once refused.
@@ -393,6 +394,7 @@ func (f *fastLane) flush() bool {
 		// Refused before it reached the log, and still the leader of the
 		// same term: send it again with the next batch.
 		f.pending, f.cost, f.retry = append(batch, f.pending...), f.cost+cost, true
+		f.refusals++
 	case f.term == term:
 		// Leadership is going, or the outcome is unknown: the overlay can
 		// no longer be trusted. Whatever did not commit is lost (the bound).

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -126,10 +127,25 @@ func TestFastBoundHoldsThroughATransferThatTimesOut(t *testing.T) {
 	err := lanes[li].handOver(func() error {
 		return g.rafts[li].LeadershipTransferToServer(raft.ServerID(fmt.Sprintf("r%d", target)), raft.ServerAddress(fmt.Sprintf("r%d", target))).Error()
 	})
-	t.Logf("handOver returned after %v: %v; still leader: %v", time.Since(t0), err, g.rafts[li].State() == raft.Leader)
+	if err == nil || g.rafts[li].State() != raft.Leader {
+		t.Fatalf("handOver: %v, still leading: %v; want a transfer that timed out", err, g.rafts[li].State() == raft.Leader)
+	}
+	lanes[li].mu.Lock()
+	before := lanes[li].refusals
+	lanes[li].mu.Unlock()
 	time.Sleep(200 * time.Millisecond)
-	perr := g.rafts[li].Apply(fsm.EncodeTick(time.Now().UnixNano()), time.Second).Error()
-	t.Logf("a strict write 200ms after the failed transfer: %v (leader: %v)", perr, g.rafts[li].State() == raft.Leader)
+	if perr := g.rafts[li].Apply(fsm.EncodeTick(time.Now().UnixNano()), time.Second).Error(); !errors.Is(perr, raft.ErrLeadershipTransferInProgress) {
+		t.Fatalf("a write 200ms after the transfer timed out: %v, want it refused as a transfer in progress", perr)
+	}
+	lanes[li].mu.Lock()
+	refused := lanes[li].refusals - before
+	lanes[li].mu.Unlock()
+	// Sent again every retryPause at most, not in a loop kept going by
+	// the waiting callers' nudges (tens of thousands in 200ms).
+	if most := int64(200*time.Millisecond/retryPause) + 5; refused > most {
+		t.Errorf("raft refused %d batches in 200ms of a transfer in progress, want at most %d", refused, most)
+	}
+	t.Logf("handOver returned after %v: %v; %d batches refused in the next 200ms", time.Since(t0).Round(time.Millisecond), err, refused)
 	time.Sleep(2300 * time.Millisecond)
 	t.Logf("leader now r%d (was r%d)", g.leader(), li)
 	close(stop)
