@@ -76,6 +76,9 @@ func (n *Node) freezeMove(ctx context.Context, r *replica, mv *fsm.SlotMove, fro
 	// that finds the slots frozen already does not walk now; an export
 	// from it looks at every record.
 	start := time.Now()
+	if !frozen && !n.stillPlanned(ctx, mv.ID) {
+		return
+	}
 	if !frozen {
 		if err := r.fsm.WatchSlots(mv.ID, mv.Slots); err != nil {
 			n.log.Debug("watch slots", "group", r.id, "move", mv.ID, "err", err)
@@ -92,6 +95,24 @@ func (n *Node) freezeMove(ctx context.Context, r *replica, mv *fsm.SlotMove, fro
 	}
 	n.log.Info("slots frozen and flipped", "move", mv.ID, "from", mv.From, "to", mv.To, "slots", len(mv.Slots),
 		"watch", watched, "took", time.Since(start))
+}
+
+// stillPlanned reports whether move id is still planned once this node's
+// meta state has caught up with the meta leader's. A meta replica behind
+// may still list as planned a move long done, whose slots a later move
+// may have brought back to the group: a freeze written for it then
+// stopped those slots counting here while the table sent them here (the
+// state machine now spares such slots, but a replica of an older release
+// does not: mid-roll the replicas would part ways).
+func (n *Node) stillPlanned(ctx context.Context, id uint64) bool {
+	cctx, cancel := context.WithTimeout(ctx, n.cfg.CommitTimeout)
+	defer cancel()
+	if err := n.CatchUpMeta(cctx); err != nil {
+		n.log.Debug("catch up with the meta leader before a freeze", "move", id, "err", err)
+		return false // tried again at the next pass
+	}
+	mv := n.View().Move(id)
+	return mv != nil && mv.State == fsm.MovePlanned
 }
 
 // watchMoves starts, on this node's replica of a planned move's source,

@@ -151,13 +151,43 @@ func (k *planKey) equal(o *planKey) bool {
 }
 
 // groupReady reports whether group can take part in a move now: its leader
-// has reported an initialized state machine and is alive.
+// has reported an initialized state machine with as many voters as the
+// group should have, and is alive. A new group starts as its home alone
+// and adds its other replicas one at a time: slots moved into it before
+// they vote would hold their counts on one node, and with it dead, no
+// leader could ever be elected to serve them or move them out again.
 func (n *Node) groupReady(v *fsm.MetaView, id uint32) bool {
 	if int(id) >= len(v.Reports) {
 		return false
 	}
 	rep := v.Reports[id]
-	return rep != nil && rep.Ready && rep.Leader != "" && (rep.Leader == n.cfg.NodeID || n.gossip.alive(rep.Leader))
+	if rep == nil || !rep.Ready || rep.Leader == "" || voters(rep) < wantVoters(v) {
+		return false
+	}
+	return rep.Leader == n.cfg.NodeID || n.gossip.alive(rep.Leader)
+}
+
+// voters counts the voters a leadership report lists.
+func voters(rep *metav1.ShardReport) int {
+	n := 0
+	for _, r := range rep.Replicas {
+		if r.Voter {
+			n++
+		}
+	}
+	return n
+}
+
+// wantVoters is how many voters a group should have: the cluster's
+// replicas, or every active member when there are fewer.
+func wantVoters(v *fsm.MetaView) int {
+	active := 0
+	for _, m := range v.Nodes {
+		if m.State == metav1.NodeState_NODE_STATE_ACTIVE {
+			active++
+		}
+	}
+	return max(1, min(v.Replicas, active))
 }
 
 // applyGroupAction writes one group-set change of the planner.

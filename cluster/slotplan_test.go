@@ -98,3 +98,58 @@ func BenchmarkSlotsToMove(b *testing.B) {
 		slotsToMove(v)
 	}
 }
+
+// A group is ready to take slots only once it has its voters: a new group
+// starts as its home alone and adds the others one at a time, and slots
+// moved into it before they vote held their counts on one node (with it
+// dead, no leader could ever serve them or move them out).
+func TestAGroupTakesSlotsOnlyWithItsVoters(t *testing.T) {
+	table := make([]uint32, 12)
+	for s := range table {
+		table[s] = uint32(s % 3)
+	}
+	v := slottedView(4, table) // n1..n4, group 3 new at n4
+	full := []*metav1.Replica{{NodeId: "n1", Voter: true}, {NodeId: "n2", Voter: true}, {NodeId: "n3", Voter: true}}
+	v.Reports = []*metav1.ShardReport{
+		{Shard: 0, Leader: "n1", Term: 2, Ready: true, Replicas: full},
+		{Shard: 1, Leader: "n2", Term: 2, Ready: true, Replicas: full},
+		{Shard: 2, Leader: "n3", Term: 2, Ready: true, Replicas: full},
+		nil,
+	}
+	n := &Node{cfg: Config{NodeID: "n4"}} // the reports' leader n4 is local: no gossip asked
+	for _, tc := range []struct {
+		name     string
+		replicas []*metav1.Replica
+		ready    bool
+	}{
+		{"its home alone", []*metav1.Replica{{NodeId: "n4", Voter: true}}, false},
+		{"two voters and a non-voter", []*metav1.Replica{{NodeId: "n4", Voter: true}, {NodeId: "n1", Voter: true}, {NodeId: "n2"}}, false},
+		{"three voters", []*metav1.Replica{{NodeId: "n4", Voter: true}, {NodeId: "n1", Voter: true}, {NodeId: "n2", Voter: true}}, true},
+	} {
+		v.Reports[3] = &metav1.ShardReport{Shard: 3, Leader: "n4", Term: 2, Ready: true, Replicas: tc.replicas}
+		ready := []bool{true, true, true, n.groupReady(v, 3)}
+		if ready[3] != tc.ready {
+			t.Errorf("%s: ready %v, want %v", tc.name, ready[3], tc.ready)
+		}
+		_, _, c := slotInput(v, ready)
+		plan, err := slots.Plan(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		into := 0
+		for _, mv := range slots.NextBatch(c, plan, slots.Limits{}) {
+			if mv.To == 3 {
+				into += len(mv.Slots)
+			}
+		}
+		if (into > 0) != tc.ready {
+			t.Errorf("%s: %d slots planned into group 3", tc.name, into)
+		}
+	}
+	// One node: its groups need no other voter.
+	one := slottedView(1, make([]uint32, 4))
+	one.Reports = []*metav1.ShardReport{{Shard: 0, Leader: "n1", Term: 1, Ready: true, Replicas: []*metav1.Replica{{NodeId: "n1", Voter: true}}}}
+	if !(&Node{cfg: Config{NodeID: "n1"}}).groupReady(one, 0) {
+		t.Error("the only node's group, its only voter: not ready")
+	}
+}
