@@ -34,3 +34,50 @@ func TestDeclaredTooLargeBodyRefusedAtOnce(t *testing.T) {
 		t.Fatalf("%d %s, want 413 naming the Content-Length", resp.StatusCode, b)
 	}
 }
+
+// A body of a million empty checks (3 bytes each, 50 times that decoded)
+// is refused before it is decoded; the largest batch the API takes, and
+// strings full of commas and colons, are not.
+func TestABodyOfTooManyValuesIsRefusedUndecoded(t *testing.T) {
+	l := &fakeLimiter{limit: 9}
+	s := serve(t, l, Draft)
+	post := func(body string) (int, string) {
+		t.Helper()
+		resp, err := http.Post(s.URL+"/v1/allow:batch", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	bomb := `{"requests":[` + strings.Repeat("{},", 1_000_000) + `{}]}`
+	if code, body := post(bomb); code != http.StatusBadRequest || !strings.Contains(body, "JSON values") {
+		t.Fatalf("a million empty checks: %d %s, want 400 naming the body's values", code, body)
+	}
+	if len(l.seen) != 0 {
+		t.Fatalf("%d checks reached the limiter", len(l.seen))
+	}
+	var b strings.Builder
+	b.WriteString(`{"requests":[`)
+	for i := range 1000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"policy":"api","descriptors":{`)
+		for j := range 32 {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `"d%d":"v,:\"%d"`, j, i)
+		}
+		b.WriteString(`}}`)
+	}
+	b.WriteString(`]}`)
+	if code, body := post(b.String()); code != http.StatusOK {
+		t.Fatalf("the largest batch (%d bytes): %d %.200s", b.Len(), code, body)
+	}
+	if n := jsonValues([]byte(`{"k":"a,b:c\",d","l":[1,2]}`)); n != 5 {
+		t.Errorf("values of a small document: %d, want 5 (one more than its separators; none in strings)", n)
+	}
+}

@@ -58,6 +58,12 @@ func TestHealthAddrServesOnlyHealthInPlaintext(t *testing.T) {
 	if _, err := pb.NewAdminClient(conn).Status(ctx, &pb.StatusRequest{}); status.Code(err) != codes.Unimplemented {
 		t.Fatalf("Admin on the health port: %v, want Unimplemented", err)
 	}
+	// Nobody needs a credential here, so nobody may send more than a
+	// health check: a 4 MiB message was taken, and held while unfinished.
+	big := &healthpb.HealthCheckRequest{Service: strings.Repeat("x", 8<<10)}
+	if _, err := healthpb.NewHealthClient(conn).Check(ctx, big); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("an 8 KiB health check: %v, want ResourceExhausted", err)
+	}
 }
 
 // --health-addr and --http-addr are checked as the other listeners are,
