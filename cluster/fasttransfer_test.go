@@ -4,71 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/floodgate/floodgate/fsm"
 )
-
-// slowTimeoutNow delays TimeoutNow, as a target whose raft loop is busy
-// (a slow fsync ahead of it in its session queue) or a congested link
-// would.
-type slowTimeoutNow struct {
-	*raft.InmemTransport
-	delay time.Duration
-}
-
-func (s *slowTimeoutNow) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
-	time.Sleep(s.delay)
-	return s.InmemTransport.TimeoutNow(id, target, args, resp)
-}
-
-func newSlowGroup(t *testing.T, n int, delay time.Duration) *memGroup {
-	g := &memGroup{}
-	var servers []raft.Server
-	addrs := make([]raft.ServerAddress, n)
-	for i := range n {
-		addrs[i], _ = raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("r%d", i)))
-	}
-	for i := range n {
-		_, tr := raft.NewInmemTransport(addrs[i])
-		g.trans = append(g.trans, tr)
-		servers = append(servers, raft.Server{ID: raft.ServerID(addrs[i]), Address: addrs[i]})
-	}
-	for i := range g.trans {
-		for j := range g.trans {
-			if i != j {
-				g.trans[i].Connect(addrs[j], g.trans[j])
-			}
-		}
-	}
-	for i := range n {
-		rc := raft.DefaultConfig()
-		rc.LocalID = raft.ServerID(addrs[i])
-		rc.Logger = hclog.New(&hclog.LoggerOptions{Output: io.Discard, Level: hclog.Off})
-		rc.HeartbeatTimeout = 100 * time.Millisecond
-		rc.ElectionTimeout = 100 * time.Millisecond
-		rc.LeaderLeaseTimeout = 50 * time.Millisecond
-		rc.BatchApplyCh = true
-		s := fsm.NewShard()
-		r, err := raft.NewRaft(rc, s, raft.NewInmemStore(), raft.NewInmemStore(), raft.NewInmemSnapshotStore(), &slowTimeoutNow{g.trans[i], delay})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g.rafts, g.shards = append(g.rafts, r), append(g.shards, s)
-	}
-	if err := g.rafts[0].BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
-		t.Fatal(err)
-	}
-	g.waitLeader(t)
-	return g
-}
 
 // A leadership transfer that times out (its target slow to answer
 // TimeoutNow) leaves raft refusing every write as "transfer in progress"
@@ -78,8 +22,9 @@ func newSlowGroup(t *testing.T, n int, delay time.Duration) *memGroup {
 // a bound of 2 × (--fast-max-pending + 1). Now none is let in while a
 // batch is retried, and retries are paced.
 func TestFastBoundHoldsThroughATransferThatTimesOut(t *testing.T) {
-	g := newSlowGroup(t, 3, 1500*time.Millisecond)
+	g := newMemGroup(t, 3)
 	defer g.close()
+	g.slowTimeoutNow.Store(int64(1500 * time.Millisecond))
 	cfg := testFastConfig() // FastMaxPending 40
 	lanes := make([]*fastLane, len(g.rafts))
 	for i := range lanes {

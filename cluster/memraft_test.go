@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +26,10 @@ type memGroup struct {
 
 	mu   sync.Mutex
 	sent []heartbeat // the heartbeats leaders sent
+
+	// slowTimeoutNow delays every TimeoutNow (ns), as a transfer target
+	// whose raft loop is busy, or a congested link, would.
+	slowTimeoutNow atomic.Int64
 }
 
 // heartbeat is one heartbeat a leader sent.
@@ -38,6 +43,11 @@ type memTransport struct {
 	*raft.InmemTransport
 	g    *memGroup
 	from int
+}
+
+func (m *memTransport) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	time.Sleep(time.Duration(m.g.slowTimeoutNow.Load()))
+	return m.InmemTransport.TimeoutNow(id, target, args, resp)
 }
 
 func (m *memTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
