@@ -301,7 +301,11 @@ func TestStaleFreezeSparesSlotsBackByALaterMove(t *testing.T) {
 		if got := rig.count(rig.r0, k, 1); got != 4 {
 			t.Fatalf("group 0 counts %d after the moves, want 4", got)
 		}
+		last := rig.r0.LastIndex()
 		rig.reconcile(0, stale)
+		if got := rig.r0.LastIndex(); got != last {
+			t.Errorf("a leader whose view still plans move 1 wrote %d entries (a freeze of a move done)", got-last)
+		}
 		rig.reconcile(0, rig.n.View())
 		if got := rig.count(rig.r0, k, 0); got != 4 {
 			t.Errorf("group 0 counts %d (-1: not owned) after a stale freeze, want 4", got)
