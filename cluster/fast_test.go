@@ -26,6 +26,63 @@ func testFastConfig() Config {
 	return Config{FastFlushInterval: 50 * time.Millisecond, FastMaxPending: 40, CommitTimeout: time.Second}
 }
 
+// lanesOf opens a fast lane with cfg on every replica of g; closeLanes
+// closes them, before g is closed.
+func lanesOf(g *memGroup, cfg Config) []*fastLane {
+	lanes := make([]*fastLane, len(g.rafts))
+	for i := range lanes {
+		lanes[i] = newFastLane(g.rafts[i], g.shards[i], cfg, func() error { return &NotLeaderError{Group: "shard-0"} })
+	}
+	return lanes
+}
+
+func closeLanes(lanes []*fastLane) {
+	for _, l := range lanes {
+		l.close()
+	}
+}
+
+// fastLoad sends fast checks of key "k", cost 1, to whichever replica of
+// g leads, from 4 workers a millisecond apart, until halt; it counts the
+// checks admitted and those refused.
+type fastLoad struct {
+	admitted, refused atomic.Int64
+	stop              chan struct{}
+	wg                sync.WaitGroup
+}
+
+func startFastLoad(g *memGroup, lanes []*fastLane) *fastLoad {
+	l := &fastLoad{stop: make(chan struct{})}
+	for range 4 {
+		l.wg.Go(func() {
+			for {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				if li := g.leader(); li >= 0 {
+					res, err := lanes[li].decide(context.Background(), fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1})
+					switch {
+					case err != nil:
+						l.refused.Add(1)
+					case res.Allowed:
+						l.admitted.Add(1)
+					}
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	return l
+}
+
+// halt stops the load and waits for its workers.
+func (l *fastLoad) halt() {
+	close(l.stop)
+	l.wg.Wait()
+}
+
 // committedCount reads key's count on the group's leader through the log.
 func committedCount(t *testing.T, g *memGroup, key string) int64 {
 	t.Helper()
@@ -47,39 +104,9 @@ func TestFastHandOverLosesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newMemGroup(t, 3)
 		defer g.close()
-		lanes := make([]*fastLane, len(g.rafts))
-		for i := range lanes {
-			lanes[i] = newFastLane(g.rafts[i], g.shards[i], testFastConfig(), func() error { return &NotLeaderError{Group: "shard-0"} })
-		}
-		defer func() {
-			for _, l := range lanes {
-				l.close()
-			}
-		}()
-		var admitted, refused atomic.Int64
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		for range 4 {
-			wg.Go(func() {
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					if li := g.leader(); li >= 0 {
-						res, err := lanes[li].decide(context.Background(), fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1})
-						switch {
-						case err != nil:
-							refused.Add(1)
-						case res.Allowed:
-							admitted.Add(1)
-						}
-					}
-					time.Sleep(time.Millisecond)
-				}
-			})
-		}
+		lanes := lanesOf(g, testFastConfig())
+		defer closeLanes(lanes)
+		load := startFastLoad(g, lanes)
 		for range 5 {
 			time.Sleep(300 * time.Millisecond)
 			li := g.waitLeader(t)
@@ -94,15 +121,14 @@ func TestFastHandOverLosesNothing(t *testing.T) {
 			}
 		}
 		time.Sleep(300 * time.Millisecond)
-		close(stop)
-		wg.Wait()
+		load.halt()
 		for _, l := range lanes {
 			l.drain()
 		}
-		if got, want := committedCount(t, g, "k"), admitted.Load(); got != want {
-			t.Errorf("committed count %d after 5 transfers, want the %d admitted (%d refused while handing over)", got, want, refused.Load())
+		if got, want := committedCount(t, g, "k"), load.admitted.Load(); got != want {
+			t.Errorf("committed count %d after 5 transfers, want the %d admitted (%d refused while handing over)", got, want, load.refused.Load())
 		}
-		if admitted.Load() == 0 {
+		if load.admitted.Load() == 0 {
 			t.Fatal("nothing admitted: the test checked nothing")
 		}
 	})
@@ -274,15 +300,8 @@ func TestFastFailoverLosesWithinTheBound(t *testing.T) {
 		cfg := testFastConfig()
 		cfg.FastFlushInterval = time.Hour // only a full lane flushes
 		const maxCost = 3
-		lanes := make([]*fastLane, len(g.rafts))
-		for i := range lanes {
-			lanes[i] = newFastLane(g.rafts[i], g.shards[i], cfg, func() error { return &NotLeaderError{Group: "shard-0"} })
-		}
-		defer func() {
-			for _, l := range lanes {
-				l.close()
-			}
-		}()
+		lanes := lanesOf(g, cfg)
+		defer closeLanes(lanes)
 		// Callers stay with the old leader while it believes it leads.
 		var pinned atomic.Int64
 		pinned.Store(-1)

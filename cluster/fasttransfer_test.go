@@ -1,11 +1,8 @@
 package cluster
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,45 +23,9 @@ func TestFastBoundHoldsThroughATransferThatTimesOut(t *testing.T) {
 	defer g.close()
 	g.slowTimeoutNow.Store(int64(1500 * time.Millisecond))
 	cfg := testFastConfig() // FastMaxPending 40
-	lanes := make([]*fastLane, len(g.rafts))
-	for i := range lanes {
-		lanes[i] = newFastLane(g.rafts[i], g.shards[i], cfg, func() error { return &NotLeaderError{Group: "shard-0"} })
-	}
-	defer func() {
-		for _, l := range lanes {
-			l.close()
-		}
-	}()
-	var admitted atomic.Int64
-	var maxPending atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if li := g.leader(); li >= 0 {
-					res, err := lanes[li].decide(context.Background(), fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1})
-					if err == nil && res.Allowed {
-						admitted.Add(1)
-					}
-					if c := int64(g.shards[li].FastPending()); c > 0 {
-						lanes[li].mu.Lock()
-						p := lanes[li].cost
-						lanes[li].mu.Unlock()
-						if p > maxPending.Load() {
-							maxPending.Store(p)
-						}
-					}
-				}
-				time.Sleep(time.Millisecond)
-			}
-		})
-	}
+	lanes := lanesOf(g, cfg)
+	defer closeLanes(lanes)
+	load := startFastLoad(g, lanes)
 	time.Sleep(300 * time.Millisecond)
 	li := g.waitLeader(t)
 	target := (li + 1) % 3
@@ -93,13 +54,12 @@ func TestFastBoundHoldsThroughATransferThatTimesOut(t *testing.T) {
 	t.Logf("handOver returned after %v: %v; %d batches refused in the next 200ms", time.Since(t0).Round(time.Millisecond), err, refused)
 	time.Sleep(2300 * time.Millisecond)
 	t.Logf("leader now r%d (was r%d)", g.leader(), li)
-	close(stop)
-	wg.Wait()
+	load.halt()
 	for _, l := range lanes {
 		l.drain()
 	}
-	got, want := committedCount(t, g, "k"), admitted.Load()
-	t.Logf("admitted %d, committed %d, lost %d; largest pending cost seen %d (bound 2x(40+1)=82)", want, got, want-got, maxPending.Load())
+	got, want := committedCount(t, g, "k"), load.admitted.Load()
+	t.Logf("admitted %d, committed %d, lost %d (bound 2x(40+1)=82)", want, got, want-got)
 	if want-got > 82 {
 		t.Errorf("lost %d answered fast decisions on one leadership change, bound is 82", want-got)
 	}
