@@ -53,7 +53,7 @@ type checkedCodec struct{ encoding.CodecV2 }
 
 // Unmarshal implements encoding.CodecV2.
 func (c checkedCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	if m, ok := v.(protov2.Message); ok && data.Len() > countAbove {
+	if m, ok := v.(protov2.Message); ok && data.Len() > maxFields {
 		if err := checkFieldCount(m.ProtoReflect().Descriptor(), data.Materialize()); err != nil {
 			decodeErrors.Store(v, toStatus(err))
 			return nil

@@ -15,15 +15,11 @@ import (
 // a handful of them ran a node out of memory. So a large message's fields
 // are counted on the wire first, nested messages included, and one with
 // more than any request of the API needs is refused undecoded.
-const (
-	// countAbove: smaller messages decode to a few megabytes at most,
-	// and are not counted (the check path's requests are all far below).
-	countAbove = 64 << 10
-	// maxFields is more than the largest request holds: a peer's forward
-	// of 4,096 checks, or a batch of 1,000 with 32 descriptors each, is
-	// under 200,000 fields.
-	maxFields = 500_000
-)
+//
+// Every field, and every element of a packed list, takes a byte at least,
+// so a message of at most maxFields bytes (a check, most batches) is
+// never counted.
+const maxFields = 500_000 // a peer's forward of 4,096 checks, or a batch of 1,000 with 32 descriptors each, holds under 200,000
 
 // errTooManyFields refuses a message past maxFields.
 var errTooManyFields = errors.New("too many fields")
