@@ -2,9 +2,11 @@ package metrics
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	gometrics "github.com/armon/go-metrics"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The bridge passes what operators watch and drops raft's per-entry
@@ -65,4 +67,62 @@ func join(k []string) string {
 		s += "." + p
 	}
 	return s
+}
+
+// An election or a dead member shows in rate() however long the node was
+// quiet before it: event counters are declared at zero and never expire,
+// while other bridged series still go after Expiration (a removed peer's).
+func TestBridgeEventsOutliveQuiet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		sink, err := bridgeSink(reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := gometrics.New(bridgeConfig(), sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		values := func() map[string]float64 {
+			t.Helper()
+			mfs, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]float64{}
+			for _, mf := range mfs {
+				for _, mt := range mf.GetMetric() {
+					got[mf.GetName()] = mt.GetCounter().GetValue() + mt.GetGauge().GetValue() + float64(mt.GetSummary().GetSampleCount())
+				}
+			}
+			return got
+		}
+		before := values()
+		for _, name := range []string{"raft_state_candidate", "memberlist_msg_dead", "memberlist_health_score"} {
+			if v, ok := before[name]; !ok || v != 0 {
+				t.Errorf("%s before any event: %v (present %v), want a series at 0", name, v, ok)
+			}
+		}
+		m.IncrCounter([]string{"raft", "state", "candidate"}, 1)
+		m.IncrCounterWithLabels([]string{"memberlist", "msg", "dead"}, 1, nil)
+		m.SetGaugeWithLabels([]string{"memberlist", "health", "score"}, 2, nil)
+		m.MeasureSince([]string{"raft", "commitTime"}, time.Now().Add(-time.Millisecond))
+		if _, ok := values()["raft_commitTime"]; !ok {
+			t.Fatal("raft_commitTime did not pass the bridge")
+		}
+		time.Sleep(6 * time.Minute)
+		after := values()
+		for name, want := range map[string]float64{"raft_state_candidate": 1, "memberlist_msg_dead": 1, "memberlist_health_score": 2} {
+			if after[name] != want {
+				t.Errorf("%s after 6 quiet minutes: %v, want %v", name, after[name], want)
+			}
+		}
+		if _, ok := after["raft_commitTime"]; ok {
+			t.Error("raft_commitTime, not an event, outlived Expiration")
+		}
+		m.IncrCounter([]string{"raft", "state", "candidate"}, 1)
+		if v := values()["raft_state_candidate"]; v != 2 {
+			t.Errorf("raft_state_candidate after a second election: %v, want 2", v)
+		}
+	})
 }
