@@ -204,7 +204,10 @@ func (s *Server) count(checks []fsm.Check, res []policy.Result, errs []error) {
 // (the node not ready yet, a request that does not validate) as check
 // errors, and returns err as the status their caller gets. Without it a
 // node that answers every check Unavailable while it starts, or a whole
-// cluster that cannot become ready, showed no failed check at all.
+// cluster that cannot become ready, showed no failed check at all. A
+// request refused for its size counts once, not once per item: one call
+// of 400,000 empty items counted 400,000, and alerts on the error ratio
+// read noise.
 func refuse(n int, err error) error {
 	metrics.CheckErrors.WithLabelValues(codeOf(err).String()).Add(float64(n))
 	return toStatus(err)

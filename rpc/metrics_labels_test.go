@@ -8,9 +8,12 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/metrics"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/rpc/validate"
 	"github.com/floodgate/floodgate/test/inproc"
 )
 
@@ -99,5 +102,25 @@ func TestRefusedChecksAreCounted(t *testing.T) {
 	}
 	if got := value(t, invalid) - before; got != 4 {
 		t.Errorf("floodgate_check_errors_total{code=\"InvalidArgument\"} rose by %v, want 4 (1 Allow, 2 in the batch, 1 descriptor)", got)
+	}
+
+	// A request refused for its size holds no checks: it counts once,
+	// however many items it carried (a client's 400,000 empty items
+	// counted 400,000, drowning every alert on the error ratio).
+	before = value(t, invalid)
+	huge := make([]*pb.AllowRequest, 50*validate.MaxBatch)
+	descs := make([]*rlcommon.RateLimitDescriptor, 50*validate.MaxBatch)
+	for i := range huge {
+		huge[i] = &pb.AllowRequest{}
+		descs[i] = &rlcommon.RateLimitDescriptor{}
+	}
+	if _, err := node.Limiter().AllowBatch(ctx, &pb.AllowBatchRequest{Requests: huge}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("AllowBatch of %d: %v, want InvalidArgument", len(huge), err)
+	}
+	if _, err := rls.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "d", Descriptors: descs}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("ShouldRateLimit of %d descriptors: %v, want InvalidArgument", len(descs), err)
+	}
+	if got := value(t, invalid) - before; got != 2 {
+		t.Errorf("floodgate_check_errors_total{code=\"InvalidArgument\"} rose by %v for two requests refused for their size, want 2", got)
 	}
 }

@@ -38,6 +38,9 @@ func NewRLSServer(s *Server) *RLSServer { return &RLSServer{s: s} }
 // room for (--max-key-states) is OVER_LIMIT (a shadow policy's: OK, would
 // deny), counting nothing.
 func (r *RLSServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if err := rlsSize(req); err != nil {
+		return nil, refuse(1, err) // no checks, one bad request: see refuse
+	}
 	if err := r.s.ready(); err != nil {
 		return nil, refuse(len(req.GetDescriptors()), err)
 	}

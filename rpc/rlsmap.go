@@ -48,6 +48,17 @@ import (
 // under the key's (digestOddNames), and a key too long even so under the
 // digest of the whole key (validate.DigestedEntriesKey).
 
+// rlsSize refuses a request of no descriptors or of more than a batch.
+func rlsSize(req *rlsv3.RateLimitRequest) error {
+	switch n := len(req.GetDescriptors()); {
+	case n == 0:
+		return fmt.Errorf("%w: descriptors: must not be empty", validate.ErrInvalid)
+	case n > validate.MaxBatch:
+		return fmt.Errorf("%w: descriptors: %d given, at most %d", validate.ErrInvalid, n, validate.MaxBatch)
+	}
+	return nil
+}
+
 // rlsChecks validates req and turns each descriptor into a check, with a
 // nil Policy when nothing limits the descriptor; policyOf finds a policy
 // by name (nil when there is none). tooBig[i] marks a descriptor whose
@@ -57,11 +68,8 @@ func rlsChecks(req *rlsv3.RateLimitRequest, policyOf func(string) *policy.Policy
 	if req.GetDomain() == "" {
 		return nil, nil, fmt.Errorf("%w: domain: must not be empty", validate.ErrInvalid)
 	}
-	if len(req.GetDescriptors()) == 0 {
-		return nil, nil, fmt.Errorf("%w: descriptors: must not be empty", validate.ErrInvalid)
-	}
-	if len(req.GetDescriptors()) > validate.MaxBatch {
-		return nil, nil, fmt.Errorf("%w: descriptors: %d given, at most %d", validate.ErrInvalid, len(req.GetDescriptors()), validate.MaxBatch)
+	if err := rlsSize(req); err != nil {
+		return nil, nil, err
 	}
 	checks = make([]fsm.Check, len(req.GetDescriptors()))
 	tooBig = make([]bool, len(req.GetDescriptors()))

@@ -63,7 +63,7 @@ func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 // one call, all shards at once.
 func (s *Server) AllowBatch(ctx context.Context, req *pb.AllowBatchRequest) (*pb.AllowBatchResponse, error) {
 	if err := validate.Batch(len(req.Requests)); err != nil {
-		return nil, refuse(len(req.Requests), err)
+		return nil, refuse(1, err) // no checks, one bad request: see refuse
 	}
 	if err := s.ready(); err != nil {
 		return nil, refuse(len(req.Requests), err)

@@ -109,6 +109,16 @@ func TestAlertsFire(t *testing.T) {
 			fault: map[string]func(float64) float64{`floodgate_check_errors_total{code="Unavailable",instance="n1"}`: func(m float64) float64 {
 				return 60 * (0.5*m + 60*max(0, m-from)) // 60/s more against 3,000 decisions/s
 			}}},
+		{name: "checks failing under a flood of invalid requests", fires: "FloodgateCheckErrors", by: 20 * time.Minute, says: "% of floodgate checks fail",
+			fault: map[string]func(float64) float64{
+				`floodgate_check_errors_total{code="Unavailable",instance="n1"}`: func(m float64) float64 {
+					return 60 * (0.5*m + 60*max(0, m-from))
+				},
+				// A client's bad batches, each refused whole: they are no
+				// checks the cluster failed, and must not dilute those.
+				`floodgate_check_errors_total{code="InvalidArgument",instance="n2"}`: func(m float64) float64 {
+					return 60 * (50*m + 1_000_000*max(0, m-from+5))
+				}}},
 		{name: "every check failing after a restart", fires: "FloodgateCheckErrors", by: 20 * time.Minute, says: "% of floodgate checks fail",
 			fault: restartedFailing(from)},
 		{name: "an idle cluster after a restart", fault: restartedIdle(from)},
