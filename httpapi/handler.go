@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/floodgate/floodgate/metrics"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 	"github.com/floodgate/floodgate/rpc/validate"
 	"github.com/floodgate/floodgate/window"
@@ -46,9 +46,13 @@ const bodyTimeout = 30 * time.Second
 // on any path no route of mux serves.
 func Register(mux *http.ServeMux, l Limiter, o Options) {
 	a := &api{l: l, o: o}
-	mux.HandleFunc("POST /v1/allow", a.allow)
-	mux.HandleFunc("POST /v1/allow:batch", a.allowBatch)
-	mux.HandleFunc("GET /api/v1/limit", a.limit)
+	// Counted and timed by route (floodgate_http_requests_total,
+	// floodgate_http_request_duration_seconds): the gRPC server's
+	// interceptors never see these calls, made to it in-process.
+	for pattern, h := range map[string]http.HandlerFunc{"POST /v1/allow": a.allow, "POST /v1/allow:batch": a.allowBatch, "GET /api/v1/limit": a.limit} {
+		_, route, _ := strings.Cut(pattern, " ")
+		mux.Handle(pattern, metrics.InstrumentHTTP(route, h))
+	}
 	// Any other path: 404 in JSON too. (More specific routes of the same
 	// mux, such as /metrics, win over this one.)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -118,7 +122,7 @@ func (a *api) limit(w http.ResponseWriter, r *http.Request) {
 	noStore(w)
 	q, err := parseQuery(r.URL.RawQuery)
 	if err != nil {
-		writeError(w, err)
+		refuse(w, err)
 		return
 	}
 	req, err := limitRequest(q)
@@ -126,7 +130,7 @@ func (a *api) limit(w http.ResponseWriter, r *http.Request) {
 		err = headPeeks(req)
 	}
 	if err != nil {
-		writeError(w, err)
+		refuse(w, err)
 		return
 	}
 	resp, err := a.l.Allow(r.Context(), req)
@@ -347,7 +351,7 @@ func noQuery(w http.ResponseWriter, r *http.Request) bool {
 		name = n
 	}
 	name = strconv.Quote(name)
-	writeError(w, badRequest("%s: unknown parameter: %s %s takes no query parameters, its request is the JSON body", name, r.Method, r.URL.Path))
+	refuse(w, badRequest("%s: unknown parameter: %s %s takes no query parameters, its request is the JSON body", name, r.Method, r.URL.Path))
 	return false
 }
 
@@ -367,6 +371,7 @@ func decode(w http.ResponseWriter, r *http.Request, m proto.Message) bool {
 		if r.ProtoMajor == 1 {
 			w.Header().Set("Connection", "close")
 		}
+		refused(codes.InvalidArgument)
 		writeJSONError(w, http.StatusRequestEntityTooLarge, codes.InvalidArgument,
 			fmt.Sprintf("body: Content-Length %d is more than %d bytes", r.ContentLength, maxBody))
 		return false
@@ -379,20 +384,21 @@ func decode(w http.ResponseWriter, r *http.Request, m proto.Message) bool {
 		}
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
+			refused(codes.InvalidArgument)
 			writeJSONError(w, http.StatusRequestEntityTooLarge, codes.InvalidArgument, fmt.Sprintf("body: more than %d bytes", maxBody))
 			return false
 		}
-		writeError(w, badRequest("body: %v", err))
+		refuse(w, badRequest("body: %v", err))
 		return false
 	}
 	if len(b) > maxValues && jsonValues(b) > maxValues { // a value takes a byte at least
 		// Decoded, such a body ({"requests":[{},{},…]}) held 50 times its
 		// size: 800 MB for 16 MiB, and a few of them ran the node out.
-		writeError(w, badRequest("body: more than %d JSON values (a batch holds at most 1000 checks)", maxValues))
+		refuse(w, badRequest("body: more than %d JSON values (a batch holds at most 1000 checks)", maxValues))
 		return false
 	}
 	if err := unmarshal.Unmarshal(b, m); err != nil {
-		writeError(w, badRequest("body: %v", err))
+		refuse(w, badRequest("body: %v", err))
 		return false
 	}
 	return true
@@ -420,21 +426,6 @@ func jsonValues(b []byte) int {
 	return n
 }
 
-// badRequest is InvalidArgument with the message of format and args,
-// each string or error among args clipped (an error never echoes a
-// megabyte of the request back).
-func badRequest(format string, args ...any) error {
-	for i, a := range args {
-		switch a := a.(type) {
-		case string:
-			args[i] = clip(a)
-		case error:
-			args[i] = clip(a.Error())
-		}
-	}
-	return status.Errorf(codes.InvalidArgument, format, args...)
-}
-
 func writeProto(w http.ResponseWriter, code int, m proto.Message) {
 	b, err := marshal.Marshal(m)
 	if err != nil {
@@ -444,70 +435,4 @@ func writeProto(w http.ResponseWriter, code int, m proto.Message) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_, _ = w.Write(append(b, '\n'))
-}
-
-// errorBody is every error's JSON: {"error":{"code":"INVALID_ARGUMENT",
-// "message":"invalid request: limit.window_ms: …"}}.
-type errorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-// writeError answers err, a gRPC status, with the HTTP status of its code.
-func writeError(w http.ResponseWriter, err error) {
-	st := status.Convert(err)
-	writeJSONError(w, httpStatus(st.Code()), st.Code(), st.Message())
-}
-
-func writeJSONError(w http.ResponseWriter, httpCode int, code codes.Code, msg string) {
-	var body errorBody
-	body.Error.Code = snake(code.String())
-	body.Error.Message = msg
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(httpCode)
-	_ = json.NewEncoder(w).Encode(body)
-}
-
-// snake spells a gRPC code as its constant: InvalidArgument →
-// INVALID_ARGUMENT.
-func snake(s string) string {
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && c >= 'A' && c <= 'Z' {
-			b.WriteByte('_')
-		}
-		b.WriteRune(c)
-	}
-	return strings.ToUpper(b.String())
-}
-
-// httpStatus is the HTTP status of a gRPC code, as grpc-gateway maps them.
-func httpStatus(c codes.Code) int {
-	switch c {
-	case codes.OK:
-		return http.StatusOK
-	case codes.InvalidArgument, codes.OutOfRange, codes.FailedPrecondition:
-		return http.StatusBadRequest
-	case codes.Unauthenticated:
-		return http.StatusUnauthorized
-	case codes.PermissionDenied:
-		return http.StatusForbidden
-	case codes.NotFound:
-		return http.StatusNotFound
-	case codes.AlreadyExists, codes.Aborted:
-		return http.StatusConflict
-	case codes.ResourceExhausted:
-		return http.StatusTooManyRequests
-	case codes.Canceled:
-		return 499 // the client went away (nginx's and grpc-gateway's code)
-	case codes.Unimplemented:
-		return http.StatusNotImplemented
-	case codes.Unavailable:
-		return http.StatusServiceUnavailable
-	case codes.DeadlineExceeded:
-		return http.StatusGatewayTimeout
-	}
-	return http.StatusInternalServerError
 }

@@ -81,7 +81,7 @@ var (
 	// for every service and method (Allow, AllowBatch, ShouldRateLimit,
 	// Forward, ...).
 	GRPCServer = grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
-		grpcprom.WithHistogramBuckets([]float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5}),
+		grpcprom.WithHistogramBuckets(latencyBuckets),
 	))
 
 	// OtherClusterRefusals counts the node-to-node handshakes (Raft, both
@@ -102,11 +102,16 @@ var (
 	}, []string{"group"})
 )
 
+// latencyBuckets are the buckets of a call's time, gRPC's and HTTP's
+// alike: from half a millisecond (a local check) to seconds (a failover).
+var latencyBuckets = []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5}
+
 // ours is every collector this package defines.
 func ours() []prometheus.Collector {
 	return []prometheus.Collector{
 		Decisions, CheckErrors, ForwardedChecks, ForwardBatchSize, GroupCommitSize, GroupCommitSeconds,
-		FsyncSeconds, StoresPerFlush, LeaderChanges, OtherClusterRefusals, GRPCServer, nodeCollector{}, certCollector{},
+		FsyncSeconds, StoresPerFlush, LeaderChanges, OtherClusterRefusals, GRPCServer, HTTPRequests, HTTPSeconds,
+		nodeCollector{}, certCollector{},
 	}
 }
 
