@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/floodgate/floodgate/filewatch"
 )
@@ -47,7 +48,7 @@ func (f Files) Check(names [3]string) error {
 		}
 	}
 	if f.CA != "" {
-		if _, err := loadPool(f.CA); err != nil {
+		if _, _, err := loadPool(f.CA); err != nil {
 			return fmt.Errorf("%s: %w", names[2], err)
 		}
 	}
@@ -69,16 +70,32 @@ func pairError(names [3]string, err error) error {
 	return fmt.Errorf("%s: %w", names[1], err)
 }
 
-func loadPool(file string) (*x509.CertPool, error) {
+func loadPool(file string) (*x509.CertPool, time.Time, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(b) {
-		return nil, errors.New("no PEM certificate in " + file)
+		return nil, time.Time{}, errors.New("no PEM certificate in " + file)
 	}
-	return pool, nil
+	return pool, lastNotAfter(b), nil
+}
+
+// lastNotAfter is when the last of the PEM certificates in b to expire
+// does: a bundle may hold a retiring CA beside its successor, and only
+// when every one is past its end is nothing left to verify with.
+func lastNotAfter(b []byte) time.Time {
+	var last time.Time
+	for {
+		var block *pem.Block
+		if block, b = pem.Decode(b); block == nil {
+			return last
+		}
+		if c, err := x509.ParseCertificate(block.Bytes); err == nil && block.Type == "CERTIFICATE" && c.NotAfter.After(last) {
+			last = c.NotAfter
+		}
+	}
 }
 
 // material is one consistent load of the files.
@@ -86,6 +103,10 @@ type material struct {
 	cert *tls.Certificate // nil without Cert
 	leaf *x509.Certificate
 	pool *x509.CertPool // nil without CA
+	// notAfter is when the first certificate of the served chain (the
+	// leaf, or an intermediate that ends before it) expires; caNotAfter
+	// when the last CA of the bundle does. Zero without them.
+	notAfter, caNotAfter time.Time
 }
 
 func load(f Files) (*material, error) {
@@ -100,13 +121,24 @@ func load(f Files) (*material, error) {
 		}
 		pair.Leaf = m.leaf
 		m.cert = &pair
+		m.notAfter = m.leaf.NotAfter
+		for _, der := range pair.Certificate[1:] {
+			// Clients refuse the chain once any of it has expired.
+			c, err := x509.ParseCertificate(der)
+			if err != nil {
+				return nil, fmt.Errorf("%s: a certificate after the first: %w", f.Cert, err)
+			}
+			if c.NotAfter.Before(m.notAfter) {
+				m.notAfter = c.NotAfter
+			}
+		}
 	}
 	if f.CA != "" {
-		p, err := loadPool(f.CA)
+		p, last, err := loadPool(f.CA)
 		if err != nil {
 			return nil, err
 		}
-		m.pool = p
+		m.pool, m.caNotAfter = p, last
 	}
 	return m, nil
 }

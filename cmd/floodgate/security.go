@@ -247,13 +247,28 @@ func (s *security) certs() map[string]*tlsconf.Reloader {
 	return out
 }
 
-// certExpiry is when each certificate the node serves expires, for the
-// metrics.
+// expiries read, by the flag naming its file, when each certificate chain
+// the node serves stops verifying and when the last CA of each bundle it
+// verifies with ends.
+func (s *security) expiries() map[string]func() time.Time {
+	out := map[string]func() time.Time{}
+	for flag, r := range s.certs() {
+		out[flag] = r.NotAfter
+	}
+	for flag, r := range map[string]*tlsconf.Reloader{"tls-client-ca": s.client, "peer-tls-ca": s.peer} {
+		if r != nil && !r.CANotAfter().IsZero() {
+			out[flag] = r.CANotAfter
+		}
+	}
+	return out
+}
+
+// certExpiry is expiries read now, for the metrics.
 func (s *security) certExpiry() map[string]time.Time {
 	out := map[string]time.Time{}
-	for flag, r := range s.certs() {
-		if at := r.NotAfter(); !at.IsZero() {
-			out[flag] = at
+	for flag, at := range s.expiries() {
+		if t := at(); !t.IsZero() {
+			out[flag] = t
 		}
 	}
 	return out
@@ -277,7 +292,7 @@ func warnExpiry(log *slog.Logger) func(flag string, notAfter time.Time) {
 // watch reloads on SIGHUP and when a certificate or token file changes,
 // and warns of certificates near their end, until ctx ends.
 func (s *security) watch(ctx context.Context, log *slog.Logger) {
-	if certs := s.certs(); len(certs) > 0 {
+	if certs := s.expiries(); len(certs) > 0 {
 		go tlsconf.WatchExpiry(ctx, expiryEvery, certs, warnExpiry(log))
 	}
 	onErr := func(err error) { log.Error("reload of TLS files failed; the previous ones stay in use", "err", err) }
