@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/raftnet"
 )
@@ -106,6 +107,15 @@ func Retryable(err error) bool {
 	}
 	return errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoLeader) || errors.Is(err, ErrNotReady) ||
 		errors.Is(err, ErrMoved)
+}
+
+// MetaRefused reports whether a meta write's error is the meta state's
+// refusal of the command (or a malformed command): sent again, anywhere,
+// it fails alike. Every other error of a meta write (no leader, the
+// outcome unknown) may pass with time. The one rule for meta writes.
+func MetaRefused(err error) bool {
+	return errors.Is(err, fsm.ErrRefused) || errors.Is(err, fsm.ErrUnknownNode) || errors.Is(err, ErrUnknownNode) ||
+		errors.Is(err, fsm.ErrUnknownPolicy) || errors.Is(err, fsm.ErrCorrupt) || errors.Is(err, ErrConfig)
 }
 
 // PartialError answers a call of several checks of which some failed alone

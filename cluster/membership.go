@@ -415,8 +415,7 @@ func (n *Node) ApplyMeta(ctx context.Context, cmd []byte) error {
 		}
 		if meta.isLeader() {
 			last = n.applyLocalMeta(meta, cmd)
-			if last == nil || errors.Is(last, fsm.ErrRefused) || errors.Is(last, fsm.ErrUnknownNode) ||
-				errors.Is(last, fsm.ErrUnknownPolicy) || errors.Is(last, fsm.ErrCorrupt) {
+			if last == nil || MetaRefused(last) {
 				return last
 			}
 			continue
@@ -430,8 +429,7 @@ func (n *Node) ApplyMeta(ctx context.Context, cmd []byte) error {
 		last = whileLeads(ctx, leader, meta.leader, func(ctx context.Context) error {
 			return n.peers.ApplyMeta(ctx, addr, cmd)
 		})
-		if last == nil || errors.Is(last, fsm.ErrRefused) || errors.Is(last, ErrUnknownNode) || errors.Is(last, fsm.ErrUnknownPolicy) ||
-			errors.Is(last, ErrConfig) {
+		if last == nil || MetaRefused(last) {
 			return last
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/policyfile"
@@ -48,14 +49,17 @@ type seedNode interface {
 // that joins may not have applied the whole log yet, so its own state may
 // not show policies the cluster has; seeding on it would put the file's
 // back over an operator's apply. It retries while the meta group is busy
-// electing, for up to a minute.
+// electing, for up to a minute; a refusal of the policies themselves (the
+// meta leader's --max-log-length is lower than this node's, say) is final
+// and logged as such.
 func seedPolicies(ctx context.Context, node seedNode, ps []*policy.Policy, log *slog.Logger) {
 	if len(ps) == 0 {
 		return
 	}
+	var err error
 	for attempt := 0; attempt < 30; attempt++ {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := node.CatchUpMeta(sctx)
+		err = node.CatchUpMeta(sctx)
 		if err == nil {
 			if n := len(node.View().Policies); n > 0 {
 				cancel()
@@ -69,6 +73,10 @@ func seedPolicies(ctx context.Context, node seedNode, ps []*policy.Policy, log *
 			log.Info("--policies: stored the file's policies in the new cluster", "policies", len(ps))
 			return
 		}
+		if cluster.MetaRefused(err) {
+			log.Error("--policies: the cluster refused the file's policies; none stored: fix the file and apply it with floodgatectl policy apply", "err", err)
+			return
+		}
 		log.Warn("--policies: not stored yet; retrying", "err", err)
 		select {
 		case <-ctx.Done():
@@ -76,5 +84,5 @@ func seedPolicies(ctx context.Context, node seedNode, ps []*policy.Policy, log *
 		case <-time.After(2 * time.Second):
 		}
 	}
-	log.Error("--policies: gave up storing the file's policies: the meta group did not answer; apply the file with floodgatectl policy apply")
+	log.Error("--policies: gave up storing the file's policies; apply the file with floodgatectl policy apply", "err", err)
 }

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/floodgate/floodgate/cluster"
 	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/window"
@@ -24,6 +28,7 @@ type laggingNode struct {
 	catchUpOK bool // whether CatchUpMeta reaches the leader
 	catchUps  int
 	sets      int
+	refuse    error // SetPolicies' error, when set
 }
 
 func (n *laggingNode) CatchUpMeta(context.Context) error {
@@ -50,6 +55,9 @@ func (n *laggingNode) SetPolicies(_ context.Context, ps []*policy.Policy) error 
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.sets++
+	if n.refuse != nil {
+		return n.refuse
+	}
 	for _, p := range ps {
 		n.cluster[p.Name] = p
 	}
@@ -113,6 +121,25 @@ func TestSeedPoliciesWaitsForTheMetaLeader(t *testing.T) {
 			cancel()
 			if _, sets := n.counts(); sets != 0 || n.cluster["api"] != applied {
 				t.Fatalf("once caught up: %d writes; want none", sets)
+			}
+		})
+	})
+
+	t.Run("the policies refused", func(t *testing.T) {
+		// The meta leader's cap is lower than this node's: the same write
+		// fails alike every time, so it is not retried for a minute under
+		// a message that blamed an unanswering meta group.
+		synctest.Test(t, func(t *testing.T) {
+			n := &laggingNode{cluster: map[string]*policy.Policy{}, catchUpOK: true,
+				refuse: fmt.Errorf("%w: invalid request: policies[0].limits[0].limit: capped at 10000", cluster.ErrConfig)}
+			var logged bytes.Buffer
+			start := time.Now()
+			seedPolicies(context.Background(), n, file, slog.New(slog.NewTextHandler(&logged, nil)))
+			if _, sets := n.counts(); sets != 1 || time.Since(start) > 0 {
+				t.Errorf("a refused seed: %d writes over %v, want one at once", sets, time.Since(start))
+			}
+			if out := logged.String(); !strings.Contains(out, "refused") || !strings.Contains(out, "capped at 10000") || strings.Contains(out, "retrying") {
+				t.Errorf("log %q: want the refusal and its reason, no retry", out)
 			}
 		})
 	})
