@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/floodgate/floodgate/window"
 )
 
 // Defaults of a Config.
@@ -178,6 +180,16 @@ type PeerTLS struct {
 // minRaftTimeout is the least timeout hashicorp/raft accepts.
 const minRaftTimeout = 5 * time.Millisecond
 
+// Upper bounds of durations whose larger values are typos, not choices:
+// raft's timeouts bound a failover (a check waits that long for a new
+// leader), a fast count waits up to its flush interval unreplicated, and
+// a node gossip calls dead for a day has long needed its replicas moved.
+const (
+	maxRaftTimeout = time.Minute
+	maxFastFlush   = time.Minute
+	maxDeadAfter   = 24 * time.Hour
+)
+
 // WithDefaults fills unset fields.
 func (c Config) WithDefaults() Config {
 	def := func(d *time.Duration, v time.Duration) {
@@ -284,16 +296,24 @@ func (c Config) Validate() error {
 	if c.MaxKeyStates < 0 {
 		return fmt.Errorf("%w: max-key-states: must be 0 (no bound) or more, got %d", ErrConfig, c.MaxKeyStates)
 	}
-	if c.FastMaxPending < 1 {
-		return fmt.Errorf("%w: fast-max-pending: must be at least 1, got %d", ErrConfig, c.FastMaxPending)
+	if c.FastMaxPending < 1 || c.FastMaxPending > window.MaxLimit {
+		// No limit admits more than MaxLimit at once; past it the pending
+		// sums could overflow.
+		return fmt.Errorf("%w: fast-max-pending: must be between 1 and %d, got %d", ErrConfig, window.MaxLimit, c.FastMaxPending)
 	}
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
 	}{{"raft-heartbeat-timeout", c.HeartbeatTimeout}, {"raft-election-timeout", c.ElectionTimeout}, {"raft-lease-timeout", c.LeaderLeaseTimeout}} {
-		if d.v < minRaftTimeout {
-			return fmt.Errorf("%w: %s: must be at least %s (raft's least), got %s", ErrConfig, d.flag, minRaftTimeout, d.v)
+		if d.v < minRaftTimeout || d.v > maxRaftTimeout {
+			return fmt.Errorf("%w: %s: must be between %s (raft's least) and %s, got %s", ErrConfig, d.flag, minRaftTimeout, maxRaftTimeout, d.v)
 		}
+	}
+	if c.FastFlushInterval > maxFastFlush {
+		return fmt.Errorf("%w: fast-flush-interval: must be at most %s, got %s", ErrConfig, maxFastFlush, c.FastFlushInterval)
+	}
+	if c.DeadAfter > maxDeadAfter {
+		return fmt.Errorf("%w: dead-after: must be at most %s, got %s", ErrConfig, maxDeadAfter, c.DeadAfter)
 	}
 	for _, d := range []struct {
 		flag string

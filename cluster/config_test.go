@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// A negative duration is refused by its flag's name: it would otherwise
-// start a node that moves replicas at once, or never flushes fast counts.
+// A negative duration, or one far too large, is refused by its flag's
+// name: it would otherwise start a node that moves replicas at once,
+// never flushes fast counts, or never elects a leader.
 func TestConfigRefusesNegativeDurations(t *testing.T) {
 	good := func() Config {
 		return Config{NodeID: "n1", DataDir: t.TempDir(), GRPCAddr: "127.0.0.1:1", RaftAddr: "127.0.0.1:2", GossipAddr: "127.0.0.1:3"}
@@ -28,6 +29,15 @@ func TestConfigRefusesNegativeDurations(t *testing.T) {
 		{func(c *Config) { c.MaxSyncDuration = -time.Second }, "max-sync-duration: must not be negative, got -1s"},
 		// Flushes of a healthy disk under load take over a second now and then.
 		{func(c *Config) { c.MaxSyncDuration = 500 * time.Millisecond }, "max-sync-duration: must be 0 (not watched) or at least 1s, got 500ms"},
+		// Typos on the other side: a node that never elects a leader, or
+		// pending sums that overflow.
+		{func(c *Config) {
+			c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = time.Hour, time.Hour, time.Hour
+		}, "raft-heartbeat-timeout: must be between 5ms (raft's least) and 1m0s, got 1h0m0s"},
+		{func(c *Config) { c.ElectionTimeout = 2 * time.Minute }, "raft-election-timeout: must be between 5ms (raft's least) and 1m0s, got 2m0s"},
+		{func(c *Config) { c.FastFlushInterval = 100000 * time.Hour }, "fast-flush-interval: must be at most 1m0s, got 100000h0m0s"},
+		{func(c *Config) { c.DeadAfter = 100000 * time.Hour }, "dead-after: must be at most 24h0m0s, got 100000h0m0s"},
+		{func(c *Config) { c.FastMaxPending = 1<<63 - 1 }, "fast-max-pending: must be between 1 and 1000000000, got 9223372036854775807"},
 	} {
 		c := good()
 		tc.edit(&c)

@@ -174,10 +174,10 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 	if *maxLog < 1 || *maxLog > window.MaxLogLength {
 		return nil, fmt.Errorf("max-log-length: must be between 1 and %d, got %d", window.MaxLogLength, *maxLog)
 	}
-	if *leaderWait < minLeaderWait {
-		// A check would give up before its commit: every one answered
-		// "outcome unknown", counted all the same.
-		return nil, fmt.Errorf("leader-wait: must be at least %s, got %s", minLeaderWait, *leaderWait)
+	if *leaderWait < minLeaderWait || *leaderWait > maxLeaderWait {
+		// Shorter, a check would give up before its commit: every one
+		// answered "outcome unknown", counted all the same.
+		return nil, fmt.Errorf("leader-wait: must be between %s and %s, got %s", minLeaderWait, maxLeaderWait, *leaderWait)
 	}
 	headers, err := httpapi.ParseHeaders(*rlHeaders)
 	if err != nil {
@@ -279,6 +279,10 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 // minLeaderWait is the least --leader-wait: a check must outlast a
 // commit under load.
 const minLeaderWait = 100 * time.Millisecond
+
+// maxLeaderWait is the most --leader-wait: a caller held longer than a
+// minute has long given up.
+const maxLeaderWait = time.Minute
 
 // fillUnset sets every flag not given on the command line from its
 // FLOODGATE_* environment variable (set, even empty: an empty value turns

@@ -90,9 +90,10 @@ func TestOptionsErrorsNameTheSetting(t *testing.T) {
 		{[]string{"--max-log-length", "0"}, nil, "max-log-length: must be between 1 and 1000000"},
 		{[]string{"--max-log-length", "1000001"}, nil, "max-log-length: must be between 1 and 1000000"},
 		{[]string{"--gc-headroom-mib", "-1"}, nil, "gc-headroom-mib: must be between 0 and 1048576"},
-		{[]string{"--leader-wait", "-1s"}, nil, "leader-wait: must be at least 100ms, got -1s"},
-		{[]string{"--leader-wait", "0s"}, nil, "leader-wait: must be at least 100ms, got 0s"},
-		{[]string{"--leader-wait", "1ns"}, nil, "leader-wait: must be at least 100ms, got 1ns"},
+		{[]string{"--leader-wait", "-1s"}, nil, "leader-wait: must be between 100ms and 1m0s, got -1s"},
+		{[]string{"--leader-wait", "0s"}, nil, "leader-wait: must be between 100ms and 1m0s, got 0s"},
+		{[]string{"--leader-wait", "1ns"}, nil, "leader-wait: must be between 100ms and 1m0s, got 1ns"},
+		{[]string{"--leader-wait", "2h"}, nil, "leader-wait: must be between 100ms and 1m0s, got 2h0m0s"},
 		{[]string{"--trace-sample", "NaN"}, nil, "trace-sample: must be between 0 and 1, got NaN"},
 		// A second YAML document would be ignored.
 		{[]string{"--config", twoDocs}, nil, "line 2: one YAML document only"},
