@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/floodgate/floodgate/authz"
+	"github.com/floodgate/floodgate/cluster"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 	"github.com/floodgate/floodgate/tlsconf"
 	"github.com/floodgate/floodgate/version"
@@ -25,6 +28,7 @@ import (
 // globals are the flags every command shares.
 type globals struct {
 	addr    string
+	envAddr string // FLOODGATE_ADDR, to name it when --addr came from it
 	json    bool
 	timeout time.Duration
 	tls     tlsconf.Files // CA verifies the node; Cert and Key are ours (mutual TLS)
@@ -61,7 +65,8 @@ func newRootOf(out io.Writer) (*globals, *cobra.Command) {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	addr := os.Getenv("FLOODGATE_ADDR")
+	g.envAddr = os.Getenv("FLOODGATE_ADDR")
+	addr := g.envAddr
 	if addr == "" {
 		addr = "127.0.0.1:7700"
 	}
@@ -109,7 +114,19 @@ func versionCmd(g *globals) *cobra.Command {
 
 // dial connects to --addr: with TLS when --cacert, --cert or --key is
 // given, with the bearer token of --token-file when given.
-func (g *globals) dial() (*grpc.ClientConn, error) { return g.dialAt(g.addr) }
+// A malformed address is refused naming where it came from: gRPC's own
+// errors ("name resolver error: produced zero addresses", "too many
+// colons in address") named neither --addr nor FLOODGATE_ADDR.
+func (g *globals) dial() (*grpc.ClientConn, error) {
+	name := "--addr"
+	if g.envAddr != "" && g.addr == g.envAddr {
+		name = "FLOODGATE_ADDR"
+	}
+	if err := cluster.CheckAddr(name, g.addr); err != nil {
+		return nil, errors.New(strings.TrimPrefix(err.Error(), cluster.ErrConfig.Error()+": "))
+	}
+	return g.dialAt(g.addr)
+}
 
 // dialAt connects to the node at addr with the same credentials as --addr.
 func (g *globals) dialAt(addr string) (*grpc.ClientConn, error) {
