@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -52,6 +53,43 @@ func TestOpenRefusesALockedDataDir(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node-id")); !os.IsNotExist(err) {
 		t.Errorf("Open wrote into a data dir it does not hold (node-id: %v)", err)
+	}
+}
+
+// A port taken fails Open before the data dir is claimed: a first start
+// that failed so had written a generated node id, and a retry with the
+// intended --node-id was refused as another node's. The data dir can
+// then be opened as a node of another id.
+func TestOpenOnATakenPortClaimsNothing(t *testing.T) {
+	for _, flag := range []string{"raft-addr", "gossip-addr"} {
+		t.Run(flag, func(t *testing.T) {
+			dir := t.TempDir()
+			taken, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer taken.Close()
+			cfg := Config{NodeID: "node-generated", DataDir: dir, RaftAddr: loopback(t), GossipAddr: loopback(t), GRPCAddr: "127.0.0.1:1",
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			if flag == "raft-addr" {
+				cfg.RaftAddr = taken.Addr().String()
+			} else {
+				cfg.GossipAddr = taken.Addr().String()
+			}
+			if _, err := Open(cfg, nil); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), flag) {
+				t.Fatalf("Open with --%s taken: %v, want ErrConfig naming it", flag, err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "node-id")); !os.IsNotExist(err) {
+				t.Errorf("a failed start claimed the data dir (node-id: %v)", err)
+			}
+			taken.Close()
+			cfg.NodeID, cfg.RaftAddr, cfg.GossipAddr = "n2", loopback(t), loopback(t)
+			n, err := Open(cfg, nil)
+			if err != nil {
+				t.Fatalf("Open again as n2: %v", err)
+			}
+			n.Close()
+		})
 	}
 }
 

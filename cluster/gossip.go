@@ -264,3 +264,24 @@ func (g *gossip) close() {
 	_ = g.ml.Leave(time.Second)
 	_ = g.ml.Shutdown()
 }
+
+// probeGossip fails when the gossip port (TCP and UDP, as memberlist
+// binds both) is taken, before the data dir is claimed (see Open).
+// memberlist binds it later, itself; a port taken in between still fails
+// there. Port 0 picks a free port and is not probed.
+func probeGossip(bind string) error {
+	_, port, err := net.SplitHostPort(bind)
+	if err != nil || port == "0" {
+		return nil // a malformed address is refused by Validate
+	}
+	tl, err := net.Listen("tcp", bind)
+	if err != nil {
+		return fmt.Errorf("%w: gossip-addr: %w", ErrConfig, err)
+	}
+	defer tl.Close()
+	ul, err := net.ListenPacket("udp", bind)
+	if err != nil {
+		return fmt.Errorf("%w: gossip-addr: %w", ErrConfig, err)
+	}
+	return ul.Close()
+}

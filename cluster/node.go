@@ -151,18 +151,31 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := claimDataDir(cfg.DataDir, cfg.NodeID); err != nil {
+	// The Raft port is bound before the data dir is claimed: a first
+	// start that failed on a taken port had written a generated node id
+	// into it, which a retry with the intended --node-id was refused.
+	ln, err := net.Listen("tcp", cfg.RaftBind)
+	if err != nil {
+		lock.release()
+		return nil, fmt.Errorf("%w: raft-addr: %w", ErrConfig, err)
+	}
+	fail := func(err error) (*Node, error) {
+		ln.Close()
 		lock.release()
 		return nil, err
+	}
+	if err := probeGossip(cfg.GossipBind); err != nil {
+		return fail(err)
+	}
+	if err := claimDataDir(cfg.DataDir, cfg.NodeID); err != nil {
+		return fail(err)
 	}
 	incarnation, newIncarnation, err := loadIncarnation(cfg.DataDir)
 	if err != nil {
-		lock.release()
-		return nil, err
+		return fail(err)
 	}
 	if err := checkStores(cfg.DataDir, cfg.NodeID, cfg.CheckStore); err != nil {
-		lock.release()
-		return nil, err
+		return fail(err)
 	}
 	n := &Node{
 		cfg:            cfg,
@@ -192,11 +205,8 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 		}
 	}()
 	if n.wal, err = openWAL(cfg.DataDir, cfg.Fsync, cfg.MaxSyncDuration); err != nil {
+		ln.Close()
 		return nil, err
-	}
-	ln, err := net.Listen("tcp", cfg.RaftBind)
-	if err != nil {
-		return nil, fmt.Errorf("%w: raft-addr: %w", ErrConfig, err)
 	}
 	// A dir the cluster has not taken yet hears no peer until it has
 	// (accept): see Mux.held.

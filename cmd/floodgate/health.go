@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"net"
 	"time"
 
@@ -30,13 +29,9 @@ var healthLimits = []grpc.ServerOption{
 // the client port, and every pod would fail its startup probe. Health
 // tells nothing a caller could abuse, and no other service is served
 // here.
-func serveHealth(addr string, hs *health.Server) (*grpc.Server, net.Addr, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("health-addr: %w", err)
-	}
+func serveHealth(ln net.Listener, hs *health.Server) *grpc.Server {
 	gs := grpc.NewServer(healthLimits...)
 	healthpb.RegisterHealthServer(gs, hs)
 	go func() { _ = gs.Serve(ln) }()
-	return gs, ln.Addr(), nil
+	return gs
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -24,12 +25,12 @@ import (
 func TestHealthAddrServesOnlyHealthInPlaintext(t *testing.T) {
 	hs := health.NewServer()
 	rpc.MarkNotServing(hs)
-	gs, addr, err := serveHealth("127.0.0.1:0", hs)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer gs.Stop()
-	conn, err := grpc.NewClient(addr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	defer serveHealth(ln, hs).Stop()
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 
 	"github.com/floodgate/floodgate/authz"
@@ -89,20 +88,21 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 	}
 	sec.watch(ctx, log)
 	go gctune.Run(ctx, opts.gcHeadroom, 5*time.Second)
-	grpcLn, err := net.Listen("tcp", opts.grpcBind)
+	lns, err := listen(opts)
 	if err != nil {
-		return fmt.Errorf("grpc-addr: %w", err)
+		return err
 	}
+	grpcLn := lns.grpc
 	if cfg.GRPCAddr == opts.grpcBind {
 		cfg.GRPCAddr = grpcLn.Addr().String() // port 0: the port picked
 	}
 	if err := metrics.Bridge(); err != nil {
-		grpcLn.Close()
+		lns.close()
 		return err
 	}
 	flushTraces, serverOpts, dialOpts, err := tracing.Setup(ctx, opts.tracing)
 	if err != nil {
-		grpcLn.Close()
+		lns.close()
 		return err
 	}
 	defer func() {
@@ -120,11 +120,12 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 	defer peers.Close()
 	node, err := cluster.Open(cfg, peers)
 	if err != nil {
-		grpcLn.Close()
+		lns.close()
 		return err
 	}
 	gs, health, limiter := rpc.NewGRPCServer(node, peers, opts.rpc, append(serverOpts, sec.serverOptions()...)...)
 	if err := metrics.RegisterNode(node.Gauges); err != nil {
+		lns.close()
 		node.Close()
 		return err
 	}
@@ -133,6 +134,7 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 	}
 	if len(sec.certs()) > 0 {
 		if err := metrics.RegisterCertificates(sec.certExpiry); err != nil {
+			lns.close()
 			node.Close()
 			return err
 		}
@@ -143,24 +145,11 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 		}
 	}()
 	var hs *http.Server
-	if opts.httpAddr != "" {
-		if hs, err = serveHTTP(opts, sec, node, health, limiter, log); err != nil {
-			gs.Stop()
-			node.Close()
-			return err
-		}
+	if lns.http != nil {
+		hs = serveHTTP(lns.http, opts, sec, node, health, limiter, log)
 	}
-	var healthSrv *grpc.Server
-	if opts.healthAddr != "" {
-		if healthSrv, _, err = serveHealth(opts.healthAddr, health); err != nil {
-			if hs != nil {
-				hs.Close()
-			}
-			gs.Stop()
-			node.Close()
-			return err
-		}
-		defer healthSrv.Stop()
+	if lns.health != nil {
+		defer serveHealth(lns.health, health).Stop()
 	}
 	shutdown := func() error {
 		rpc.StopServing(health)
@@ -235,11 +224,7 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 // opts.httpAddr. Readiness is the gRPC health's (health), so /readyz and
 // a gRPC probe agree: not before the node has caught up, not while the
 // cluster refuses it, not once it shuts down.
-func serveHTTP(opts *options, sec *security, node *cluster.Node, health *health.Server, limiter httpapi.Limiter, log *slog.Logger) (*http.Server, error) {
-	ln, err := net.Listen("tcp", opts.httpAddr)
-	if err != nil {
-		return nil, fmt.Errorf("http-addr: %w", err)
-	}
+func serveHTTP(ln net.Listener, opts *options, sec *security, node *cluster.Node, health *health.Server, limiter httpapi.Limiter, log *slog.Logger) *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
@@ -278,5 +263,5 @@ func serveHTTP(opts *options, sec *security, node *cluster.Node, health *health.
 			log.Error("http server", "err", err)
 		}
 	}()
-	return hs, nil
+	return hs
 }
