@@ -133,6 +133,14 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 			flagEnv[envName(f.Name)] = true
 		}
 	})
+	for _, name := range []string{"slots", "groups-per-node"} {
+		if *shards > 0 && given[name] {
+			// Contradictory for a new cluster (one of fixed shards has no
+			// slots and one group per shard), not inherited from an
+			// existing one: refused before anything is created.
+			return nil, fmt.Errorf("%s: a cluster of --shards (fixed shards) has no slots nor groups per node: give --shards or --%s, not both", name, name)
+		}
+	}
 	creation := func(name string, v int) int {
 		if given[name] {
 			return v

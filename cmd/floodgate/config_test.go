@@ -94,6 +94,8 @@ func TestOptionsErrorsNameTheSetting(t *testing.T) {
 		{[]string{"--leader-wait", "0s"}, nil, "leader-wait: must be between 100ms and 1m0s, got 0s"},
 		{[]string{"--leader-wait", "1ns"}, nil, "leader-wait: must be between 100ms and 1m0s, got 1ns"},
 		{[]string{"--leader-wait", "2h"}, nil, "leader-wait: must be between 100ms and 1m0s, got 2h0m0s"},
+		{[]string{"--shards", "5", "--slots", "10"}, nil, "slots: a cluster of --shards (fixed shards) has no slots nor groups per node: give --shards or --slots, not both"},
+		{[]string{"--shards", "5", "--groups-per-node", "3"}, nil, "groups-per-node: a cluster of --shards"},
 		{[]string{"--trace-sample", "NaN"}, nil, "trace-sample: must be between 0 and 1, got NaN"},
 		// A second YAML document would be ignored.
 		{[]string{"--config", twoDocs}, nil, "line 2: one YAML document only"},
