@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
+	"github.com/floodgate/floodgate/window"
 )
 
 // maxNodeIDLen bounds a node id: it names Raft servers and travels in
@@ -112,6 +113,10 @@ func checkNode(node *metav1.Node) error {
 	}
 	if len(node.Version) > maxNodeIDLen {
 		return fmt.Errorf("%w: node.version: %d bytes is longer than %d", ErrConfig, len(node.Version), maxNodeIDLen)
+	}
+	if node.MaxLogLength < 0 || node.MaxLogLength > window.MaxLogLength {
+		// 0 is an older release's: it tells none.
+		return fmt.Errorf("%w: node.max_log_length: must be between 0 and %d, got %d", ErrConfig, window.MaxLogLength, node.MaxLogLength)
 	}
 	return nil
 }

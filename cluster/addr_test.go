@@ -61,6 +61,8 @@ func TestCheckNode(t *testing.T) {
 		{"huge region", func(n *metav1.Node) { n.Region = strings.Repeat("r", 500) }, "node.region:"},
 		{"region with a control character", func(n *metav1.Node) { n.Region = "eu\x01" }, "node.region:"},
 		{"huge version", func(n *metav1.Node) { n.Version = strings.Repeat("v", 500) }, "node.version:"},
+		{"negative log cap", func(n *metav1.Node) { n.MaxLogLength = -1 }, "node.max_log_length: must be between 0 and 1000000, got -1"},
+		{"huge log cap", func(n *metav1.Node) { n.MaxLogLength = 1 << 40 }, "node.max_log_length:"},
 	} {
 		n := good()
 		tc.edit(n)

@@ -135,6 +135,10 @@ type Config struct {
 	// is refused (ErrFull) until old ones expire; checks of keys it holds
 	// go on. 0: no bound. Entries in flight can pass it by what they carry.
 	MaxKeyStates int
+	// MaxLogLength is the longest sliding log this node keeps
+	// (--max-log-length; 0: window.DefaultMaxLogLength). Members tell
+	// theirs: a stored policy must fit every member's (MaxLogLength).
+	MaxLogLength int64
 
 	// MaxClockOffset is the largest offset allowed between this node's
 	// clock and the cluster's (0: not checked). Group leaders stamp checks
@@ -226,6 +230,9 @@ func (c Config) WithDefaults() Config {
 	def(&c.GossipInterval, 200*time.Millisecond)
 	def(&c.CommitTimeout, 5*time.Second)
 	def(&c.FastFlushInterval, 500*time.Millisecond)
+	if c.MaxLogLength == 0 {
+		c.MaxLogLength = window.DefaultMaxLogLength
+	}
 	if c.FastMaxPending == 0 {
 		c.FastMaxPending = 1000
 	}
@@ -292,6 +299,9 @@ func (c Config) Validate() error {
 	}
 	if c.RaftTransport != TransportRaftnet && c.RaftTransport != TransportLegacy {
 		return fmt.Errorf("%w: raft-transport: %q is not %s or %s", ErrConfig, c.RaftTransport, TransportRaftnet, TransportLegacy)
+	}
+	if c.MaxLogLength < 1 || c.MaxLogLength > window.MaxLogLength {
+		return fmt.Errorf("%w: max-log-length: must be between 1 and %d, got %d", ErrConfig, window.MaxLogLength, c.MaxLogLength)
 	}
 	if c.MaxKeyStates < 0 {
 		return fmt.Errorf("%w: max-key-states: must be 0 (no bound) or more, got %d", ErrConfig, c.MaxKeyStates)

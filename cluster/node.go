@@ -362,7 +362,7 @@ func (n *Node) self() *metav1.Node {
 	return &metav1.Node{
 		Id: n.cfg.NodeID, GrpcAddr: n.cfg.GRPCAddr, HttpAddr: n.cfg.HTTPAddr,
 		RaftAddr: n.cfg.RaftAddr, GossipAddr: n.cfg.GossipAddr, Region: n.cfg.Region,
-		Version: version.Get().Version, Incarnation: n.incarnation,
+		Version: version.Get().Version, Incarnation: n.incarnation, MaxLogLength: n.cfg.MaxLogLength,
 	}
 }
 

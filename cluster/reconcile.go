@@ -166,7 +166,8 @@ const selfUpdate = -2
 
 func addrsDiffer(a, b *metav1.Node) bool {
 	return a.GrpcAddr != b.GrpcAddr || a.HttpAddr != b.HttpAddr || a.RaftAddr != b.RaftAddr ||
-		a.GossipAddr != b.GossipAddr || a.Region != b.Region || a.Version != b.Version || a.Incarnation != b.Incarnation
+		a.GossipAddr != b.GossipAddr || a.Region != b.Region || a.Version != b.Version || a.Incarnation != b.Incarnation ||
+		a.MaxLogLength != b.MaxLogLength
 }
 
 // leaderChanged starts a reconcile pass at once (a new shard leader

@@ -60,6 +60,11 @@ type MetaView struct {
 	// not in Moves are done.
 	Moves    []SlotMove
 	NextMove uint64
+
+	// MaxLogLength is the least --max-log-length its members reported (0
+	// if none did: releases before it): a stored policy must fit every
+	// member's, whose groups may hold its keys. Set by publish.
+	MaxLogLength int64
 }
 
 // CheckReplace says why policy p may not replace old, the stored policy
@@ -137,6 +142,12 @@ func (m *Meta) Changed() <-chan struct{} {
 
 // publish installs v and wakes everyone waiting for a change.
 func (m *Meta) publish(v *MetaView) {
+	v.MaxLogLength = 0
+	for _, n := range v.Nodes {
+		if l := n.GetMaxLogLength(); l > 0 && (v.MaxLogLength == 0 || l < v.MaxLogLength) {
+			v.MaxLogLength = l
+		}
+	}
 	m.view.Store(v)
 	close(m.changed)
 	m.changed = make(chan struct{})

@@ -147,3 +147,33 @@ func TestMetaColocateIsFixed(t *testing.T) {
 		t.Fatalf("after the refusal: %+v", p)
 	}
 }
+
+// The view's MaxLogLength is the least cap its members told (a member of
+// an older release tells none), following joins, restarts and removals.
+func TestMetaViewMaxLogLength(t *testing.T) {
+	m := NewMeta()
+	applyMetaOK(t, m, metaLog(t, 1, MetaInitCluster, &metav1.InitCluster{ClusterId: "c1", Shards: 4, Replicas: 3}))
+	i := uint64(2)
+	upsert := func(id string, cap int64) {
+		applyMetaOK(t, m, metaLog(t, i, MetaUpsertNode, &metav1.UpsertNode{Node: &metav1.Node{Id: id, GrpcAddr: id + ":1", MaxLogLength: cap}}))
+		i++
+	}
+	for _, step := range []struct {
+		do   func()
+		want int64
+	}{
+		{func() { upsert("n1", 0) }, 0},
+		{func() { upsert("n2", 50_000) }, 50_000},
+		{func() { upsert("n3", 10_000) }, 10_000},
+		{func() { upsert("n3", 30_000) }, 30_000}, // restarted with another cap
+		{func() {
+			applyMetaOK(t, m, metaLog(t, i, MetaRemoveNode, &metav1.RemoveNode{Id: "n3"}))
+			i++
+		}, 50_000},
+	} {
+		step.do()
+		if got := m.View().MaxLogLength; got != step.want {
+			t.Fatalf("after command %d: MaxLogLength %d, want %d", i-1, got, step.want)
+		}
+	}
+}

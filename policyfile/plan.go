@@ -27,10 +27,12 @@ type Plan struct {
 
 // Refusal is a policy of a file that the cluster would refuse, and why.
 type Refusal struct {
+	// Name is the policy's; Reason says why, from its field in the file
+	// ("policies[2].colocate: ..."), as the node's refusals do.
 	Name, Reason string
 }
 
-func (r Refusal) Error() string { return r.Name + ": " + r.Reason }
+func (r Refusal) Error() string { return r.Reason }
 
 // Diff plans making current (the cluster's policies) into desired (a
 // file's). Without prune, policies absent from the file are left alone,
@@ -42,7 +44,7 @@ func Diff(current, desired []*pb.Policy, prune bool) Plan {
 	}
 	var plan Plan
 	want := map[string]bool{}
-	for _, p := range desired {
+	for i, p := range desired {
 		want[p.Name] = true
 		old, ok := have[p.Name]
 		switch {
@@ -54,7 +56,8 @@ func Diff(current, desired []*pb.Policy, prune bool) Plan {
 			plan.Set = append(plan.Set, p)
 			if old.Colocate != p.Colocate {
 				plan.Refused = append(plan.Refused, Refusal{p.Name, fmt.Sprintf(
-					"colocate: the cluster's policy has colocate %v, and changing it would restart its counts: delete the policy and create it again", old.Colocate)})
+					"policies[%d].colocate: policy %s exists with colocate %v, and changing it would restart its counts: delete the policy and create it again",
+					i, p.Name, old.Colocate)})
 			}
 		default:
 			plan.Unchanged = append(plan.Unchanged, p.Name)

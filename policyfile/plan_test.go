@@ -105,7 +105,7 @@ policies:
       - {name: per-minute, algorithm: sliding_log, limit: 3, window: 1m}
 `)
 	plan := Diff(current, desired, false)
-	if len(plan.Refused) != 1 || plan.Refused[0].Name != "login" || !strings.HasPrefix(plan.Refused[0].Error(), "login: colocate: the cluster's policy has colocate false") {
+	if len(plan.Refused) != 1 || plan.Refused[0].Name != "login" || !strings.HasPrefix(plan.Refused[0].Error(), "policies[0].colocate: policy login exists with colocate false") {
 		t.Fatalf("refused %v", plan.Refused)
 	}
 	if other := Diff(current, parse(t, base), false); len(other.Refused) != 0 {

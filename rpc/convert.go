@@ -21,7 +21,7 @@ func (s *Server) parseCheck(ctx context.Context, req *pb.AllowRequest, field str
 	if req.GetPolicy() != "" {
 		resolve = resolver(ctx, s.node)
 	}
-	c, err := validate.Request(req, field, s.cfg.MaxLogLength, resolve, inline)
+	c, err := validate.Request(req, field, maxLog(s.cfg.MaxLogLength, s.node), resolve, inline)
 	if err != nil {
 		return fsm.Check{}, err
 	}

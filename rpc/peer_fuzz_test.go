@@ -68,7 +68,7 @@ func FuzzPeerRequests(f *testing.F) {
 		var fwd peerv1.ForwardRequest
 		if proto.Unmarshal(data, &fwd) == nil {
 			for _, c := range fwd.Checks {
-				d := srv.decodePolicy(c.Policy)
+				d := srv.decodePolicy(c.Policy, srv.maxLog)
 				checkDecodedPolicy(t, c.Policy, d)
 				if d.err == nil {
 					_ = d.p.ValidateCost(c.Cost)
@@ -77,7 +77,7 @@ func FuzzPeerRequests(f *testing.F) {
 		}
 		var reset peerv1.PeerResetRequest
 		if proto.Unmarshal(data, &reset) == nil {
-			checkDecodedPolicy(t, reset.Policy, srv.decodePolicy(reset.Policy))
+			checkDecodedPolicy(t, reset.Policy, srv.decodePolicy(reset.Policy, srv.maxLog))
 		}
 		var meta peerv1.ApplyMetaRequest
 		if proto.Unmarshal(data, &meta) == nil && len(meta.Command) > 0 {

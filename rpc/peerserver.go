@@ -52,7 +52,7 @@ func (p *PeerServer) Forward(ctx context.Context, req *peerv1.ForwardRequest) (*
 	for i, c := range req.Checks {
 		d, ok := decoded[string(c.Policy)]
 		if !ok {
-			d = p.decodePolicy(c.Policy)
+			d = p.decodePolicy(c.Policy, p.maxLog)
 			decoded[string(c.Policy)] = d
 		}
 		checks[i], errs[i] = p.checkItem(ctx, c, d, validate.Elem("checks", i), &caughtUp)
@@ -91,15 +91,16 @@ type decodedPolicy struct {
 	err error
 }
 
-// decodePolicy decodes and validates a forwarded policy under this node's
-// own caps (--max-log-length), exactly as a client's would be.
-func (p *PeerServer) decodePolicy(b []byte) decodedPolicy {
+// decodePolicy decodes and validates a forwarded policy under the cap
+// maxLog (this node's own --max-log-length for a check's, the cluster's
+// for a policy write), exactly as a client's would be.
+func (p *PeerServer) decodePolicy(b []byte, maxLog int64) decodedPolicy {
 	dp, n, err := policy.Decode(b)
 	if err == nil && n != len(b) {
 		err = fmt.Errorf("%w: %d trailing bytes", policy.ErrCorrupt, len(b)-n)
 	}
 	if err == nil {
-		err = dp.Validate(p.maxLog)
+		err = dp.Validate(maxLog)
 	}
 	if err != nil {
 		return decodedPolicy{err: err}
@@ -240,10 +241,12 @@ func (p *PeerServer) ApplyMeta(ctx context.Context, req *peerv1.ApplyMetaRequest
 }
 
 // checkMetaPolicies holds the policies of a SetPolicies command a peer
-// sends to this node's own caps (--max-log-length), as the Admin API holds
-// a client's: the state machine knows only the absolute cap. A body that
-// does not decode is left to the node, which refuses it as corrupt.
+// sends to the cluster's cap (the least --max-log-length of its members),
+// as the Admin API holds a client's: the state machine knows only the
+// absolute cap. A body that does not decode is left to the node, which
+// refuses it as corrupt.
 func (p *PeerServer) checkMetaPolicies(cmd []byte) error {
+	maxLog := maxLog(p.maxLog, p.node)
 	if len(cmd) == 0 || cmd[0] != fsm.MetaSetPolicies {
 		return nil
 	}
@@ -252,7 +255,7 @@ func (p *PeerServer) checkMetaPolicies(cmd []byte) error {
 		return nil
 	}
 	for i, b := range c.Policies {
-		if d := p.decodePolicy(b); d.err != nil {
+		if d := p.decodePolicy(b, maxLog); d.err != nil {
 			return validate.AtField(fmt.Sprintf("policies[%d].", i), d.err)
 		}
 	}
@@ -394,7 +397,7 @@ func (p *PeerServer) RestoreGroup(ctx context.Context, req *peerv1.RestoreGroupR
 
 // ResetKey implements peerv1.PeerServer: the receiver must lead the shard.
 func (p *PeerServer) ResetKey(ctx context.Context, req *peerv1.PeerResetRequest) (*peerv1.PeerResetResponse, error) {
-	d := p.decodePolicy(req.Policy)
+	d := p.decodePolicy(req.Policy, p.maxLog)
 	caughtUp := false
 	if _, err := p.checkItem(ctx, &peerv1.ForwardCheck{Shard: req.Shard, Key: req.Key}, d, "", &caughtUp); err != nil {
 		return nil, toStatus(err)

@@ -15,7 +15,7 @@ import (
 // SetPolicies implements pb.AdminServer: every policy is validated before
 // any is stored, and they are stored together.
 func (a *AdminServer) SetPolicies(ctx context.Context, req *pb.SetPoliciesRequest) (*pb.SetPoliciesResponse, error) {
-	ps, err := validate.Policies(req.Policies, a.cfg.MaxLogLength)
+	ps, err := validate.Policies(req.Policies, maxLog(a.cfg.MaxLogLength, a.node))
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -30,7 +30,7 @@ func (a *AdminServer) SetPolicies(ctx context.Context, req *pb.SetPoliciesReques
 // stores (a change of colocate) is made against this node's view of the
 // policies, caught up with the meta leader's as ListPolicies does.
 func (a *AdminServer) ValidatePolicies(ctx context.Context, req *pb.ValidatePoliciesRequest) (*pb.ValidatePoliciesResponse, error) {
-	ps, err := validate.Policies(req.Policies, a.cfg.MaxLogLength)
+	ps, err := validate.Policies(req.Policies, maxLog(a.cfg.MaxLogLength, a.node))
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -24,7 +24,7 @@ func (a *AdminServer) ResetKey(ctx context.Context, req *pb.ResetKeyRequest) (*p
 	zero := int64(0)
 	c, err := validate.Request(&pb.AllowRequest{
 		Key: req.Key, Limit: req.Limit, Policy: req.Policy, Descriptors: req.Descriptors, Cost: &zero,
-	}, "", a.cfg.MaxLogLength, resolver(ctx, a.node), nil)
+	}, "", maxLog(a.cfg.MaxLogLength, a.node), resolver(ctx, a.node), nil)
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -149,7 +149,7 @@ func (a *AdminServer) policiesError(ctx context.Context, off int, chunk []*polic
 func (a *AdminServer) planRestore(ctx context.Context, b *backup.Backup) (*restorePlan, error) {
 	plan := &restorePlan{}
 	if len(b.Policies) > 0 {
-		ps, err := validate.PolicyList(b.Policies, a.cfg.MaxLogLength)
+		ps, err := validate.PolicyList(b.Policies, maxLog(a.cfg.MaxLogLength, a.node))
 		if err != nil {
 			return nil, fmt.Errorf("backup: %w", err)
 		}

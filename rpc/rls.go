@@ -44,7 +44,7 @@ func (r *RLSServer) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReq
 	if err := r.s.ready(); err != nil {
 		return nil, refuse(len(req.GetDescriptors()), err)
 	}
-	checks, tooBig, err := rlsChecks(req, r.s.node.View().Policy, r.s.cfg.MaxLogLength)
+	checks, tooBig, err := rlsChecks(req, r.s.node.View().Policy, maxLog(r.s.cfg.MaxLogLength, r.s.node))
 	if err != nil {
 		return nil, refuse(len(req.GetDescriptors()), err)
 	}

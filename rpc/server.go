@@ -58,6 +58,17 @@ func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 	return resultToProto(c, res[0]), nil
 }
 
+// maxLog is the cap checks and policies are validated against: own (this
+// node's --max-log-length), or less when a member's is less (see
+// cluster.Node.MaxLogLength), so every node takes and refuses alike.
+// A server without a node (parsing alone, in tests) has only its own.
+func maxLog(own int64, node *cluster.Node) int64 {
+	if node == nil {
+		return own
+	}
+	return min(own, node.MaxLogLength())
+}
+
 // AllowBatch implements pb.RateLimiterServer. Every request is validated
 // before anything is counted; then each shard's checks go to its leader in
 // one call, all shards at once.

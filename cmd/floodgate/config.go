@@ -265,7 +265,7 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 			Slots: creation("slots", *slots), GroupsPerNode: creation("groups-per-node", *perNode),
 			Fsync: *fsync, RaftTransport: *raftTrans, DeadAfter: *deadAfter, HeartbeatTimeout: *heartbeat, ElectionTimeout: *election,
 			LeaderLeaseTimeout: *lease, FastFlushInterval: *fastFlush, FastMaxPending: *fastMax, MaxClockOffset: *maxOffset, MaxKeyStates: *maxStates,
-			MaxSyncDuration: *maxSync,
+			MaxSyncDuration: *maxSync, MaxLogLength: *maxLog,
 		},
 		rpc:        rpc.Config{MaxLogLength: *maxLog, LeaderWait: *leaderWait},
 		httpAddr:   *httpAddr,

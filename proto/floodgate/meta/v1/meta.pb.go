@@ -96,7 +96,11 @@ type Node struct {
 	// created (32 hex digits; empty from releases before it). A node whose
 	// data dir was lost comes back with another: it must not take the place
 	// of the member it was, whose Raft votes and log it no longer has.
-	Incarnation   string `protobuf:"bytes,9,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Incarnation string `protobuf:"bytes,9,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// The node's --max-log-length: the longest sliding log it keeps (0 from
+	// releases before it). A stored policy must fit every member's, so
+	// checks and policy writes are validated against the least of them.
+	MaxLogLength  int64 `protobuf:"varint,10,opt,name=max_log_length,json=maxLogLength,proto3" json:"max_log_length,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -192,6 +196,13 @@ func (x *Node) GetIncarnation() string {
 		return x.Incarnation
 	}
 	return ""
+}
+
+func (x *Node) GetMaxLogLength() int64 {
+	if x != nil {
+		return x.MaxLogLength
+	}
+	return 0
 }
 
 // InitCluster creates the cluster; the first command of the meta log.
@@ -1400,7 +1411,7 @@ var File_floodgate_meta_v1_meta_proto protoreflect.FileDescriptor
 
 const file_floodgate_meta_v1_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x1cfloodgate/meta/v1/meta.proto\x12\x11floodgate.meta.v1\"\x96\x02\n" +
+	"\x1cfloodgate/meta/v1/meta.proto\x12\x11floodgate.meta.v1\"\xbc\x02\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -1411,7 +1422,9 @@ const file_floodgate_meta_v1_meta_proto_rawDesc = "" +
 	"\x06region\x18\x06 \x01(\tR\x06region\x122\n" +
 	"\x05state\x18\a \x01(\x0e2\x1c.floodgate.meta.v1.NodeStateR\x05state\x12\x18\n" +
 	"\aversion\x18\b \x01(\tR\aversion\x12 \n" +
-	"\vincarnation\x18\t \x01(\tR\vincarnation\"\xb2\x01\n" +
+	"\vincarnation\x18\t \x01(\tR\vincarnation\x12$\n" +
+	"\x0emax_log_length\x18\n" +
+	" \x01(\x03R\fmaxLogLength\"\xb2\x01\n" +
 	"\vInitCluster\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x16\n" +

@@ -1,0 +1,91 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+)
+
+// --max-log-length holds cluster-wide: a policy, or an inline limit, must
+// fit every member's cap, whichever node it is sent to, and a node whose
+// cap cannot hold a stored policy is refused as a member. Before, each
+// node checked its own: a policy stored through a node of a larger cap
+// answered the keys of some groups and was refused by the others'.
+func TestMaxLogLengthIsTheClusters(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 1, "--max-log-length", "50000")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	logPolicy := func(name string, limit int64) *pb.Policy {
+		return &pb.Policy{Name: name, Limits: []*pb.PolicyLimit{{Limit: &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: limit, WindowMs: 60_000}}}}
+	}
+	n1 := c.Nodes[0]
+	if _, err := n1.Admin().SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: []*pb.Policy{logPolicy("big", 40_000)}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A node of the default cap (10,000) cannot hold "big": refused at
+	// its join, naming its flag, and it stops.
+	small, err := NewNode(c.Bin, t.TempDir(), "small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(small.Close)
+	if err := small.Start(n1.GRPC); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-small.Exited():
+	case <-ctx.Done():
+		t.Fatalf("a node too small for a stored policy is still running:\n%s", tail(small.Log(), 10))
+	}
+	if want := "max_log_length: node small's --max-log-length 10000 cannot hold policy big"; !strings.Contains(small.Log(), want) {
+		t.Fatalf("the refusal does not say %q:\n%s", want, tail(small.Log(), 10))
+	}
+
+	// A node of cap 45,000 holds it, and joins: the cluster's cap is
+	// now 45,000 on every node, n1 (50,000) included.
+	mid, err := NewNode(c.Bin, t.TempDir(), "mid", "--max-log-length", "45000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mid.Close)
+	c.Nodes = append(c.Nodes, mid)
+	if err := mid.Start(n1.GRPC); err != nil {
+		t.Fatal(err)
+	}
+	if err := mid.WaitServing(ctx); err != nil {
+		t.Fatalf("mid: %v\n%s", err, tail(mid.Log(), 10))
+	}
+	for _, n := range []*Node{n1, mid} {
+		// The member record that tells mid's cap may reach n1 a moment
+		// after mid serves.
+		var err error
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			_, err = n.Admin().SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: []*pb.Policy{logPolicy("bigger", 48_000)}})
+			if err != nil {
+				break
+			}
+			// Stored before mid's cap was known here: take it back.
+			if _, derr := n.Admin().DeletePolicy(ctx, &pb.DeletePolicyRequest{Name: "bigger"}); derr != nil {
+				t.Fatal(derr)
+			}
+		}
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "capped at 45000") {
+			t.Fatalf("a policy over mid's cap, through %s: %v, want InvalidArgument capped at 45000", n.ID, err)
+		}
+		_, err = n.Limiter().Allow(ctx, &pb.AllowRequest{Key: "k", Limit: &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 48_000, WindowMs: 60_000}})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "capped at 45000") {
+			t.Fatalf("an inline log over mid's cap, through %s: %v, want InvalidArgument capped at 45000", n.ID, err)
+		}
+		if _, err := n.Limiter().Allow(ctx, &pb.AllowRequest{Key: "k", Policy: "big"}); err != nil {
+			t.Fatalf("a check of big through %s: %v", n.ID, err)
+		}
+	}
+}
