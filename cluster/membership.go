@@ -138,8 +138,13 @@ func (n *Node) joinVia(ctx context.Context, addrs []string, source string) error
 		// 500ms doubling to 5s: a seed that comes up soon is found soon,
 		// and a dead one is not hammered.
 		wait := backoff(attempt, 500*time.Millisecond, 5*time.Second)
-		n.log.Warn("cannot join the cluster yet: no member answered; retrying",
-			"source", source, "addrs", strings.Join(addrs, ","), "attempt", attempt, "retry_in", wait, "err", last)
+		why := "cannot join the cluster yet: no member answered; retrying"
+		if errors.Is(last, ErrMemberAlive) {
+			// A member answered: the id is taken by a live node, which
+			// this one replaces once it is gone (a rescheduled pod).
+			why = "cannot join the cluster yet: a live member has this --node-id; waiting for it to stop (or leave)"
+		}
+		n.log.Warn(why, "source", source, "addrs", strings.Join(addrs, ","), "attempt", attempt, "retry_in", wait, "err", last)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s %s: no member could add this node in %s (%d attempts): %w; last error: %v",

@@ -409,6 +409,11 @@ func TestJoinWithALiveMembersIDIsRefused(t *testing.T) {
 		if !strings.Contains(twin.Log(), "node.id: "+twin.ID+" is a live member at "+c.Nodes[1].Gossip) {
 			return fmt.Errorf("no error naming the live member yet:\n%s", tail(twin.Log(), 5))
 		}
+		// A member answered: the wait is for the live member to go, not
+		// for an answer.
+		if !strings.Contains(twin.Log(), "a live member has this --node-id; waiting for it to stop") || strings.Contains(twin.Log(), "no member answered") {
+			return fmt.Errorf("the wait is not said to be for the live member:\n%s", tail(twin.Log(), 5))
+		}
 		return nil
 	})
 	st, err := c.Status(ctx)
