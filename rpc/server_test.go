@@ -62,7 +62,7 @@ func TestBadInputNamesTheFieldAndChangesNothing(t *testing.T) {
 		{"negative cost", &pb.AllowRequest{Key: "k", Limit: minute, Cost: cost(-1)}, "cost:"},
 		{"cost above the limit", &pb.AllowRequest{Key: "k", Limit: minute, Cost: cost(11)}, "cost:"},
 		{"unknown algorithm", &pb.AllowRequest{Key: "k", Limit: with(func(l *pb.Limit) { l.Algorithm = 42 })}, "limit.algorithm:"},
-		{"unset algorithm", &pb.AllowRequest{Key: "k", Limit: with(func(l *pb.Limit) { l.Algorithm = 0 })}, "limit.algorithm:"},
+		{"unset algorithm", &pb.AllowRequest{Key: "k", Limit: with(func(l *pb.Limit) { l.Algorithm = 0 })}, "limit.algorithm: required: one of SLIDING_LOG, "},
 		{"uneven buckets", &pb.AllowRequest{Key: "k", Limit: with(func(l *pb.Limit) {
 			l.Algorithm, l.WindowMs, l.Buckets = pb.Algorithm_SLIDING_COUNTER, 1000, 7
 		})}, "limit.buckets:"},

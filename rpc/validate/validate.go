@@ -258,8 +258,13 @@ func Limit(pl *pb.Limit, field string, maxLog int64) (window.Limit, error) {
 	if pl == nil {
 		return window.Limit{}, fmt.Errorf("%w: %s: required", ErrInvalid, trimDot(field))
 	}
-	if pl.Algorithm <= pb.Algorithm_ALGORITHM_UNSPECIFIED || pl.Algorithm > pb.Algorithm_GCRA {
-		return window.Limit{}, fmt.Errorf("%w: %salgorithm: unknown algorithm %q", ErrInvalid, field, pl.Algorithm.String())
+	if pl.Algorithm == pb.Algorithm_ALGORITHM_UNSPECIFIED {
+		// Left out (JSON without "algorithm"): "unknown algorithm
+		// ALGORITHM_UNSPECIFIED" read as if one had been given.
+		return window.Limit{}, fmt.Errorf("%w: %salgorithm: required: one of %s", ErrInvalid, field, algorithmNames())
+	}
+	if pl.Algorithm < pb.Algorithm_ALGORITHM_UNSPECIFIED || pl.Algorithm > pb.Algorithm_GCRA {
+		return window.Limit{}, fmt.Errorf("%w: %salgorithm: unknown algorithm %q (one of %s)", ErrInvalid, field, pl.Algorithm.String(), algorithmNames())
 	}
 	if pl.Limit <= 0 || pl.Limit > window.MaxLimit {
 		return window.Limit{}, fmt.Errorf("%w: %slimit: must be between 1 and %d, got %d", ErrInvalid, field, window.MaxLimit, pl.Limit)
@@ -358,4 +363,14 @@ func trimDot(field string) string {
 		return field[:n-1]
 	}
 	return field
+}
+
+// algorithmNames lists the algorithms a request may name, as JSON and the
+// proto spell them.
+func algorithmNames() string {
+	var names []string
+	for a := pb.Algorithm_ALGORITHM_UNSPECIFIED + 1; a <= pb.Algorithm_GCRA; a++ {
+		names = append(names, a.String())
+	}
+	return strings.Join(names, ", ")
 }
