@@ -50,6 +50,13 @@ func refused(code codes.Code) { metrics.CheckErrors.WithLabelValues(code.String(
 // writeError answers err, a gRPC status, with the HTTP status of its code.
 func writeError(w http.ResponseWriter, err error) {
 	st := status.Convert(err)
+	if c := st.Code(); c == codes.Unavailable || c == codes.ResourceExhausted {
+		// It passes with time (a group electing its leader, a full key
+		// store whose old keys expire): say when to try again, for the
+		// clients whose retry policy honours Retry-After (RFC 9110 §10.2.3)
+		// rather than retrying at once.
+		w.Header().Set("Retry-After", "1")
+	}
 	writeJSONError(w, httpStatus(st.Code()), st.Code(), st.Message())
 }
 

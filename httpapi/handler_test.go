@@ -352,6 +352,15 @@ func TestErrorsMapToHTTPStatus(t *testing.T) {
 		if resp.StatusCode != want || !strings.Contains(body, snake(c.String())) {
 			t.Errorf("%v: %d %s, want %d", c, resp.StatusCode, body, want)
 		}
+		// What passes with time (no leader yet, a full key store) says
+		// when to try again; a bad request does not.
+		wantRetry := ""
+		if c == codes.Unavailable || c == codes.ResourceExhausted {
+			wantRetry = "1"
+		}
+		if got := resp.Header.Get("Retry-After"); got != wantRetry {
+			t.Errorf("%v: Retry-After %q, want %q", c, got, wantRetry)
+		}
 	}
 }
 
