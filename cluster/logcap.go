@@ -1,11 +1,16 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
+	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/policy"
 	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
 )
 
@@ -31,8 +36,65 @@ func checkLogCap(v *fsm.MetaView, node *metav1.Node) error {
 	}
 	for _, name := range slices.Sorted(maps.Keys(v.Policies)) {
 		if err := v.Policies[name].Validate(node.MaxLogLength); err != nil {
-			return fmt.Errorf("%w: max_log_length: node %s's --max-log-length %d cannot hold policy %s (%v): start it with the --max-log-length of the others, or change the policy first",
+			return fmt.Errorf("%w: max_log_length: node %s's --max-log-length %d cannot hold policy %s (%v): start it with the --max-log-length of the others, and change the policy before lowering the flag",
 				ErrConfig, node.Id, node.MaxLogLength, name, err)
+		}
+	}
+	return nil
+}
+
+// holdsPolicies refuses to start a member restarted with a cap that cannot
+// hold a stored policy (a joining node is refused so at AddNode), judged
+// on the meta state caught up with the leader's when it answers in time:
+// a resumed node's own may lack the latest policies. Serving, its groups
+// would refuse that policy's checks of the keys they own, and the leader
+// refuses its record's smaller cap (checkCaps), so the others would not
+// know why.
+func (n *Node) holdsPolicies(ctx context.Context) error {
+	// Best effort, briefly: in a whole cluster's restart no meta leader
+	// may answer yet, and the state this node has judges then.
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_ = n.CatchUpMeta(cctx)
+	return checkLogCap(n.View(), n.self())
+}
+
+// checkCaps is the meta leader's check of a member record or a policy
+// write against the caps, made under capMu with the write applied before
+// the next check: the one that holds, whatever node took the request and
+// whatever its view. A record that lowers its node's cap (or a new
+// member's) must hold every stored policy; a policy must fit the least
+// cap of the members and this node. A record that keeps its cap passes, so
+// a member whose cap an older release let fall short still updates its
+// addresses. Anything else passes, and a command that does not decode is
+// left to checkMeta and the state machine.
+func (n *Node) checkCaps(cmd []byte) error {
+	v := n.View()
+	switch cmd[0] {
+	case fsm.MetaUpsertNode:
+		var c metav1.UpsertNode
+		if proto.Unmarshal(cmd[1:], &c) != nil || c.Node == nil {
+			return nil
+		}
+		if old := v.Node(c.Node.Id); old != nil && old.MaxLogLength > 0 && c.Node.MaxLogLength >= old.MaxLogLength {
+			return nil
+		}
+		return checkLogCap(v, c.Node)
+	case fsm.MetaSetPolicies:
+		var c metav1.SetPolicies
+		if proto.Unmarshal(cmd[1:], &c) != nil {
+			return nil
+		}
+		maxLog := n.MaxLogLength()
+		for i, b := range c.Policies {
+			p, _, err := policy.Decode(b)
+			if err != nil {
+				return nil
+			}
+			if err := p.Validate(maxLog); err != nil {
+				return fmt.Errorf("%w: policies[%d]: policy %s does not fit the cluster's --max-log-length %d (the least of its members'): %w",
+					ErrConfig, i, p.Name, maxLog, err)
+			}
 		}
 	}
 	return nil

@@ -473,6 +473,13 @@ func (n *Node) applyLocalMeta(meta *Group, cmd []byte) error {
 		n.stateMu.Lock() // see setState
 		defer n.stateMu.Unlock()
 	}
+	if len(cmd) > 0 && (cmd[0] == fsm.MetaUpsertNode || cmd[0] == fsm.MetaSetPolicies) {
+		n.capMu.Lock()
+		defer n.capMu.Unlock()
+		if err := n.checkCaps(cmd); err != nil {
+			return err
+		}
+	}
 	return n.applyLocalMetaLocked(meta, cmd)
 }
 

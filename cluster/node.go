@@ -116,6 +116,12 @@ type Node struct {
 	// that the reconciler's check of a member's state and its write
 	// (setState) see every leave written through this leader meanwhile.
 	stateMu sync.Mutex
+	// capMu makes the meta leader's member records and policy writes one
+	// at a time, each checked against the caps (logcap.go) and applied
+	// before the next is checked: a join and a policy write checked
+	// side by side could each pass, and store a policy a member cannot
+	// hold.
+	capMu   sync.Mutex
 	clock   clockState
 	rates   *rates
 	settled atomic.Pointer[planKey]   // the last slot plan round that found nothing to do

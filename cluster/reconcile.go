@@ -154,7 +154,11 @@ func (n *Node) reconcileOnce() bool {
 	}
 	if self := v.Node(n.cfg.NodeID); other == nil && addrsDiffer(self, n.self()) {
 		n.spawn(selfUpdate, func(ctx context.Context) {
-			_ = n.applyMeta(ctx, fsm.MetaUpsertNode, &metav1.UpsertNode{Node: n.self()})
+			if err := n.applyMeta(ctx, fsm.MetaUpsertNode, &metav1.UpsertNode{Node: n.self()}); MetaRefused(err) {
+				// Its --max-log-length, say, cannot hold a stored policy
+				// (checkCaps): an operator must act.
+				n.log.Error("the cluster refuses this node's member record", "err", err)
+			}
 		})
 	}
 	return rest

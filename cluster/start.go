@@ -105,11 +105,8 @@ func (n *Node) Start(ctx context.Context) error {
 	for _, s := range ignoredSettings(n.asked, n.View()) {
 		n.log.Warn(s)
 	}
-	if err := checkLogCap(n.View(), n.self()); err != nil {
-		// A member restarted with a smaller cap (a join is refused so at
-		// AddNode): not ready until an operator acts (Refused).
-		n.refused.Store(&err)
-		n.log.Error("this node cannot hold the cluster's policies", "err", err)
+	if err := n.holdsPolicies(ctx); err != nil {
+		return err
 	}
 	n.wg.Add(1)
 	go n.watchCaughtUp()

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"slices"
-	"time"
 )
 
 // distinctBinds refuses two listeners of the node on one port: the second
@@ -39,34 +37,11 @@ func clash(a, b string) bool {
 	if ha == hb || everywhere(ha) || everywhere(hb) {
 		return true
 	}
-	// localhost:7700 and 127.0.0.1:7700 are one port: compare addresses.
-	ips := resolve(ha)
-	for _, ip := range resolve(hb) {
-		if slices.Contains(ips, ip) {
-			return true
-		}
-	}
-	return false
-}
-
-// resolve is host's addresses: an IP itself, a name's by the system's
-// resolver (within a second; a name that does not resolve fails its bind
-// at start, with its own error).
-func resolve(host string) []string {
-	if ip := net.ParseIP(host); ip != nil {
-		return []string{ip.String()}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	addrs, err := net.DefaultResolver.LookupHost(ctx, host)
-	if err != nil {
-		return nil
-	}
-	out := make([]string, 0, len(addrs))
-	for _, a := range addrs {
-		if ip := net.ParseIP(a); ip != nil {
-			out = append(out, ip.String())
-		}
-	}
-	return out
+	// localhost:7700 and 127.0.0.1:7700 are one port: compare the
+	// addresses the listeners would take (a name binds one of its
+	// addresses, as net.Listen picks it; one that does not resolve fails
+	// its bind at start, with its own error).
+	ta, errA := net.ResolveTCPAddr("tcp", a)
+	tb, errB := net.ResolveTCPAddr("tcp", b)
+	return errA == nil && errB == nil && ta.IP.Equal(tb.IP)
 }

@@ -33,3 +33,14 @@ func TestBadAddrIsNamed(t *testing.T) {
 		}
 	}
 }
+
+// gRPC targets other than host:port, and IPv6 hosts with a zone, pass to
+// gRPC as before.
+func TestTargetsGRPCTakes(t *testing.T) {
+	for _, addr := range []string{"dns:///floodgate.example:7700", "unix:///run/floodgate.sock", "passthrough:///10.0.0.1:7700",
+		"[fe80::1%eth0]:7700", "[::1]:7700", "localhost:7700"} {
+		if err := checkTarget("--addr", addr); err != nil {
+			t.Errorf("%s: %v", addr, err)
+		}
+	}
+}

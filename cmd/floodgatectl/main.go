@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -122,13 +124,36 @@ func (g *globals) dial() (*grpc.ClientConn, error) {
 	if g.envAddr != "" && g.addr == g.envAddr {
 		name = "FLOODGATE_ADDR"
 	}
-	if err := cluster.CheckAddr(name, g.addr); err != nil {
-		return nil, errors.New(strings.TrimPrefix(err.Error(), cluster.ErrConfig.Error()+": "))
+	if err := checkTarget(name, g.addr); err != nil {
+		return nil, err
 	}
 	return g.dialAt(g.addr)
 }
 
 // dialAt connects to the node at addr with the same credentials as --addr.
+// targetSchemes are the gRPC target schemes --addr may name beside
+// host:port (dns:///host:port, unix:///path, ...): gRPC checks those.
+var targetSchemes = []string{"dns:", "unix:", "unix-abstract:", "passthrough:", "ipv4:", "ipv6:"}
+
+// checkTarget refuses a malformed host:port under the name it came by;
+// an IPv6 host may carry a zone ([fe80::1%eth0]:7700).
+func checkTarget(name, addr string) error {
+	for _, s := range targetSchemes {
+		if strings.HasPrefix(addr, s) {
+			return nil
+		}
+	}
+	if host, port, err := net.SplitHostPort(addr); err == nil {
+		if ip, err := netip.ParseAddr(host); err == nil && ip.Zone() != "" {
+			addr = net.JoinHostPort(ip.WithZone("").String(), port) // the zone is gRPC's to check
+		}
+	}
+	if err := cluster.CheckAddr(name, addr); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), cluster.ErrConfig.Error()+": "))
+	}
+	return nil
+}
+
 func (g *globals) dialAt(addr string) (*grpc.ClientConn, error) {
 	creds := insecure.NewCredentials()
 	secure := g.tls.Enabled()

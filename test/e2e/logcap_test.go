@@ -19,7 +19,7 @@ import (
 // answered the keys of some groups and was refused by the others'.
 func TestMaxLogLengthIsTheClusters(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, 1, "--max-log-length", "50000")
+	c := startCluster(t, 2, "--max-log-length", "50000")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	logPolicy := func(name string, limit int64) *pb.Policy {
@@ -50,7 +50,8 @@ func TestMaxLogLengthIsTheClusters(t *testing.T) {
 	}
 
 	// A node of cap 45,000 holds it, and joins: the cluster's cap is
-	// now 45,000 on every node, n1 (50,000) included.
+	// now 45,000 on every node, n1 and n2 (50,000) included, the meta
+	// leader and the others alike.
 	mid, err := NewNode(c.Bin, t.TempDir(), "mid", "--max-log-length", "45000")
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +64,7 @@ func TestMaxLogLengthIsTheClusters(t *testing.T) {
 	if err := mid.WaitServing(ctx); err != nil {
 		t.Fatalf("mid: %v\n%s", err, tail(mid.Log(), 10))
 	}
-	for _, n := range []*Node{n1, mid} {
+	for _, n := range []*Node{n1, c.Nodes[1], mid} {
 		// The member record that tells mid's cap may reach n1 a moment
 		// after mid serves.
 		var err error
@@ -87,5 +88,26 @@ func TestMaxLogLengthIsTheClusters(t *testing.T) {
 		if _, err := n.Limiter().Allow(ctx, &pb.AllowRequest{Key: "k", Policy: "big"}); err != nil {
 			t.Fatalf("a check of big through %s: %v", n.ID, err)
 		}
+	}
+
+	// mid restarted with a cap that cannot hold big stops, naming it; the
+	// cluster's cap does not fall to it (its record keeps 45,000), so the
+	// stored policies are taken again as they are.
+	mid.Stop()
+	mid.Args = []string{"--max-log-length", "30000"}
+	if err := mid.Start(n1.GRPC); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-mid.Exited():
+	case <-ctx.Done():
+		t.Fatalf("mid, restarted too small for big, still runs:\n%s", tail(mid.Log(), 10))
+	}
+	mid.Stop()
+	if want := "max_log_length: node mid's --max-log-length 30000 cannot hold policy big"; !strings.Contains(mid.Log(), want) {
+		t.Fatalf("mid's exit does not say %q:\n%s", want, tail(mid.Log(), 10))
+	}
+	if _, err := n1.Admin().SetPolicies(ctx, &pb.SetPoliciesRequest{Policies: []*pb.Policy{logPolicy("big", 40_000)}}); err != nil {
+		t.Fatalf("the stored big, applied again after mid's refused restart: %v", err)
 	}
 }
