@@ -50,8 +50,8 @@ func Register(mux *http.ServeMux, l Limiter, o Options) {
 	// floodgate_http_request_duration_seconds): the gRPC server's
 	// interceptors never see these calls, made to it in-process.
 	for pattern, h := range map[string]http.HandlerFunc{"POST /v1/allow": a.allow, "POST /v1/allow:batch": a.allowBatch, "GET /api/v1/limit": a.limit} {
-		_, route, _ := strings.Cut(pattern, " ")
-		mux.Handle(pattern, metrics.InstrumentHTTP(route, h))
+		method, route, _ := strings.Cut(pattern, " ")
+		mux.Handle(pattern, metrics.InstrumentHTTP(method, route, h))
 	}
 	// Any other path: 404 in JSON too. (More specific routes of the same
 	// mux, such as /metrics, win over this one.)

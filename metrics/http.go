@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -27,9 +28,12 @@ var (
 
 // InstrumentHTTP counts and times h's requests under route. Methods other
 // than the standard ones are labelled "unknown" (promhttp), so a caller
-// cannot mint series.
-func InstrumentHTTP(route string, h http.Handler) http.Handler {
+// cannot mint series. The series of method (the route's, as promhttp
+// spells it: "get", "post") exist from the start, as the dashboard and
+// rate() want them.
+func InstrumentHTTP(method, route string, h http.Handler) http.Handler {
 	labels := prometheus.Labels{"route": route}
+	HTTPSeconds.WithLabelValues(route, strings.ToLower(method))
 	return promhttp.InstrumentHandlerDuration(HTTPSeconds.MustCurryWith(labels),
 		promhttp.InstrumentHandlerCounter(HTTPRequests.MustCurryWith(labels), h))
 }

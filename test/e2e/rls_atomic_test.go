@@ -103,7 +103,7 @@ policies:
 	// policy apply, a dry run too, says so before sending anything.
 	for _, args := range [][]string{{"policy", "apply", "-f", file, "--dry-run"}, {"policy", "apply", "-f", file}} {
 		out, err := c.Ctl(ctx, nodes[2].GRPC, args...)
-		if err == nil || !strings.Contains(err.Error(), "shop: colocate:") {
+		if err == nil || !strings.Contains(err.Error(), "policies[0].colocate: policy shop exists with colocate true") {
 			t.Fatalf("%v: %v\n%s", args, err, out)
 		}
 	}
