@@ -221,7 +221,7 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 }
 
 // serveHTTP serves the HTTP/JSON API, liveness and readiness on
-// opts.httpAddr. Readiness is the gRPC health's (health), so /readyz and
+// ln (--http-addr, bound by listen). Readiness is the gRPC health's (health), so /readyz and
 // a gRPC probe agree: not before the node has caught up, not while the
 // cluster refuses it, not once it shuts down.
 func serveHTTP(ln net.Listener, opts *options, sec *security, node *cluster.Node, health *health.Server, limiter httpapi.Limiter, log *slog.Logger) *http.Server {
