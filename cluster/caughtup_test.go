@@ -68,7 +68,12 @@ func TestARestartedNodeIsReadyOnlyOnceCaughtUp(t *testing.T) {
 	}
 	// Three nodes, three replicas: n3 holds every group, and ready means
 	// each of its replicas is open and has applied what its leader had.
+	// A group the planner removed meanwhile (one that owned no slot) has
+	// nothing left to hold.
 	for g, applied := range want {
+		if n3.Node.View().Group(uint32(g)) == nil {
+			continue
+		}
 		switch info := n3.Node.Progress(g); {
 		case !info.Present:
 			t.Errorf("n3 says it caught up, but its replica of group %d is not open", g)
