@@ -44,7 +44,7 @@ func checkLogCap(v *fsm.MetaView, node *metav1.Node) error {
 }
 
 // holdsPolicies refuses to start a member restarted with a cap that cannot
-// hold a stored policy (a joining node is refused so at AddNode), judged
+// hold a stored policy (a joining node is refused so by the meta leader, checkCaps), judged
 // on the meta state caught up with the leader's when it answers in time:
 // a resumed node's own may lack the latest policies. Serving, its groups
 // would refuse that policy's checks of the keys they own, and the leader

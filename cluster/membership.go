@@ -216,9 +216,6 @@ func (n *Node) AddNode(ctx context.Context, node *metav1.Node, proof GossipProof
 	if err := checkIncarnation(v.Node(node.Id), node); err != nil {
 		return "", nil, err
 	}
-	if err := checkLogCap(v, node); err != nil {
-		return "", nil, err
-	}
 	add := proto.Clone(node).(*metav1.Node)
 	add.State = metav1.NodeState_NODE_STATE_UNSPECIFIED // keep the current state of a known node
 	if err := n.applyMeta(ctx, fsm.MetaUpsertNode, &metav1.UpsertNode{Node: add}); err != nil {
