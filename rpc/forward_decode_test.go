@@ -1,11 +1,13 @@
 package rpc
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
 
 	"github.com/floodgate/floodgate/cluster"
@@ -103,5 +105,32 @@ func TestDecodeInvalidNamesTheFieldNotThePlaceInTheCall(t *testing.T) {
 		if got := relayedField(m); got != m {
 			t.Errorf("relayedField(%q) = %q", m, got)
 		}
+	}
+}
+
+// A forwarded check whose outcome the leader does not know (its commit
+// timed out, leadership was lost after the entry was written, raft shut
+// down) crosses the node-to-node call as UNAVAILABLE, which the sender
+// never sends again: NOT_LEADER would invite a retry that counts it twice.
+// Only what was written nowhere is NOT_LEADER, with the leader's hint.
+func TestForwardResultUnknownOutcomeIsNotRetried(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("shard-1: %w: %w", cluster.ErrUnavailable, context.DeadlineExceeded),
+		fmt.Errorf("shard-1: %w: %w", cluster.ErrUnavailable, raft.ErrLeadershipLost),
+		context.DeadlineExceeded,
+		raft.ErrRaftShutdown,
+	} {
+		r := forwardResult(nil, 0, err)
+		if r.Code != peerv1.ForwardResult_UNAVAILABLE {
+			t.Errorf("%v: encoded as %v, want UNAVAILABLE", err, r.Code)
+		}
+		if _, derr := decodeResults(1, []*peerv1.ForwardResult{r}); cluster.Retryable(derr) {
+			t.Errorf("%v: decodes to a retryable %v", err, derr)
+		}
+	}
+	nl := &cluster.NotLeaderError{Group: "shard-1", LeaderID: "n2", LeaderAddr: "127.0.0.1:7002"}
+	r := forwardResult(nil, 0, nl)
+	if r.Code != peerv1.ForwardResult_NOT_LEADER || r.LeaderId != "n2" || r.LeaderAddr != "127.0.0.1:7002" {
+		t.Errorf("not leader: encoded as %v", r)
 	}
 }

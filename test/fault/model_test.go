@@ -79,3 +79,37 @@ func TestFailovers(t *testing.T) {
 		t.Errorf("the load's answers (up to 1.5s): gap %s ending at %s; want 1.09s ending at 1.1s", gap, end)
 	}
 }
+
+// Fast mode's bound is per shard: the keys of one shard may together be
+// admitted at most Slack above their limits, however the excess falls
+// among them, and a shard past it is reported, naming the bound.
+func TestSlackBoundsAShardsExcess(t *testing.T) {
+	spec := Spec{Limit: 5, Slack: 2, LinTimeout: 10 * time.Second}
+	keyed := func(key string, o Op) Op { o.Key = key; return o }
+	cases := []struct {
+		name  string
+		ops   []Op
+		shard func(string) int
+		final map[string]int64
+		want  string // "" for no violation
+	}{
+		{"one key at its bound", []Op{op(0, 1, 7, Allowed, 0)}, func(string) int { return 0 }, map[string]int64{"k": 7}, ""},
+		{"one key past its bound", []Op{op(0, 1, 8, Allowed, 0)}, func(string) int { return 0 }, map[string]int64{"k": 7}, "admitted 3 above their limits, bound 2"},
+		{"two keys of one shard, each within, together past", []Op{
+			keyed("a", op(0, 1, 7, Allowed, 0)), keyed("b", op(0, 1, 7, Allowed, 0)),
+		}, func(string) int { return 0 }, map[string]int64{"a": 7, "b": 7}, "admitted 4 above their limits, bound 2"},
+		{"two keys of two shards, each within", []Op{
+			keyed("a", op(0, 1, 7, Allowed, 0)), keyed("b", op(0, 1, 7, Allowed, 0)),
+		}, func(k string) int { return int(k[0] - 'a') }, map[string]int64{"a": 7, "b": 7}, ""},
+	}
+	for _, c := range cases {
+		r := Check("t", c.ops, nil, spec, c.shard, 0, c.final)
+		got := strings.Join(r.Violations, "; ")
+		switch {
+		case c.want == "" && got != "":
+			t.Errorf("%s: violations %q, want none", c.name, got)
+		case c.want != "" && !strings.Contains(got, c.want):
+			t.Errorf("%s: violations %q, want %q", c.name, got, c.want)
+		}
+	}
+}
