@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/fsm"
-	"github.com/floodgate/floodgate/wallclock"
 )
 
 // leading returns this node's replica of group when it leads it, else
@@ -110,7 +109,7 @@ func (n *Node) CheckRestoreTime(what string, logTime int64) error {
 	if tolerance <= 0 {
 		tolerance = DefaultMaxClockOffset
 	}
-	now := wallclock.Now()
+	now := n.stamp.Now()
 	at := time.Unix(0, logTime)
 	if ahead := at.Sub(now); ahead > tolerance {
 		return fmt.Errorf("%s: %w: %s, this node's clock %s (%s ahead; the cluster's clock tolerance is %s): "+

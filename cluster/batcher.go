@@ -40,6 +40,9 @@ type batcher struct {
 	stop   chan struct{}
 	done   chan struct{}
 	lastTS int64
+	// clock stamps the entries (the node's guarded clock; nil: the
+	// system clock).
+	clock *wallclock.Guard
 }
 
 // request is one caller's checks, answered together.
@@ -50,8 +53,9 @@ type request struct {
 	done    chan struct{}
 }
 
-func newBatcher(group string, r *raft.Raft, cfg Config, notLeader func() error, room func(*policy.Policy) bool) *batcher {
+func newBatcher(group string, r *raft.Raft, cfg Config, clock *wallclock.Guard, notLeader func() error, room func(*policy.Policy) bool) *batcher {
 	b := &batcher{
+		clock:       clock,
 		group:       group,
 		r:           r,
 		maxBatch:    cfg.MaxBatch,
@@ -174,8 +178,8 @@ func requestChecks(r *request) int { return len(r.checks) }
 // answers its requests from another goroutine once it commits. Stamping and
 // enqueueing happen here, in order, so log order and time order agree.
 func (b *batcher) apply(batch []*request, committed chan<- time.Time) {
-	sent := time.Now()                    // times the commit, as its answer is timed
-	ts := wallclock.From(sent).UnixNano() // stamps the entry
+	sent := time.Now()                  // times the commit, as its answer is timed
+	ts := b.clock.From(sent).UnixNano() // stamps the entry
 	if ts <= b.lastTS {
 		ts = b.lastTS + 1
 	}

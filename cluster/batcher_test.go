@@ -99,7 +99,7 @@ func newBatcherRig(t *testing.T, maxBatch int, lead bool) *batcherRig {
 		}
 	}
 	cfg := Config{MaxBatch: maxBatch, MaxInFlight: 1, CommitTimeout: time.Second}
-	rig.b = newBatcher("shard-0", r, cfg, func() error { return rig.nl }, func(*policy.Policy) bool { return false })
+	rig.b = newBatcher("shard-0", r, cfg, nil, func() error { return rig.nl }, func(*policy.Policy) bool { return false })
 	return rig
 }
 

@@ -40,6 +40,7 @@ type clockState struct {
 	err    error
 	median time.Duration // the peers' median offset from this node's clock
 	read   bool          // median comes from at least one reading
+	held   time.Duration // a step of this node's clock its stamps do not follow (wallclock.Guard), at the last reading
 }
 
 // ClockFailed is closed once this node found its clock beyond
@@ -75,7 +76,7 @@ func (n *Node) watchClock() {
 	}
 	ctx, cancel := n.untilStop(context.Background())
 	defer cancel()
-	w := clockWatch{max: n.cfg.MaxClockOffset, members: n.otherMembers, read: n.peers.Clock, log: n.log, state: &n.clock}
+	w := clockWatch{max: n.cfg.MaxClockOffset, members: n.otherMembers, read: n.peers.Clock, log: n.log, state: &n.clock, stamp: n.stamp}
 	w.run(ctx)
 }
 
@@ -98,6 +99,10 @@ type clockWatch struct {
 	read    func(ctx context.Context, addr string) (time.Time, error)
 	log     *slog.Logger
 	state   *clockState
+	// stamp is the node's stamping clock, which follows a step of the
+	// node's clock only once a reading finds the clock in step
+	// (clockcheck.Verdict.InStep).
+	stamp *wallclock.Guard
 }
 
 func (w clockWatch) run(ctx context.Context) {
@@ -111,6 +116,7 @@ func (w clockWatch) run(ctx context.Context) {
 		case <-t.C:
 		}
 		members := w.members()
+		at := time.Now()
 		samples := w.readAll(ctx, members)
 		judged = judged || len(samples) > 0 || time.Since(start) >= clockStartPace
 		if judged {
@@ -119,6 +125,7 @@ func (w clockWatch) run(ctx context.Context) {
 			t.Reset(clockRecheck) // starting: the members or their answers are still to come
 		}
 		v := clockcheck.Judge(samples, len(members), w.max)
+		w.follow(v, at)
 		w.state.mu.Lock()
 		w.state.median, w.state.read = v.Median, len(samples) > 0
 		w.state.mu.Unlock()
@@ -150,6 +157,40 @@ func (w clockWatch) run(ctx context.Context) {
 		close(w.state.failed)
 		return
 	}
+}
+
+// follow lets the node's stamps follow its clock as read at at, when the
+// reading found it in step with the cluster's, and says when they do not:
+// a step of the clock (NTP, date) is followed only once a majority of the
+// cluster has seen the new time, so that a leader whose clock jumped
+// ahead never stamps a group's log with it in the seconds before its
+// strikes are up (stamps never go back, so one such entry would hold the
+// group's windows still for as long as the jump).
+func (w clockWatch) follow(v clockcheck.Verdict, at time.Time) {
+	if v.InStep() {
+		w.stamp.Agreed(at)
+	}
+	held := w.stamp.Held(time.Now())
+	w.state.mu.Lock()
+	was := w.state.held
+	w.state.held = held
+	w.state.mu.Unlock()
+	switch {
+	case held != 0:
+		w.log.Warn("this node's clock stepped since the cluster last agreed with it: checks are stamped by its monotonic clock until a majority of the cluster reads the new time",
+			"step", held, "max_clock_offset", w.max)
+	case was != 0:
+		w.log.Info("the cluster agrees with this node's clock again: checks are stamped with it", "step", was)
+	}
+}
+
+// ClockHeld is how far this node's clock has stepped from the time its
+// checks are stamped with, at the last clock reading: 0 while the stamps
+// follow it.
+func (n *Node) ClockHeld() time.Duration {
+	n.clock.mu.Lock()
+	defer n.clock.mu.Unlock()
+	return n.clock.held
 }
 
 // describeOffset says which way this node's clock is off, given the

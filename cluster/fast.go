@@ -29,6 +29,7 @@ type fastLane struct {
 	maxPending int64
 	timeout    time.Duration
 	notLeader  func() error
+	clock      *wallclock.Guard // stamps the checks (nil: the system clock)
 
 	mu       sync.Mutex
 	room     *sync.Cond // signalled when pending cost drops or state changes
@@ -73,9 +74,9 @@ type fastBarrier struct {
 	err  error
 }
 
-func newFastLane(r *raft.Raft, shard *fsm.Shard, cfg Config, notLeader func() error) *fastLane {
+func newFastLane(r *raft.Raft, shard *fsm.Shard, cfg Config, clock *wallclock.Guard, notLeader func() error) *fastLane {
 	f := &fastLane{
-		r: r, shard: shard, interval: cfg.FastFlushInterval, maxPending: cfg.FastMaxPending,
+		r: r, shard: shard, clock: clock, interval: cfg.FastFlushInterval, maxPending: cfg.FastMaxPending,
 		timeout: cfg.CommitTimeout, notLeader: notLeader,
 		kick: make(chan struct{}, 1), arm: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -97,7 +98,7 @@ func (f *fastLane) decide(ctx context.Context, c fsm.Check) (policy.Result, erro
 		f.mix.mu.Unlock()
 		return policy.Result{}, errTakeStrict
 	}
-	res, gen, at := f.shard.FastEval(c.Policy, c.Key, c.Cost, wallclock.Now().UnixNano(), c.Elastic)
+	res, gen, at := f.shard.FastEval(c.Policy, c.Key, c.Cost, f.clock.Now().UnixNano(), c.Elastic)
 	f.mix.mu.Unlock()
 	if res.Outcome != policy.Denied {
 		f.counted(fsm.Hit{Key: c.Key, Policy: c.Policy, Cost: c.Cost, Time: at, Outcome: res.Outcome, Elastic: c.Elastic}, gen)
@@ -123,7 +124,7 @@ func (f *fastLane) decideSet(ctx context.Context, set []fsm.Check, elastic bool)
 		f.mix.mu.Unlock()
 		return nil, errTakeStrict
 	}
-	res, hits, gen := f.shard.FastEvalSet(set[0].Policy, keys, costs, wallclock.Now().UnixNano(), elastic)
+	res, hits, gen := f.shard.FastEvalSet(set[0].Policy, keys, costs, f.clock.Now().UnixNano(), elastic)
 	f.mix.mu.Unlock()
 	for _, h := range hits {
 		f.counted(h, gen)
@@ -369,7 +370,7 @@ func (f *fastLane) flush() bool {
 	for i := range batch {
 		hits[i] = batch[i].hit
 	}
-	af := f.r.Apply(fsm.EncodeHits(nil, wallclock.Now().UnixNano(), hits), f.timeout)
+	af := f.r.Apply(fsm.EncodeHits(nil, f.clock.Now().UnixNano(), hits), f.timeout)
 	err := af.Error()
 	if err == nil {
 		if rerr, ok := af.Response().(error); ok {

@@ -31,7 +31,7 @@ func testFastConfig() Config {
 func lanesOf(g *memGroup, cfg Config) []*fastLane {
 	lanes := make([]*fastLane, len(g.rafts))
 	for i := range lanes {
-		lanes[i] = newFastLane(g.rafts[i], g.shards[i], cfg, func() error { return &NotLeaderError{Group: "shard-0"} })
+		lanes[i] = newFastLane(g.rafts[i], g.shards[i], cfg, nil, func() error { return &NotLeaderError{Group: "shard-0"} })
 	}
 	return lanes
 }
@@ -209,7 +209,7 @@ func TestFastOverlappingHandOvers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rig := newBatcherRig(t, 10, true)
 		close(rig.g.gate)
-		lane := newFastLane(rig.r, rig.g.shard, testFastConfig(), func() error { return rig.nl })
+		lane := newFastLane(rig.r, rig.g.shard, testFastConfig(), nil, func() error { return rig.nl })
 		ctx := context.Background()
 		freezeGo, freezeDone := make(chan struct{}), make(chan error, 1)
 		go func() { freezeDone <- lane.handOver(func() error { <-freezeGo; return nil }) }()
@@ -250,7 +250,7 @@ func TestFastLaneBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// Commits stall until the gate opens; the bound is 40.
 		rig := newBatcherRig(t, 10, true)
-		lane := newFastLane(rig.r, rig.g.shard, testFastConfig(), func() error { return rig.nl })
+		lane := newFastLane(rig.r, rig.g.shard, testFastConfig(), nil, func() error { return rig.nl })
 		ctx := context.Background()
 		decide := func(cost int64) error {
 			cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
@@ -436,7 +436,7 @@ func TestFastPeekWritesNothing(t *testing.T) {
 // leaderLane is a fast lane of g's replica li (its leader), answering
 // NotLeader as shard-0 when it cannot take a check.
 func leaderLane(g *memGroup, li int, cfg Config) *fastLane {
-	return newFastLane(g.rafts[li], g.shards[li], cfg, func() error { return &NotLeaderError{Group: "shard-0"} })
+	return newFastLane(g.rafts[li], g.shards[li], cfg, nil, func() error { return &NotLeaderError{Group: "shard-0"} })
 }
 
 // A fast check that found this replica leading just before a leadership

@@ -23,7 +23,7 @@ import (
 func TestFastBoundHoldsWhileBatchesAreRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rig := newBatcherRig(t, 10, true)
-		lane := newFastLane(rig.r, rig.g.shard, testFastConfig(), func() error { return rig.nl })
+		lane := newFastLane(rig.r, rig.g.shard, testFastConfig(), nil, func() error { return rig.nl })
 		ctx := context.Background()
 		answered := int64(0)
 		decide := func(cost int64) bool {

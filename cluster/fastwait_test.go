@@ -19,7 +19,7 @@ func TestFullFastLaneWaitsNoLongerThanItsCaller(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rig := newBatcherRig(t, 10, true)
 		close(rig.g.gate)
-		lane := newFastLane(rig.r, rig.g.shard, testFastConfig(), func() error { return rig.nl })
+		lane := newFastLane(rig.r, rig.g.shard, testFastConfig(), nil, func() error { return rig.nl })
 		if _, err := lane.decide(context.Background(), fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1}); err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +67,7 @@ func TestFullFastLaneWaitsNoLongerThanItsCaller(t *testing.T) {
 func TestFastLeadershipBarrierWaitsNoLongerThanItsCaller(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rig := newBatcherRig(t, 10, true)
-		lane := newFastLane(rig.r, rig.g.shard, testFastConfig(), func() error { return rig.nl })
+		lane := newFastLane(rig.r, rig.g.shard, testFastConfig(), nil, func() error { return rig.nl })
 		// An entry the state machine has yet to apply: the barrier waits
 		// behind it.
 		stalled := rig.r.Apply(fsm.EncodeTick(time.Now().UnixNano()), time.Second)

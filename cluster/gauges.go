@@ -39,6 +39,7 @@ func (n *Node) Gauges() metrics.NodeGauges {
 	if off, ok := n.ClockOffset(); ok {
 		g.ClockOffset = &off
 	}
+	g.ClockHeld = n.ClockHeld()
 	g.Members = map[string]int{}
 	for _, m := range n.Status().Nodes {
 		g.Members[m.Health]++

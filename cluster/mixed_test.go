@@ -139,7 +139,7 @@ func TestStrictCheckGivenUpHoldsFastChecksOfItsKeyUntilDecided(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				rig := newBatcherRig(t, 10, true)
 				close(rig.g.gate)
-				lane := newFastLane(rig.r, rig.g.shard, testFastConfig(), func() error { return rig.nl })
+				lane := newFastLane(rig.r, rig.g.shard, testFastConfig(), nil, func() error { return rig.nl })
 				// The new leader's barrier passes first: it waits for the
 				// log, which stalls below.
 				if _, err := lane.leading(context.Background()); err != nil {

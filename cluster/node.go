@@ -16,6 +16,7 @@ import (
 	"github.com/floodgate/floodgate/raftlog"
 	"github.com/floodgate/floodgate/raftnet"
 	"github.com/floodgate/floodgate/version"
+	"github.com/floodgate/floodgate/wallclock"
 )
 
 // Peers is how a node talks to other nodes. The rpc package implements it
@@ -121,8 +122,11 @@ type Node struct {
 	// before the next is checked: a join and a policy write checked
 	// side by side could each pass, and store a policy a member cannot
 	// hold.
-	capMu   sync.Mutex
-	clock   clockState
+	capMu sync.Mutex
+	clock clockState
+	// stamp is the clock this node's entries and fast checks are stamped
+	// with: the system clock, guarded against steps (clockwatch.go).
+	stamp   *wallclock.Guard
 	rates   *rates
 	settled atomic.Pointer[planKey]   // the last slot plan round that found nothing to do
 	toMove  atomic.Pointer[viewCount] // slotsToMove of the latest view Status saw
@@ -198,6 +202,7 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 		recon:          reconcileState{kick: make(chan struct{}, 1)},
 		started:        make(chan struct{}),
 		clock:          clockState{failed: make(chan struct{})},
+		stamp:          wallclock.NewGuard(cfg.MaxClockOffset),
 		left:           make(chan struct{}),
 		replaced:       make(chan struct{}),
 		stop:           make(chan struct{}),

@@ -10,7 +10,6 @@ import (
 
 	"github.com/floodgate/floodgate/fsm"
 	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
-	"github.com/floodgate/floodgate/wallclock"
 )
 
 const (
@@ -392,7 +391,7 @@ func (n *Node) reportShard(ctx context.Context, r *replica, term uint64, cfg raf
 // of more records than a tick sweeps a 32nd of (fsm.TickInterval).
 func (n *Node) maybeTick(ctx context.Context, r *replica) {
 	st := r.fsm.Stats()
-	now := wallclock.Now().UnixNano()
+	now := n.stamp.Now().UnixNano()
 	if st.States+st.Orphans == 0 || now-st.Now < int64(fsm.TickInterval(tickEvery, st.Records)) {
 		return
 	}

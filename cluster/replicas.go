@@ -80,8 +80,8 @@ func (n *Node) ensureReplica(id int) (*replica, error) {
 	}
 	r := &replica{id: id, group: g, fsm: f}
 	notLeader := func() error { return n.notLeader(r) }
-	r.batcher = newBatcher(g.name, g.raft, n.cfg, notLeader, n.room)
-	r.fast = newFastLane(g.raft, f, n.cfg, notLeader)
+	r.batcher = newBatcher(g.name, g.raft, n.cfg, n.stamp, notLeader, n.room)
+	r.fast = newFastLane(g.raft, f, n.cfg, n.stamp, notLeader)
 	n.shards[id] = r
 	return r, nil
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/floodgate/floodgate/cluster/hashing"
 	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/policy"
-	"github.com/floodgate/floodgate/wallclock"
 )
 
 // Route says where a shard's leader is.
@@ -447,7 +446,7 @@ func (n *Node) ResetKey(ctx context.Context, shard int, key string, p *policy.Po
 	// flushed after the reset they would count again. A lane with nothing
 	// pending returns at once.
 	r.fast.drain()
-	f := r.group.raft.Apply(fsm.EncodeReset(wallclock.Now().UnixNano(), key, p), n.cfg.CommitTimeout)
+	f := r.group.raft.Apply(fsm.EncodeReset(n.stamp.Now().UnixNano(), key, p), n.cfg.CommitTimeout)
 	if err := f.Error(); err != nil {
 		return 0, r.batcher.classify(err)
 	}

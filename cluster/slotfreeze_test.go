@@ -27,7 +27,7 @@ func TestFastCheckAnsweredWhileFreezeOutcomeUnknownIsExported(t *testing.T) {
 		if err := rig.r.Apply(fsm.EncodeInit(0, 1, []uint32{0}), time.Second).Error(); err != nil {
 			t.Fatal(err)
 		}
-		lane := newFastLane(rig.r, rig.g.shard, testFastConfig(), func() error { return rig.nl })
+		lane := newFastLane(rig.r, rig.g.shard, testFastConfig(), nil, func() error { return rig.nl })
 		defer lane.close()
 		if _, err := lane.decide(context.Background(), fsm.Check{Key: "k", Policy: fastPolicy, Cost: 1}); err != nil {
 			t.Fatal(err)

@@ -122,7 +122,7 @@ func newMoveRig(t *testing.T) *moveRig {
 	rig.meta, metaStore = oneRaftStore(t, "meta", metaFSM)
 	rig.r0, rig.r1 = oneRaft(t, "g0", rig.g0), oneRaft(t, "g1", rig.g1)
 	lane := func(r *raft.Raft, s *fsm.Shard) *fastLane {
-		l := newFastLane(r, s, testFastConfig(), func() error { return &NotLeaderError{} })
+		l := newFastLane(r, s, testFastConfig(), nil, func() error { return &NotLeaderError{} })
 		t.Cleanup(l.close)
 		return l
 	}

@@ -17,6 +17,7 @@ type NodeGauges struct {
 	FastPending int64          // fast-mode cost answered, not yet committed
 	Members     map[string]int // cluster members by health, as gossip sees them
 	ClockOffset *time.Duration // the other nodes' median clock offset from this node's (nil: no reading)
+	ClockHeld   time.Duration  // a step of this node's clock its stamps do not follow yet (0: none)
 }
 
 var (
@@ -28,6 +29,7 @@ var (
 	keysRefusedDesc = prometheus.NewDesc("floodgate_key_states_refused_total", "Checks that groups led here refused (in shadow mode: answered would-deny) because they hold --max-key-states key states.", nil, nil)
 	fastPendingDesc = prometheus.NewDesc("floodgate_fast_pending_cost", "Fast-mode cost answered by leaders here and not yet committed.", nil, nil)
 	clockOffsetDesc = prometheus.NewDesc("floodgate_clock_offset_seconds", "How far the other nodes' clocks are ahead of this node's (their median; negative: behind) at the last reading.", nil, nil)
+	clockHeldDesc   = prometheus.NewDesc("floodgate_clock_step_held_seconds", "How far this node's clock stepped (NTP, date) from the time its checks are stamped with, until a majority of the cluster reads the new time: 0 while the stamps follow the clock.", nil, nil)
 	membersDesc     = prometheus.NewDesc("floodgate_members", "Cluster members by health, as this node's gossip sees them.", []string{"state"}, nil)
 )
 
@@ -42,7 +44,7 @@ func RegisterNode(read func() NodeGauges) error {
 
 // Describe implements prometheus.Collector.
 func (nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{replicasDesc, leadingDesc, leaderlessDesc, metaLeaderDesc, keysDesc, keysRefusedDesc, fastPendingDesc, clockOffsetDesc, membersDesc} {
+	for _, d := range []*prometheus.Desc{replicasDesc, leadingDesc, leaderlessDesc, metaLeaderDesc, keysDesc, keysRefusedDesc, fastPendingDesc, clockOffsetDesc, clockHeldDesc, membersDesc} {
 		ch <- d
 	}
 }
@@ -57,6 +59,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	for d, v := range map[*prometheus.Desc]float64{
 		replicasDesc: float64(g.Replicas), leadingDesc: float64(g.Leading), leaderlessDesc: float64(g.Leaderless),
 		metaLeaderDesc: meta, keysDesc: float64(g.Keys), fastPendingDesc: float64(g.FastPending),
+		clockHeldDesc: g.ClockHeld.Seconds(),
 	} {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
 	}

@@ -74,6 +74,13 @@ func Judge(samples []Sample, peers int, bound time.Duration) Verdict {
 // outlier: nobody can tell which is right.
 func (v Verdict) Outlier() bool { return 2*v.Disagree > v.Nodes }
 
+// InStep reports whether this node's clock is the cluster's: a majority
+// of the whole cluster, this node included, may be within the bound of it.
+// Members that did not answer count against it here, unlike in Outlier: a
+// node's stamps follow a step of its clock only once a majority has seen
+// the new time (wallclock.Guard), and a node alone follows its own.
+func (v Verdict) InStep() bool { return 2*v.Agree > v.Nodes }
+
 func abs(d time.Duration) time.Duration {
 	if d < 0 {
 		return -d
