@@ -15,7 +15,7 @@ import (
 // bytes (a batch counts once), up to the first that does not parse.
 func topRecords(data []byte) []byte {
 	var types []byte
-	for off := segHeaderSize; off < len(data); {
+	for off := fileBody(data); off < len(data); {
 		p, n, err := parseRecord(data[off:], fileSalt(data))
 		if err != nil {
 			break

@@ -13,8 +13,10 @@
 //
 // The log is a sequence of segment files (NNNNNNNN.seg, rotated at
 // Options.SegmentSize). A segment starts with a 16-byte header (magic and
-// format byte, its sequence number, a random salt) followed by records. A
-// record is
+// format byte, its sequence number, a random salt) and a fence (an
+// unsalted record no release appends, so that releases before salts
+// refuse the segment rather than drop it as torn; segment.go), followed by
+// records. A record is
 //
 //	u32 payload length | u32 crc32c(payload) | u32 crc32c(the first 8 bytes) ^ salt | payload
 //

@@ -225,7 +225,7 @@ func TestTornRotationFirstPageLost(t *testing.T) {
 	}
 	salt := newSalt()
 	full := append(segHeader(2, salt), cp...)
-	saltRecord(full[segHeaderSize:], salt)
+	saltRecord(full[segBody:], salt)
 	clear(full[:4096]) // the first page never reached the disk
 	if err := os.WriteFile(filepath.Join(dir, segName(2)), full, 0o644); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ const (
 	recDrop       byte = 5 // a group deleted
 	recReset      byte = 6 // a group's whole log, rewritten by GC
 	recBatch      byte = 7 // the records of one group-commit write (batch.go)
+	recFence      byte = 8 // a version 3 segment's fence, after its header; never appended (segment.go)
 )
 
 const (

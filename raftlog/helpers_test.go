@@ -187,10 +187,15 @@ func pageSpanning(g string, index uint64) *raft.Log {
 // fileSalt is the salt of the records of a segment's bytes (0 in a segV1
 // segment or one whose header is lost).
 func fileSalt(data []byte) uint32 {
-	if len(data) >= segHeaderSize && data[7] == segV2 {
-		return binary.LittleEndian.Uint32(data[12:])
-	}
-	return 0
+	salt, _, _, _ := checkSegHeader(data, binary.LittleEndian.Uint32(data[8:]))
+	return salt
+}
+
+// fileBody is where the records of a segment's bytes start (past its
+// header, and fence in a segV3 segment).
+func fileBody(data []byte) int {
+	_, body, _, _ := checkSegHeader(data, binary.LittleEndian.Uint32(data[8:]))
+	return body
 }
 
 // storedThree is a closed log in a new dir holding group a's entries 1 to

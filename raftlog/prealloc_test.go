@@ -201,7 +201,7 @@ func TestPreallocationIsBestEffort(t *testing.T) {
 
 // lastRecord is the offset of a segment's last whole record.
 func lastRecord(data []byte) int {
-	off, last := segHeaderSize, segHeaderSize
+	off, last := fileBody(data), fileBody(data)
 	for off < len(data) {
 		_, n, err := parseRecord(data[off:], fileSalt(data))
 		if err != nil {

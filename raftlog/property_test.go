@@ -148,7 +148,7 @@ func tearWrite(t *testing.T, rng *rand.Rand, dir, name string) {
 
 // recordsEnd is the offset just past a segment's last whole record.
 func recordsEnd(data []byte) int64 {
-	off := segHeaderSize
+	off := fileBody(data)
 	for off < len(data) {
 		_, n, err := parseRecord(data[off:], fileSalt(data))
 		if err != nil {

@@ -149,11 +149,12 @@ func TestMidLogCorruptionRefused(t *testing.T) {
 	_, before := writeHistory(t, dir)
 	path := onlySegment(t, dir)
 	full, _ := os.ReadFile(path)
-	first := segHeaderSize + recHeaderSize + 1 // inside the checkpoint
+	first := segBody + recHeaderSize + 1 // inside the checkpoint
 	for name, off := range map[string]int{
 		"segment header":        3,
-		"first record's header": segHeaderSize + 1,
-		"first record's length": segHeaderSize,
+		"segment fence":         segHeaderSize + recHeaderSize + 3,
+		"first record's header": segBody + 1,
+		"first record's length": segBody,
 		"checkpoint payload":    first,
 		"an append's entry":     len(full) / 2,
 		"second last record":    int(before) - 3,
@@ -247,7 +248,7 @@ func TestTornRotation(t *testing.T) {
 	files := segFiles(t, dir)
 	next := filepath.Join(dir, segName(uint32(len(files)+1)))
 	full := append(segHeader(uint32(len(files)+1), 0), encodeCheckpoint(nil)...)
-	for _, cut := range []int{0, 5, segHeaderSize, segHeaderSize + 7, len(full) - 1} {
+	for _, cut := range []int{0, 5, segHeaderSize, segHeaderSize + 7, segBody - 1, segBody, segBody + 7, len(full) - 1} {
 		d := copyDir(t, dir)
 		p := filepath.Join(d, filepath.Base(next))
 		os.WriteFile(p, full[:cut], 0o644)

@@ -58,8 +58,8 @@ func (s *Store) replaySegment(seq uint32, last bool) (*segment, error) {
 		return fmt.Errorf("%w: %s at offset %d: %v; the node's Raft log cannot be trusted: "+
 			"rebuild the node from its peers", ErrCorrupt, path, off, why)
 	}
-	off, nrec := segHeaderSize, 0
-	salt, ok, herr := checkSegHeader(data, seq)
+	salt, off, ok, herr := checkSegHeader(data, seq)
+	nrec := 0
 	if herr != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, herr)
 	}
@@ -163,10 +163,11 @@ func torn(rest []byte, err error, n int, salt uint32) bool {
 func allZero(b []byte) bool { return len(bytes.Trim(b, "\x00")) == 0 }
 
 // recordAfter reports whether a whole record of a segment of salt starts
-// anywhere in rest past its first byte.
+// anywhere in rest past its first byte. A fence is not one: it is written
+// with the header, before any record.
 func recordAfter(rest []byte, salt uint32) bool {
 	for i := 1; i+recHeaderSize <= len(rest); i++ {
-		if _, _, err := parseRecord(rest[i:], salt); err == nil {
+		if p, _, err := parseRecord(rest[i:], salt); err == nil && !isFence(p) {
 			return true
 		}
 	}

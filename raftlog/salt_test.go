@@ -105,7 +105,7 @@ func TestUnsaltedSegmentsStillRead(t *testing.T) {
 	}
 	for i, f := range files {
 		b, _ := os.ReadFile(f)
-		if v := b[7]; (i == 0 && v != segV1) || (i > 0 && v != segV2) {
+		if v := b[7]; (i == 0 && v != segV1) || (i > 0 && v != segV3) {
 			t.Errorf("%s: format %d", filepath.Base(f), v)
 		}
 	}
@@ -117,7 +117,7 @@ func TestUnsaltedSegmentsStillRead(t *testing.T) {
 // it, as written by a newer floodgate: never read as damage or cut.
 func TestNewerSegmentFormatRefused(t *testing.T) {
 	dir, path, data := storedThree(t)
-	data[7] = segV2 + 1
+	data[7] = segV3 + 1
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -127,5 +127,85 @@ func TestNewerSegmentFormatRefused(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(path); len(after) != len(data) {
 		t.Fatalf("the segment was cut to %d of %d bytes", len(after), len(data))
+	}
+}
+
+// A log of segV2 (salted, no fence: written from 2026-11-28 to 2026-11-29)
+// still reads, and goes on in that segment; segments started after it
+// are of segV3.
+func TestSegV2StillReads(t *testing.T) {
+	dir := t.TempDir()
+	salt := newSalt()
+	h := make([]byte, segHeaderSize)
+	copy(h, segMagic)
+	h[7] = segV2
+	binary.LittleEndian.PutUint32(h[8:], 1)
+	binary.LittleEndian.PutUint32(h[12:], salt)
+	cp := encodeCheckpoint(nil)
+	rec, _ := encodeEntries(recAppend, "a", entries("a", 1, 3, 1))
+	saltRecord(cp, salt)
+	saltRecord(rec, salt)
+	data := append(append(h, cp...), rec...)
+	if err := os.WriteFile(filepath.Join(dir, segName(1)), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := openT(t, dir, Options{SegmentSize: 4096})
+	m := newModel()
+	m.store(entries("a", 1, 3, 1))
+	checkGroup(t, s.Group("a"), m)
+	for i := uint64(4); i <= 40; i++ {
+		e := pageSpanning("a", i)
+		if err := s.Group("a").StoreLogs([]*raft.Log{e}); err != nil {
+			t.Fatal(err)
+		}
+		m.store([]*raft.Log{e})
+	}
+	s.Close()
+	files := segFiles(t, dir)
+	if len(files) < 2 {
+		t.Fatalf("segments = %v, want a rotation", files)
+	}
+	for i, f := range files {
+		b, _ := os.ReadFile(f)
+		if v := b[7]; (i == 0 && v != segV2) || (i > 0 && v != segV3) {
+			t.Errorf("%s: format %d", filepath.Base(f), v)
+		}
+	}
+	s2 := openT(t, dir, Options{SegmentSize: 4096})
+	checkGroup(t, s2.Group("a"), m)
+}
+
+// Releases before segV2 read only unsalted records, and took a last
+// segment whose header they did not know for one torn while being created
+// (and dropped it, entries and all) unless a whole record followed its
+// first byte. Every segment this release writes has one, its fence, so
+// those releases refuse it instead; this release never reads the fence as
+// a record, nor takes it for one when judging a torn header.
+func TestSegmentsFencedAgainstUnsaltedReaders(t *testing.T) {
+	dir, _, _ := storedThree(t)
+	// What a release before segV2 ran on the last segment (replay.go's
+	// recordAfter of 2026-11-27: any offset past the first byte).
+	unsaltedRecordAfter := func(data []byte) bool {
+		for i := 1; i+recHeaderSize <= len(data); i++ {
+			if _, _, err := parseFramed(data[i:], 0); err == nil {
+				return true
+			}
+		}
+		return false
+	}
+	for _, f := range segFiles(t, dir) {
+		data, _ := os.ReadFile(f)
+		if data[7] != segV3 || !unsaltedRecordAfter(data) {
+			t.Errorf("%s: format %d, a whole unsalted record: %v", filepath.Base(f), data[7], unsaltedRecordAfter(data))
+		}
+		if fencePayload[0] != recFence {
+			t.Errorf("fence payload type %d, want recFence", fencePayload[0])
+		}
+		// A new segment torn while being created, but for its header: the
+		// fence alone is not a record, so it is still a torn creation.
+		torn := append(make([]byte, segHeaderSize), fence...)
+		if recordAfter(torn, 0) {
+			t.Error("a fence read as a record")
+		}
 	}
 }

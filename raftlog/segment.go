@@ -26,11 +26,41 @@ const (
 // a key could hold bytes that read as a whole record. Unsalted, such a key
 // behind a torn write (its first page lost) made replay take the write for
 // damage in the middle of the log; a client cannot know a segment's salt,
-// so a record it forges no longer reads as whole.
+// so a record it forges no longer reads as whole. Version 3: version 2
+// with a fence after the header, an unsalted record that no release
+// appends (recFence). Releases before version 2 took the last segment of a
+// format they did not know for one torn while being created, unless a
+// whole (unsalted) record followed its header, and dropped it: a node
+// downgraded onto a log of version 2 lost its newest entries, and a single
+// node its whole cluster. The fence is that whole record, so they refuse
+// the segment instead; releases of version 2 refuse version 3 as newer.
 const (
 	segV1 byte = 1
 	segV2 byte = 2
+	segV3 byte = 3
 )
+
+// fencePayload is the payload of a version 3 segment's fence.
+const fencePayload = "\x08floodgate raftlog segment, format 3 or later"
+
+// segBody is where a version 3 segment's records start: past its header
+// and fence (segHeaderSize in versions 1 and 2).
+const segBody = segHeaderSize + recHeaderSize + len(fencePayload)
+
+// fence is a version 3 segment's fence record, as it is on disk.
+var fence = frameFence()
+
+func frameFence() []byte {
+	b := make([]byte, recHeaderSize, recHeaderSize+len(fencePayload))
+	b = append(b, fencePayload...)
+	binary.LittleEndian.PutUint32(b[0:], uint32(len(fencePayload)))
+	binary.LittleEndian.PutUint32(b[4:], checksum(b[recHeaderSize:]))
+	binary.LittleEndian.PutUint32(b[8:], checksum(b[:8]))
+	return b
+}
+
+// isFence reports whether a record's payload is a fence's.
+func isFence(payload []byte) bool { return string(payload) == fencePayload }
 
 // errNewerSegment is a segment header of a format this release does not
 // know: written by a newer floodgate.
@@ -126,31 +156,35 @@ func listSegments(dir string) ([]uint32, error) {
 	return seqs, nil
 }
 
-// segHeader returns the header of segment seq whose records are salted
-// with salt (segV2).
+// segHeader returns the header and fence of segment seq whose records are
+// salted with salt (segV3): segBody bytes.
 func segHeader(seq, salt uint32) []byte {
-	h := make([]byte, segHeaderSize)
+	h := make([]byte, segHeaderSize, segBody)
 	copy(h, segMagic)
-	h[7] = segV2
+	h[7] = segV3
 	binary.LittleEndian.PutUint32(h[8:], seq)
 	binary.LittleEndian.PutUint32(h[12:], salt)
-	return h
+	return append(h, fence...)
 }
 
-// checkSegHeader reads b's header as segment seq's: ok and the salt of its
-// records (0 in a segV1 segment); errNewerSegment for a format this
-// release does not know; not ok for anything else.
-func checkSegHeader(b []byte, seq uint32) (salt uint32, ok bool, err error) {
+// checkSegHeader reads b's header as segment seq's: ok, the salt of its
+// records (0 in a segV1 segment) and where they start; errNewerSegment
+// for a format this release does not know; not ok for anything else (a
+// version 3 header without its whole fence included).
+func checkSegHeader(b []byte, seq uint32) (salt uint32, body int, ok bool, err error) {
 	if len(b) < segHeaderSize || string(b[:7]) != segMagic {
-		return 0, false, nil
+		return 0, 0, false, nil
 	}
 	switch b[7] {
 	case segV1:
-		return 0, binary.LittleEndian.Uint64(b[8:]) == uint64(seq), nil
+		return 0, segHeaderSize, binary.LittleEndian.Uint64(b[8:]) == uint64(seq), nil
 	case segV2:
-		return binary.LittleEndian.Uint32(b[12:]), binary.LittleEndian.Uint32(b[8:]) == seq, nil
+		return binary.LittleEndian.Uint32(b[12:]), segHeaderSize, binary.LittleEndian.Uint32(b[8:]) == seq, nil
+	case segV3:
+		ok := binary.LittleEndian.Uint32(b[8:]) == seq && len(b) >= segBody && string(b[segHeaderSize:segBody]) == string(fence)
+		return binary.LittleEndian.Uint32(b[12:]), segBody, ok, nil
 	}
-	return 0, false, errNewerSegment
+	return 0, 0, false, errNewerSegment
 }
 
 // newSalt draws a segment's salt: never 0 (a record's own checksum) nor
@@ -184,7 +218,7 @@ func createSegment(dir string, seq uint32, first []byte, ops fileOps) (*segment,
 	}
 	salt := newSalt()
 	buf := append(segHeader(seq, salt), first...)
-	saltRecord(buf[segHeaderSize:], salt)
+	saltRecord(buf[segBody:], salt)
 	if err := ops.write(f, buf, 0); err != nil {
 		f.Close()
 		return nil, err
