@@ -85,17 +85,50 @@ func (n *Node) checkCaps(cmd []byte) error {
 		if proto.Unmarshal(cmd[1:], &c) != nil {
 			return nil
 		}
-		maxLog := n.MaxLogLength()
+		maxLog, of := n.MaxLogLength(), n.logCapOf(v)
 		for i, b := range c.Policies {
 			p, _, err := policy.Decode(b)
 			if err != nil {
 				return nil
 			}
 			if err := p.Validate(maxLog); err != nil {
-				return fmt.Errorf("%w: policies[%d]: policy %s does not fit the cluster's --max-log-length %d (the least of its members'): %w",
-					ErrConfig, i, p.Name, maxLog, err)
+				return fmt.Errorf("%w: policies[%d]: policy %s does not fit the cluster's --max-log-length %d (%s, the least of its members'): %w",
+					ErrConfig, i, p.Name, maxLog, of, err)
 			}
 		}
 	}
 	return nil
+}
+
+// logCapOf names whose cap MaxLogLength is, given v: this node's or a
+// member's.
+func (n *Node) logCapOf(v *fsm.MetaView) string {
+	if v.MaxLogLength > 0 && v.MaxLogLength < n.cfg.MaxLogLength {
+		return "node " + v.MaxLogLengthOf + "'s"
+	}
+	return "this node's"
+}
+
+// noteLogCap says, when it changes, that the cluster's cap is below this
+// node's own: checks and policies refused for it name a number the
+// operator did not give this node. A member that stopped (its cap too
+// small for a stored policy, or a join an older meta leader let in) still
+// counts until it leaves. Only the reconcile loop calls it.
+func (n *Node) noteLogCap(v *fsm.MetaView) {
+	least, of := v.MaxLogLength, v.MaxLogLengthOf
+	if least >= n.cfg.MaxLogLength {
+		least, of = 0, ""
+	}
+	if least == n.recon.logCap && of == n.recon.logCapOf {
+		return
+	}
+	n.recon.logCap, n.recon.logCapOf = least, of
+	if least == 0 {
+		n.log.Info("checks and policies are held to this node's --max-log-length again", "max_log_length", n.cfg.MaxLogLength)
+		return
+	}
+	m := v.Node(of)
+	n.log.Warn("checks and policies are held to a member's smaller --max-log-length, the least of the cluster's members'",
+		"max_log_length", least, "node", of, "node_state", m.GetState().String(), "own", n.cfg.MaxLogLength,
+		"fix", "start that node with the others' --max-log-length, or remove it (floodgatectl leave) if it is gone")
 }

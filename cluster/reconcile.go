@@ -43,8 +43,12 @@ type reconcileState struct {
 	again        map[int]bool // a pass found its key busy: pass again when it ends
 	lastTransfer map[int]time.Time
 	leaderSince  map[int]time.Time
-	lastRejoin   time.Time   // only the reconcile loop touches it
-	rejoining    atomic.Bool // a rejoinGossip contact is under way
+	lastRejoin   time.Time // only the reconcile loop touches it
+	// logCap and logCapOf are the member's cap below this node's that
+	// noteLogCap last told of (0: none); only the reconcile loop touches them.
+	logCap    int64
+	logCapOf  string
+	rejoining atomic.Bool // a rejoinGossip contact is under way
 	// placed is the placement of the view placedOf was computed from: a
 	// view never changes once published, so the loop, which runs every
 	// ReconcileInterval, recomputes it only when the meta state changed.
@@ -111,6 +115,7 @@ func (n *Node) reconcileOnce() bool {
 		// Still joining (waitMember): the view may be replayed history.
 		return false
 	}
+	n.noteLogCap(v)
 	// Another data dir's record of this id: judged once the node's own
 	// log is replayed (part-way, the record may be of an earlier life of
 	// its own, before a leave).

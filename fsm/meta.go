@@ -65,6 +65,9 @@ type MetaView struct {
 	// if none did: releases before it): a stored policy must fit every
 	// member's, whose groups may hold its keys. Set by publish.
 	MaxLogLength int64
+	// MaxLogLengthOf is the member whose cap MaxLogLength is (the first
+	// in member order of those with it), so that a refusal can name it.
+	MaxLogLengthOf string
 }
 
 // CheckReplace says why policy p may not replace old, the stored policy
@@ -142,10 +145,10 @@ func (m *Meta) Changed() <-chan struct{} {
 
 // publish installs v and wakes everyone waiting for a change.
 func (m *Meta) publish(v *MetaView) {
-	v.MaxLogLength = 0
+	v.MaxLogLength, v.MaxLogLengthOf = 0, ""
 	for _, n := range v.Nodes {
 		if l := n.GetMaxLogLength(); l > 0 && (v.MaxLogLength == 0 || l < v.MaxLogLength) {
-			v.MaxLogLength = l
+			v.MaxLogLength, v.MaxLogLengthOf = l, n.GetId()
 		}
 	}
 	m.view.Store(v)

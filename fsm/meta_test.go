@@ -161,19 +161,20 @@ func TestMetaViewMaxLogLength(t *testing.T) {
 	for _, step := range []struct {
 		do   func()
 		want int64
+		of   string
 	}{
-		{func() { upsert("n1", 0) }, 0},
-		{func() { upsert("n2", 50_000) }, 50_000},
-		{func() { upsert("n3", 10_000) }, 10_000},
-		{func() { upsert("n3", 30_000) }, 30_000}, // restarted with another cap
+		{func() { upsert("n1", 0) }, 0, ""},
+		{func() { upsert("n2", 50_000) }, 50_000, "n2"},
+		{func() { upsert("n3", 10_000) }, 10_000, "n3"},
+		{func() { upsert("n3", 30_000) }, 30_000, "n3"}, // restarted with another cap
 		{func() {
 			applyMetaOK(t, m, metaLog(t, i, MetaRemoveNode, &metav1.RemoveNode{Id: "n3"}))
 			i++
-		}, 50_000},
+		}, 50_000, "n2"},
 	} {
 		step.do()
-		if got := m.View().MaxLogLength; got != step.want {
-			t.Fatalf("after command %d: MaxLogLength %d, want %d", i-1, got, step.want)
+		if got, of := m.View().MaxLogLength, m.View().MaxLogLengthOf; got != step.want || of != step.of {
+			t.Fatalf("after command %d: MaxLogLength %d of %q, want %d of %q", i-1, got, of, step.want, step.of)
 		}
 	}
 }

@@ -85,6 +85,16 @@ func TestMaxLogLengthIsTheClusters(t *testing.T) {
 			t.Fatalf("a check of big through %s: %v", n.ID, err)
 		}
 	}
+	// The nodes of a larger cap say whose cap they are held to: the
+	// refusals name a number their operator did not give them.
+	for _, n := range []*Node{n1, c.Nodes[1]} {
+		waitFor(t, ctx, n.ID+" to name the member whose cap holds", func() error {
+			if log := n.Log(); !strings.Contains(log, "held to a member's smaller --max-log-length") || !strings.Contains(log, "max_log_length=45000 node=mid") {
+				return fmt.Errorf("not said yet:\n%s", tail(log, 5))
+			}
+			return nil
+		})
+	}
 
 	// mid restarted with a cap that cannot hold big stops, naming it; the
 	// cluster's cap does not fall to it (its record keeps 45,000), so the
