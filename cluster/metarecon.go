@@ -14,8 +14,9 @@ import (
 // states (dead after DeadAfter, active again when back), removes drained
 // leaving nodes, and keeps the meta group's own voters: up to metaVoters
 // active nodes vote, every other member follows as a non-voter. It makes
-// at most one change per round.
-func (n *Node) reconcileMeta(ctx context.Context, v *fsm.MetaView) {
+// at most one change per round. listed is when this node first saw each
+// member listed (unreachableSince).
+func (n *Node) reconcileMeta(ctx context.Context, v *fsm.MetaView, listed listedAt) {
 	me := n.cfg.NodeID
 	meta := n.metaGroup()
 	if meta == nil {
@@ -26,6 +27,7 @@ func (n *Node) reconcileMeta(ctx context.Context, v *fsm.MetaView) {
 			continue
 		}
 		health, since := n.gossip.health(m.Id)
+		since = unreachableSince(health, since, listed[m.Id])
 		down := health == HealthDead || health == HealthUnknown
 		switch {
 		case m.State == metav1.NodeState_NODE_STATE_ACTIVE && down && time.Since(since) > n.cfg.DeadAfter:
@@ -212,4 +214,42 @@ func holdsReplicas(v *fsm.MetaView, id string) bool {
 		}
 	}
 	return false
+}
+
+// unreachableSince is since when a member gossip reports down has been
+// unreachable, given since (gossip's: when it went down, or this node's
+// start for one it never saw) and listed (when this node first saw it
+// listed a member): a member gossip never saw is not down for the time
+// before it joined. A node of an older release joins gossip only after
+// the cluster lists it; it was declared dead at its join (for as long as
+// the meta leader had run), and alive again a moment later.
+func unreachableSince(health string, since, listed time.Time) time.Time {
+	if health == HealthUnknown && listed.After(since) {
+		return listed
+	}
+	return since
+}
+
+// listedAt remembers when this node first saw each member listed.
+type listedAt map[string]time.Time
+
+// note records now for the members of v first seen, forgets those no
+// longer listed, and returns the record.
+func (l *listedAt) note(v *fsm.MetaView, now time.Time) listedAt {
+	if *l == nil {
+		*l = listedAt{}
+	}
+	seen := make(map[string]bool, len(v.Nodes))
+	for _, m := range v.Nodes {
+		seen[m.Id] = true
+		if _, ok := (*l)[m.Id]; !ok {
+			(*l)[m.Id] = now
+		}
+	}
+	for id := range *l {
+		if !seen[id] {
+			delete(*l, id)
+		}
+	}
+	return *l
 }

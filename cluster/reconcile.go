@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,8 +47,11 @@ type reconcileState struct {
 	lastRejoin   time.Time // only the reconcile loop touches it
 	// logCap and logCapOf are the member's cap below this node's that
 	// noteLogCap last told of (0: none); only the reconcile loop touches them.
-	logCap    int64
-	logCapOf  string
+	logCap   int64
+	logCapOf string
+	// listed is when the reconcile loop first saw each member listed
+	// (reconcileMeta judges by it); only that loop touches it.
+	listed    listedAt
 	rejoining atomic.Bool // a rejoinGossip contact is under way
 	// placed is the placement of the view placedOf was computed from: a
 	// view never changes once published, so the loop, which runs every
@@ -116,6 +120,7 @@ func (n *Node) reconcileOnce() bool {
 		return false
 	}
 	n.noteLogCap(v)
+	listed := n.recon.listed.note(v, time.Now())
 	// Another data dir's record of this id: judged once the node's own
 	// log is replayed (part-way, the record may be of an earlier life of
 	// its own, before a leave).
@@ -154,7 +159,8 @@ func (n *Node) reconcileOnce() bool {
 		n.spawn(r.id, func(ctx context.Context) { n.reconcileShard(ctx, r, v, pl) })
 	}
 	if meta := n.metaGroup(); meta != nil && meta.isLeader() {
-		n.spawn(metaGroup, func(ctx context.Context) { n.reconcileMeta(ctx, v) })
+		first := maps.Clone(listed)
+		n.spawn(metaGroup, func(ctx context.Context) { n.reconcileMeta(ctx, v, first) })
 	}
 	if self := v.Node(n.cfg.NodeID); other == nil && addrsDiffer(self, n.self()) {
 		n.spawn(selfUpdate, func(ctx context.Context) {
