@@ -111,7 +111,7 @@ func (s *Shard) HeldAfterRestore(states []byte) (int, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	held, _ := s.needs(nil)
+	held := s.held()
 	for _, e := range w.entries {
 		if !s.tab.holds([]byte(e.id)) && s.ov.entries[e.id] == nil {
 			held++

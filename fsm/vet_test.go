@@ -196,3 +196,31 @@ func keyChecks(prefix string, n int, p *policy.Policy) []Check {
 	}
 	return checks
 }
+
+// A call's sets are judged against what the sets before them add, exactly:
+// far from the bound too, where Vet counts no held state. A batch of 1,000
+// new keys into an empty group of a bound of 1,000 takes them all, and the
+// next is refused (each set once answered its upper bound, nine states a
+// check, and the call's later sets were refused against those: 112 of
+// 1,000 were taken).
+func TestVetAddsExactlyAcrossACall(t *testing.T) {
+	const max = 1000
+	one := inline(window.Limit{Algorithm: window.FixedWindow, Limit: 10, Window: 3600 * sec})
+	s := NewShard()
+	adding := 0
+	for i := range max {
+		v, adds := s.Vet([]Check{{Key: fmt.Sprintf("k%d", i), Policy: one, Cost: 1}}, max, adding)
+		if v != Take || adds != 1 {
+			t.Fatalf("new key %d of %d: %v adding %d, want Take adding 1", i+1, max, v, adds)
+		}
+		adding += adds
+	}
+	if v, _ := s.Vet([]Check{{Key: "one-more", Policy: one, Cost: 1}}, max, adding); v != Full {
+		t.Fatalf("key %d of a bound of %d: %v, want Full", max+1, max, v)
+	}
+	// A held key adds nothing, wherever it comes in a call.
+	s.Apply(allowLog(1, 1000*sec, Check{Key: "k0", Policy: one, Cost: 1}))
+	if v, adds := s.Vet([]Check{{Key: "k0", Policy: one, Cost: 1}}, max, adding); v != Take || adds != 0 {
+		t.Fatalf("a held key: %v adding %d", v, adds)
+	}
+}

@@ -140,3 +140,38 @@ policies:
 		time.Sleep(500 * time.Millisecond)
 	}
 }
+
+// One batch of new keys into a group far from its bound is taken up to the
+// bound, exactly: each check is judged against what the batch's earlier
+// checks add, not the most they could (nine states a check, which refused
+// all but 112 of a batch of 1,000 into an empty group of a bound of 1,000).
+func TestMaxKeyStatesBatchTakenToTheBound(t *testing.T) {
+	t.Parallel()
+	const bound = 300
+	c := startCluster(t, 1, "--max-key-states", fmt.Sprint(bound))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lim := &pb.Limit{Algorithm: pb.Algorithm_FIXED_WINDOW, Limit: 5, WindowMs: 3_600_000}
+	var reqs []*pb.AllowRequest
+	for i := range bound + 50 {
+		reqs = append(reqs, &pb.AllowRequest{Key: fmt.Sprintf("batch-%d", i), Limit: lim})
+	}
+	resp, err := c.Nodes[0].Limiter().AllowBatch(ctx, &pb.AllowBatchRequest{Requests: reqs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken, refused := 0, 0
+	for i, r := range resp.Results {
+		switch {
+		case r.Error == nil && r.Response.GetAllowed():
+			taken++
+		case r.Error != nil && codes.Code(r.Error.Code) == codes.ResourceExhausted:
+			refused++
+		default:
+			t.Fatalf("item %d: %v", i, r)
+		}
+	}
+	if taken != bound || refused != 50 {
+		t.Fatalf("%d taken and %d refused, want %d and 50", taken, refused, bound)
+	}
+}
