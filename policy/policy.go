@@ -419,6 +419,19 @@ func (p *Policy) WindowOf(r Result) int64 {
 	return 0
 }
 
+// DecisionLabels lists every name DecidedBy can give a result of p: the
+// decision series a policy's answers can be counted under.
+func (p *Policy) DecisionLabels() []string {
+	out := []string{""}
+	for i := range p.Limits {
+		out = append(out, p.DecidedBy(Result{Decider: i}))
+	}
+	if p.Reduced != nil {
+		out = append(out, p.DecidedBy(Result{Decider: len(p.Limits)}))
+	}
+	return out
+}
+
 // DecidedBy names the limit that decided a result: its name, or its place.
 func (p *Policy) DecidedBy(r Result) string {
 	switch {

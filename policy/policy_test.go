@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -403,5 +404,15 @@ func TestElasticBucketDenialNeverForgives(t *testing.T) {
 	p.Evaluate(st, 0, 1, true)
 	if after := p.Evaluate(st, 0, 0, false).RetryAfter; after < before {
 		t.Fatalf("a denial counted with room cut the wait from %d to %d", before, after)
+	}
+}
+
+// DecisionLabels lists what DecidedBy can name: each limit by its name or
+// place, the reduced limit, and "" (no limit decided).
+func TestDecisionLabels(t *testing.T) {
+	hour := window.Limit{Algorithm: window.FixedWindow, Limit: 10, Window: int64(time.Hour)}
+	p := &Policy{Name: "p", Limits: []Limit{{Name: "burst", Limit: hour}, {Limit: hour}}, Reduced: &Limit{Limit: hour}}
+	if got, want := p.DecisionLabels(), []string{"", "burst", "limits[1]", "reduced"}; !slices.Equal(got, want) {
+		t.Fatalf("labels %v, want %v", got, want)
 	}
 }

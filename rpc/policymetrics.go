@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/floodgate/floodgate/fsm"
@@ -18,15 +19,16 @@ type metaSource interface {
 const forgetPause = time.Second
 
 // ForgetDeletedPolicies calls forget (metrics.ForgetPolicies) with the
-// policies node's meta state has, at start and after each change of it,
-// until ctx ends: the decision series of a deleted policy then go with it.
-func ForgetDeletedPolicies(ctx context.Context, node metaSource, forget func(has func(name string) bool)) {
+// policies node's meta state has, and their limits, at start and after
+// each change of it, until ctx ends: the decision series of a deleted
+// policy, or of a limit renamed or removed, then go with it.
+func ForgetDeletedPolicies(ctx context.Context, node metaSource, forget func(has func(policy, limit string) bool)) {
 	for {
 		changed := node.MetaChanged() // before the view: a change meanwhile is not missed
 		v := node.View()
-		forget(func(name string) bool {
-			_, ok := v.Policies[name]
-			return ok
+		forget(func(name, limit string) bool {
+			p, ok := v.Policies[name]
+			return ok && slices.Contains(p.DecisionLabels(), limit)
 		})
 		select {
 		case <-ctx.Done():

@@ -52,10 +52,10 @@ func TestForgetDeletedPoliciesFollowsTheMetaState(t *testing.T) {
 		m := &fakeMeta{changed: make(chan struct{})}
 		m.set("a", "b")
 		var passes [][]string
-		forget := func(has func(string) bool) {
+		forget := func(has func(string, string) bool) {
 			var kept []string
 			for _, n := range []string{"a", "b", "c"} {
-				if has(n) {
+				if has(n, "") {
 					kept = append(kept, n)
 				}
 			}
