@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -13,35 +15,60 @@ import (
 
 // stepRig is a clock watch over peers whose node's clock a test steps
 // (NTP, date): the node's stamps come from a guard over that clock, and
-// the peers read as far off as the step, the other way.
+// the peers read as far off as the step, the other way. A reading keeps
+// the time the clock had at its instant, as the system clock's do.
 type stepRig struct {
 	mu    sync.Mutex
-	step  time.Duration // the node's clock, from the (fake) true time
+	step  time.Duration // the node's clock now, from the (fake) true time
+	steps []rigStep     // every step, in order
 	peers map[string]time.Duration
+	slow  map[string]time.Duration // peers that take this long, then do not answer
+	reads chan string              // each reading's peer, as it starts (dropped when full)
 	st    *clockState
 	stamp *wallclock.Guard
 }
 
+type rigStep struct {
+	from time.Time
+	by   time.Duration
+}
+
+// wall is the node's clock at the instant t.
+func (r *stepRig) wall(t time.Time) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	by := time.Duration(0)
+	for _, s := range r.steps {
+		if !t.Before(s.from) {
+			by = s.by
+		}
+	}
+	return t.Add(by)
+}
+
 func newStepRig(ctx context.Context, peers ...string) *stepRig {
-	r := &stepRig{peers: map[string]time.Duration{}, st: &clockState{failed: make(chan struct{})}}
+	r := &stepRig{peers: map[string]time.Duration{}, slow: map[string]time.Duration{}, reads: make(chan string, 16), st: &clockState{failed: make(chan struct{})}}
 	for _, p := range peers {
 		r.peers[p] = 0
 	}
-	r.stamp = wallclock.NewGuardOf(500*time.Millisecond, func(t time.Time) time.Time {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return t.Add(r.step)
-	})
+	r.stamp = wallclock.NewGuardOf(500*time.Millisecond, r.wall)
 	members := func() []string {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		var out []string
-		for p := range r.peers {
-			out = append(out, p)
-		}
-		return out
+		return slices.Sorted(maps.Keys(r.peers))
 	}
-	read := func(_ context.Context, addr string) (time.Time, error) {
+	read := func(ctx context.Context, addr string) (time.Time, error) {
+		select {
+		case r.reads <- addr:
+		default:
+		}
+		r.mu.Lock()
+		slow := r.slow[addr]
+		r.mu.Unlock()
+		if slow > 0 {
+			time.Sleep(slow)
+			return time.Time{}, context.DeadlineExceeded
+		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		// Read with the node's clock as the watch reads it (time.Now in
@@ -60,6 +87,7 @@ func (r *stepRig) setStep(d time.Duration, peers map[string]time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.step = d
+	r.steps = append(r.steps, rigStep{time.Now(), d})
 	for p, off := range peers {
 		r.peers[p] = off
 	}
@@ -158,6 +186,49 @@ func TestClockStepFollowedOnceAgreed(t *testing.T) {
 		time.Sleep(clockEvery + time.Second)
 		if d := r.stamped(); d != time.Hour {
 			t.Fatalf("alone, a reading later: stamps %v off, want its own clock's hour", d)
+		}
+	})
+}
+
+// A clock an hour ahead, held, is put right while the watch reads its
+// peers (a silent one first, which takes its timeout): the peer read after
+// the fix finds the clock in step, but the readings spanned the step, so
+// the guard anchors nothing, and the stamps stay on the true time. Had it
+// anchored at the round's start, when the clock was an hour ahead, every
+// stamp would have been an hour ahead until the next round.
+func TestClockPutRightDuringReadings(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		r := newStepRig(ctx, "a-down", "b")
+		time.Sleep(clockEvery / 2)
+		synctest.Wait()
+		r.mu.Lock()
+		r.slow["a-down"] = clockCallTimeout
+		r.mu.Unlock()
+		r.setStep(time.Hour, nil) // a tie (b disagrees, a silent): nobody stops
+		if d := r.stamped(); d != 0 {
+			t.Fatalf("held: stamps %v off", d)
+		}
+		for addr := range r.reads { // the next round's first reading
+			if addr == "a-down" {
+				break
+			}
+		}
+		time.Sleep(clockCallTimeout / 2)
+		r.setStep(0, nil) // put right while a-down's reading waits
+		time.Sleep(clockCallTimeout)
+		synctest.Wait()
+		for range 10 {
+			if d := r.stamped(); d != 0 {
+				t.Fatalf("after the fix: stamps %v off the true time", d)
+			}
+			time.Sleep(time.Second)
+		}
+		select {
+		case <-r.st.failed:
+			t.Fatal("the node stopped")
+		default:
 		}
 	})
 }

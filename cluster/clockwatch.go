@@ -109,15 +109,25 @@ func (w clockWatch) run(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	strikes, judged, start := 0, false, time.Now()
+	var last time.Time // when the last round started
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-w.stamp.Wake():
+			// A stamp was held back (a step, or a resume from suspend):
+			// read now, at most every clockRecheck, since a step held in
+			// a tie wakes the watch at every check.
+			if time.Since(last) < clockRecheck {
+				continue
+			}
 		}
 		members := w.members()
 		at := time.Now()
+		last = at
 		samples := w.readAll(ctx, members)
+		end := time.Now()
 		judged = judged || len(samples) > 0 || time.Since(start) >= clockStartPace
 		if judged {
 			t.Reset(clockEvery)
@@ -125,7 +135,7 @@ func (w clockWatch) run(ctx context.Context) {
 			t.Reset(clockRecheck) // starting: the members or their answers are still to come
 		}
 		v := clockcheck.Judge(samples, len(members), w.max)
-		w.follow(v, at)
+		w.follow(v, at, end)
 		w.state.mu.Lock()
 		w.state.median, w.state.read = v.Median, len(samples) > 0
 		w.state.mu.Unlock()
@@ -159,16 +169,17 @@ func (w clockWatch) run(ctx context.Context) {
 	}
 }
 
-// follow lets the node's stamps follow its clock as read at at, when the
-// reading found it in step with the cluster's, and says when they do not:
+// follow lets the node's stamps follow its clock as read between at and
+// end, when the readings found it in step with the cluster's (and it did
+// not step meanwhile: wallclock.Guard.Agreed), and says when they do not:
 // a step of the clock (NTP, date) is followed only once a majority of the
 // cluster has seen the new time, so that a leader whose clock jumped
 // ahead never stamps a group's log with it in the seconds before its
 // strikes are up (stamps never go back, so one such entry would hold the
 // group's windows still for as long as the jump).
-func (w clockWatch) follow(v clockcheck.Verdict, at time.Time) {
+func (w clockWatch) follow(v clockcheck.Verdict, at, end time.Time) {
 	if v.InStep() {
-		w.stamp.Agreed(at)
+		w.stamp.Agreed(at, end)
 	}
 	held := w.stamp.Held(time.Now())
 	w.state.mu.Lock()

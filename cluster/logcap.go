@@ -116,7 +116,9 @@ func (n *Node) logCapOf(v *fsm.MetaView) string {
 // counts until it leaves. Only the reconcile loop calls it.
 func (n *Node) noteLogCap(v *fsm.MetaView) {
 	least, of := v.MaxLogLength, v.MaxLogLengthOf
-	if least >= n.cfg.MaxLogLength {
+	if least >= n.cfg.MaxLogLength || of == n.cfg.NodeID {
+		// Its own record, from before a restart with a larger cap, is
+		// updated by this loop's next pass.
 		least, of = 0, ""
 	}
 	if least == n.recon.logCap && of == n.recon.logCapOf {

@@ -30,6 +30,13 @@ func (s *Store) replay() error {
 		}
 	}
 	if len(s.segs) > 0 {
+		if !s.active().fenced {
+			// A log of an older format goes on in a new segment, fenced:
+			// a release before salts would take its last segment, of a
+			// format it cannot read, for one torn while being created and
+			// delete it, entries and all (segment.go).
+			return s.rotate()
+		}
 		return nil
 	}
 	next := uint32(1)
@@ -133,7 +140,7 @@ func (s *Store) replaySegment(seq uint32, last bool) (*segment, error) {
 			return nil, fmt.Errorf("cut torn tail of %s: %w", path, err)
 		}
 	}
-	return &segment{seq: seq, salt: salt, path: path, f: f, size: int64(off)}, nil
+	return &segment{seq: seq, salt: salt, fenced: data[7] >= segV3, path: path, f: f, size: int64(off)}, nil
 }
 
 // torn reports whether damage at the start of rest, in a segment of salt,

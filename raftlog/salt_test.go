@@ -74,8 +74,7 @@ func TestForgedRecordInAWholeWriteIsData(t *testing.T) {
 }
 
 // A log written before salts (segV1: the sequence number in 8 bytes, no
-// salt) still reads, and goes on in that segment unsalted; segments
-// started after it are salted.
+// salt) still reads; it goes on in new segments, salted and fenced.
 func TestUnsaltedSegmentsStillRead(t *testing.T) {
 	dir := t.TempDir()
 	h := make([]byte, segHeaderSize)
@@ -131,8 +130,7 @@ func TestNewerSegmentFormatRefused(t *testing.T) {
 }
 
 // A log of segV2 (salted, no fence: written from 2026-11-28 to 2026-11-29)
-// still reads, and goes on in that segment; segments started after it
-// are of segV3.
+// still reads; it goes on in a new segment of segV3, started at open.
 func TestSegV2StillReads(t *testing.T) {
 	dir := t.TempDir()
 	salt := newSalt()
@@ -150,6 +148,11 @@ func TestSegV2StillReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := openT(t, dir, Options{SegmentSize: 4096})
+	// At once a new segment, fenced: a release before salts would drop
+	// the last segment, of a format it cannot read, as torn.
+	if files := segFiles(t, dir); len(files) != 2 {
+		t.Fatalf("segments after open = %v, want the old one and a new one", files)
+	}
 	m := newModel()
 	m.store(entries("a", 1, 3, 1))
 	checkGroup(t, s.Group("a"), m)

@@ -71,9 +71,12 @@ var errNewerSegment = errors.New("a segment format this release does not know (w
 type segment struct {
 	seq  uint32
 	salt uint32 // XORed into its records' header checksums (segV2)
-	path string
-	f    *os.File
-	size int64 // bytes of valid records written so far
+	// fenced is set for a segment of segV3 (or later): releases before
+	// salts refuse it rather than drop it (replay starts one at open).
+	fenced bool
+	path   string
+	f      *os.File
+	size   int64 // bytes of valid records written so far
 	// allocated is how far the file is preallocated (zeros past size), so
 	// most appends write inside the file: an fdatasync that need not
 	// journal a new file size costs a third less CPU (ext4, measured).
@@ -231,7 +234,7 @@ func createSegment(dir string, seq uint32, first []byte, ops fileOps) (*segment,
 		f.Close()
 		return nil, err
 	}
-	return &segment{seq: seq, salt: salt, path: path, f: f, size: int64(len(buf))}, nil
+	return &segment{seq: seq, salt: salt, fenced: true, path: path, f: f, size: int64(len(buf))}, nil
 }
 
 // SyncDir flushes dir's entries (new, renamed and removed files).

@@ -19,11 +19,19 @@ import (
 // names a wrong reset. The clock watch stops a node whose clock is off, but
 // only after several readings; the guard covers the seconds before.
 //
+// Until the first agreed reading the stamps are the system clock's: a node
+// that starts with its clock off is the clock watch's to stop, and one
+// whose clock is put right meanwhile is followed at once. Go's monotonic
+// clock stops while the machine is suspended and its wall clock does not,
+// so a resume looks like a step ahead: Held asks for a reading at once
+// (Wake), and the stamps lag only until it.
+//
 // A Guard is safe for concurrent use; a nil Guard is off.
 type Guard struct {
 	max    time.Duration
 	wall   func(time.Time) time.Time // the node's clock at a reading: From, or a test's
 	anchor atomic.Pointer[anchor]
+	wake   chan struct{}
 }
 
 // anchor is the last reading the cluster agreed with.
@@ -34,22 +42,15 @@ type anchor struct {
 
 // NewGuard returns a guard that follows steps of up to max (the cluster's
 // --max-clock-offset: a step within it is what the clock check allows
-// anyway), anchored at the system clock now. A max of 0 turns it off: the
-// stamps are the system clock's.
+// anyway). A max of 0 turns it off: the stamps are the system clock's.
 func NewGuard(max time.Duration) *Guard {
-	return newGuard(max, From)
+	return NewGuardOf(max, From)
 }
 
 // NewGuardOf is NewGuard over another clock than the node's: wall gives
 // its time at a reading of time.Now (a test's clock, stepped at will).
 func NewGuardOf(max time.Duration, wall func(time.Time) time.Time) *Guard {
-	return newGuard(max, wall)
-}
-
-func newGuard(max time.Duration, wall func(time.Time) time.Time) *Guard {
-	g := &Guard{max: max, wall: wall}
-	g.Agreed(time.Now())
-	return g
+	return &Guard{max: max, wall: wall, wake: make(chan struct{}, 1)}
 }
 
 // Now is the stamp for now.
@@ -59,18 +60,22 @@ func (g *Guard) Now() time.Time { return g.From(time.Now()) }
 // monotonic clock), so that one reading times a duration and stamps a
 // check. It is the node's clock at t, unless that is more than the bound
 // away from the last agreed reading carried forward by the monotonic
-// clock; then it is the latter.
+// clock; then it is the latter, and the clock watch is woken (Wake).
 func (g *Guard) From(t time.Time) time.Time {
 	if g == nil {
 		return From(t)
 	}
 	w := g.wall(t)
-	if g.max <= 0 {
+	a := g.anchor.Load()
+	if g.max <= 0 || a == nil {
 		return w
 	}
-	a := g.anchor.Load()
 	held := a.wall.Add(t.Sub(a.at))
 	if d := w.Sub(held); d > g.max || d < -g.max {
+		select {
+		case g.wake <- struct{}{}:
+		default:
+		}
 		return held
 	}
 	return w
@@ -86,12 +91,35 @@ func (g *Guard) Held(t time.Time) time.Duration {
 	return g.wall(t).Sub(g.From(t))
 }
 
-// Agreed anchors the guard at t, a reading of time.Now at which the node's
-// clock was found in step with the cluster's (or there was none to ask):
-// from then on the stamps follow the clock again, a step included.
-func (g *Guard) Agreed(t time.Time) {
+// Wake is signalled when a stamp was held back: the clock watch reads the
+// cluster's clocks then rather than at its next round. Nil for a nil Guard.
+func (g *Guard) Wake() <-chan struct{} {
 	if g == nil {
-		return
+		return nil
 	}
-	g.anchor.Store(&anchor{at: t, wall: g.wall(t).Round(0)})
+	return g.wake
+}
+
+// steadyWithin is how far the node's clock may move apart from the
+// monotonic clock over a reading and still be taken as unstepped: NTP
+// slews both alike, so anything past it is a step or a suspend.
+const steadyWithin = 10 * time.Millisecond
+
+// Agreed anchors the guard at end, given that the node's clock, read
+// between start and end (readings of time.Now), was found in step with the
+// cluster's (or there was none to ask): from then on the stamps follow the
+// clock again, a step included. If the clock stepped between start and end
+// (its time moved apart from the monotonic clock's), the readings may have
+// judged either time, so nothing is anchored: the next round judges again.
+// It reports whether it anchored.
+func (g *Guard) Agreed(start, end time.Time) bool {
+	if g == nil {
+		return false
+	}
+	ws, we := g.wall(start), g.wall(end)
+	if d := we.Sub(ws) - end.Sub(start); d > steadyWithin || d < -steadyWithin {
+		return false
+	}
+	g.anchor.Store(&anchor{at: end, wall: we.Round(0)})
+	return true
 }

@@ -7,18 +7,35 @@ import (
 )
 
 // steppedClock is a node's clock that a test steps, as NTP or date(1) do:
-// its wall time moves, the monotonic clock does not.
+// its wall time moves from an instant on, the monotonic clock does not,
+// and a reading taken before the step keeps the time it had.
 type steppedClock struct {
-	mu   sync.Mutex
-	step time.Duration
+	mu    sync.Mutex
+	steps []step // in order of their instants
 }
 
-func (c *steppedClock) set(d time.Duration) { c.mu.Lock(); c.step = d; c.mu.Unlock() }
+type step struct {
+	from time.Time // monotonic instant from which it holds
+	by   time.Duration
+}
+
+// set steps the clock to by off the true time from instant t on.
+func (c *steppedClock) set(t time.Time, by time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.steps = append(c.steps, step{t, by})
+}
 
 func (c *steppedClock) wall(t time.Time) time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return t.Add(c.step)
+	by := time.Duration(0)
+	for _, s := range c.steps {
+		if !t.Before(s.from) {
+			by = s.by
+		}
+	}
+	return t.Add(by)
 }
 
 // The stamps follow the node's clock until it steps beyond the bound, and
@@ -28,12 +45,14 @@ func TestGuardHoldsAStepUntilAgreed(t *testing.T) {
 	const max = 500 * time.Millisecond
 	clock := &steppedClock{}
 	base := time.Now()
-	g := newGuard(max, clock.wall)
-	g.Agreed(base)
 	at := func(d time.Duration) time.Time { return base.Add(d) } // a reading d after base (monotonic)
+	g := NewGuardOf(max, clock.wall)
+	if !g.Agreed(base, at(10*time.Millisecond)) {
+		t.Fatal("an unstepped reading not anchored")
+	}
 	for _, tc := range []struct {
 		name    string
-		step    time.Duration // the clock's step at this point
+		step    time.Duration // the clock's step from this point
 		elapsed time.Duration // since base
 		want    time.Duration // the stamp, after base
 		held    time.Duration
@@ -46,7 +65,7 @@ func TestGuardHoldsAStepUntilAgreed(t *testing.T) {
 		{"just past the bound is held", max + time.Millisecond, 12 * time.Second, 12 * time.Second, max + time.Millisecond},
 		{"back in step", 0, 13 * time.Second, 13 * time.Second, 0},
 	} {
-		clock.set(tc.step)
+		clock.set(at(tc.elapsed-time.Millisecond), tc.step)
 		if got := g.From(at(tc.elapsed)).Sub(base); got != tc.want {
 			t.Errorf("%s: stamp base+%v, want base+%v", tc.name, got, tc.want)
 		}
@@ -57,8 +76,10 @@ func TestGuardHoldsAStepUntilAgreed(t *testing.T) {
 
 	// The cluster agrees with the stepped clock (it was the one off
 	// before): the stamps follow it from then on.
-	clock.set(time.Hour)
-	g.Agreed(at(20 * time.Second))
+	clock.set(at(19*time.Second), time.Hour)
+	if !g.Agreed(at(20*time.Second), at(20*time.Second+50*time.Millisecond)) {
+		t.Fatal("agreement not anchored")
+	}
 	if got := g.From(at(21 * time.Second)).Sub(base); got != time.Hour+21*time.Second {
 		t.Errorf("after agreement: stamp base+%v, want base+1h0m21s", got)
 	}
@@ -67,18 +88,82 @@ func TestGuardHoldsAStepUntilAgreed(t *testing.T) {
 	}
 }
 
-// Off (a bound of 0, the clock check off): the stamps are the clock's,
-// step or not.
+// Readings that spanned a step judged either time: nothing is anchored.
+// The clock an hour ahead is put right while the peers are read, and they
+// find it in step: anchored at the start of the readings, the stamps would
+// be an hour ahead from then on.
+func TestGuardNotAnchoredAcrossAStep(t *testing.T) {
+	clock := &steppedClock{}
+	base := time.Now()
+	at := func(d time.Duration) time.Time { return base.Add(d) }
+	g := NewGuardOf(500*time.Millisecond, clock.wall)
+	g.Agreed(base, base)
+	clock.set(at(time.Second), time.Hour) // held from here
+	clock.set(at(2500*time.Millisecond), 0)
+	if g.Agreed(at(2*time.Second), at(3*time.Second)) {
+		t.Fatal("anchored across a step")
+	}
+	if d := g.From(at(4 * time.Second)).Sub(at(4 * time.Second)); d != 0 {
+		t.Fatalf("stamps %v off the true time", d)
+	}
+	// A suspend: the wall clock ran on 10 minutes while the monotonic
+	// clock stood; readings across it are not anchored either.
+	clock.set(at(5*time.Second), 10*time.Minute)
+	if g.Agreed(at(4*time.Second), at(6*time.Second)) {
+		t.Fatal("anchored across a suspend")
+	}
+}
+
+// Before its first agreed reading a guard follows the clock, whatever it
+// does: a node started with its clock off is the clock watch's to stop,
+// and one put right meanwhile is followed at once. A held stamp wakes the
+// watch, without blocking.
+func TestGuardFollowsUntilFirstAgreedAndWakesWhenHolding(t *testing.T) {
+	clock := &steppedClock{}
+	base := time.Now()
+	g := NewGuardOf(500*time.Millisecond, clock.wall)
+	clock.set(base, time.Hour)
+	if d := g.From(base.Add(time.Second)).Sub(base.Add(time.Second)); d != time.Hour {
+		t.Fatalf("unanchored: stamps %v off, want the clock's hour", d)
+	}
+	clock.set(base.Add(2*time.Second), 0)
+	if d := g.From(base.Add(3 * time.Second)).Sub(base.Add(3 * time.Second)); d != 0 {
+		t.Fatalf("unanchored, clock put right: stamps %v off", d)
+	}
+	select {
+	case <-g.Wake():
+		t.Fatal("woken while following")
+	default:
+	}
+	g.Agreed(base.Add(3*time.Second), base.Add(3*time.Second))
+	clock.set(base.Add(4*time.Second), time.Hour)
+	for range 3 {
+		g.From(base.Add(5 * time.Second)) // held: wakes, never blocks
+	}
+	select {
+	case <-g.Wake():
+	default:
+		t.Fatal("a held stamp did not wake the watch")
+	}
+}
+
+// Off (a bound of 0, the clock check off), or nil: the stamps are the
+// clock's, step or not.
 func TestGuardOff(t *testing.T) {
 	clock := &steppedClock{}
-	g := newGuard(0, clock.wall)
+	g := NewGuardOf(0, clock.wall)
 	now := time.Now()
-	clock.set(time.Hour)
-	if got := g.From(now).Sub(now); got != time.Hour {
+	g.Agreed(now, now)
+	clock.set(now, time.Hour)
+	if got := g.From(now.Add(time.Second)).Sub(now.Add(time.Second)); got != time.Hour {
 		t.Errorf("stamp %v from the reading, want the clock's hour", got)
 	}
 	if g.Held(now) != 0 {
 		t.Errorf("held %v", g.Held(now))
+	}
+	var none *Guard
+	if d := time.Until(none.Now()); d > time.Second || d < -time.Second || none.Held(now) != 0 || none.Wake() != nil || none.Agreed(now, now) {
+		t.Error("a nil guard is not off")
 	}
 }
 
@@ -90,7 +175,7 @@ func TestGuardConcurrent(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for range 1000 {
-				if d := time.Until(g.Now()); d > time.Second || d < -time.Second {
+				if d := time.Until(g.Now()); d > time.Second+Skew() || d < -time.Second+Skew() {
 					t.Errorf("stamp %v from now", d)
 					return
 				}
@@ -98,7 +183,8 @@ func TestGuardConcurrent(t *testing.T) {
 		})
 	}
 	for range 1000 {
-		g.Agreed(time.Now())
+		now := time.Now()
+		g.Agreed(now, now)
 	}
 	wg.Wait()
 }

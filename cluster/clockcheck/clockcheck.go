@@ -31,6 +31,10 @@ type Verdict struct {
 	// this node's, this node included; Disagree those surely beyond it.
 	// Peers not measured count in neither.
 	Agree, Disagree int
+	// Sure counts the nodes whose clocks are surely within the bound of
+	// this node's, even after the round trip's uncertainty, this node
+	// included: what InStep counts.
+	Sure int
 	// Nodes is the cluster's size, this node included, measured or not.
 	Nodes int
 	// Median is the median of the peers' offsets (0 without samples): how
@@ -44,7 +48,7 @@ type Verdict struct {
 // when its offset is beyond bound even after the round trip's uncertainty:
 // a slow answer never condemns a clock.
 func Judge(samples []Sample, peers int, bound time.Duration) Verdict {
-	v := Verdict{Agree: 1, Nodes: max(peers, len(samples)) + 1}
+	v := Verdict{Agree: 1, Sure: 1, Nodes: max(peers, len(samples)) + 1}
 	offsets := make([]time.Duration, 0, len(samples))
 	for _, s := range samples {
 		off, unc := s.Offset()
@@ -53,6 +57,9 @@ func Judge(samples []Sample, peers int, bound time.Duration) Verdict {
 			v.Disagree++
 		} else {
 			v.Agree++
+		}
+		if abs(off)+unc <= bound {
+			v.Sure++
 		}
 	}
 	if len(offsets) > 0 {
@@ -75,11 +82,12 @@ func Judge(samples []Sample, peers int, bound time.Duration) Verdict {
 func (v Verdict) Outlier() bool { return 2*v.Disagree > v.Nodes }
 
 // InStep reports whether this node's clock is the cluster's: a majority
-// of the whole cluster, this node included, may be within the bound of it.
-// Members that did not answer count against it here, unlike in Outlier: a
-// node's stamps follow a step of its clock only once a majority has seen
-// the new time (wallclock.Guard), and a node alone follows its own.
-func (v Verdict) InStep() bool { return 2*v.Agree > v.Nodes }
+// of the whole cluster, this node included, is surely within the bound of
+// it, slow answers counting against. Members that did not answer count
+// against it here, unlike in Outlier: a node's stamps follow a step of its
+// clock only once a majority has seen the new time (wallclock.Guard), and
+// a node alone follows its own.
+func (v Verdict) InStep() bool { return 2*v.Sure > v.Nodes }
 
 func abs(d time.Duration) time.Duration {
 	if d < 0 {

@@ -44,6 +44,7 @@ func TestClockStepIsNotStamped(t *testing.T) {
 	}
 	// A key of a group n1 leads: the leader stamps its checks.
 	var key string
+	group := -1
 	waitFor(t, ctx, "n1 to lead a group again", func() error {
 		st, err := c.Status(ctx)
 		if err != nil {
@@ -51,14 +52,27 @@ func TestClockStepIsNotStamped(t *testing.T) {
 		}
 		for _, g := range st.ShardStatus {
 			if g.Leader == n1.ID {
-				key = keysInShard(st, "step", int(g.Id), 1)[0]
+				group = int(g.Id)
+				key = keysInShard(st, "step", group, 1)[0]
 				return nil
 			}
 		}
 		return fmt.Errorf("n1 leads none of %d groups", len(st.ShardStatus))
 	})
+	leads := func() bool {
+		st, err := c.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range st.ShardStatus {
+			if int(g.Id) == group {
+				return g.Leader == n1.ID
+			}
+		}
+		return false
+	}
 
-	const window = 15 * time.Second
+	const window = 20 * time.Second
 	lim := &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 5, WindowMs: window.Milliseconds()}
 	allow := func(n *Node) (bool, error) {
 		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
@@ -80,6 +94,11 @@ func TestClockStepIsNotStamped(t *testing.T) {
 		t.Fatalf("the 6th check: allowed %v, %v", ok, err)
 	}
 
+	// n1 must stamp what follows: were the group led elsewhere, its checks
+	// would be forwarded to a leader whose clock is right.
+	if !leads() {
+		t.Fatalf("n1 no longer leads group %d: the step would test nothing", group)
+	}
 	if err := n1.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +109,15 @@ func TestClockStepIsNotStamped(t *testing.T) {
 		return nil
 	})
 	// Until its strikes are up, n1 leads with its clock an hour ahead: the
-	// key stays denied.
-	for !exited(n1) {
+	// key stays denied (watched until n1 stops, or until near the window's
+	// true end, whichever comes first: on a slow machine n1's stop, with
+	// its hand-off, may take that long).
+	stepped := 0
+	for !exited(n1) && time.Now().Before(first.Add(window-3*time.Second)) {
+		if stepped == 0 && !leads() {
+			t.Fatalf("n1 lost group %d's leadership before any check after the step", group)
+		}
+		stepped++
 		ok, err := allow(n1)
 		if err == nil && ok {
 			t.Fatalf("admitted by n1 %v after the step, %v into a window of %v: its clock's hour was stamped",
@@ -101,6 +127,14 @@ func TestClockStepIsNotStamped(t *testing.T) {
 			t.Fatalf("n1 still running with its clock an hour ahead:\n%s", tail(n1.Log(), 20))
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+	if stepped < 3 {
+		t.Fatalf("only %d checks through n1 after its step", stepped)
+	}
+	select {
+	case <-n1.Exited():
+	case <-ctx.Done():
+		t.Fatalf("n1 still running with its clock an hour ahead:\n%s", tail(n1.Log(), 20))
 	}
 	if code := n1.ExitCode(); code != 1 {
 		t.Errorf("n1 exit code %d, want 1", code)
