@@ -34,10 +34,12 @@ type Guard struct {
 	wake   chan struct{}
 }
 
-// anchor is the last reading the cluster agreed with.
+// anchor is the last reading the cluster agreed with. Wall times are
+// kept in Unix nanoseconds: Sub of two time.Time that carry monotonic
+// readings compares those, and would never see a step.
 type anchor struct {
 	at   time.Time // the reading, with its monotonic clock
-	wall time.Time // the node's clock at it, without
+	wall int64     // the node's clock at it
 }
 
 // NewGuard returns a guard that follows steps of up to max (the cluster's
@@ -70,13 +72,13 @@ func (g *Guard) From(t time.Time) time.Time {
 	if g.max <= 0 || a == nil {
 		return w
 	}
-	held := a.wall.Add(t.Sub(a.at))
-	if d := w.Sub(held); d > g.max || d < -g.max {
+	held := a.wall + int64(t.Sub(a.at)) // by the monotonic clock
+	if d := time.Duration(w.UnixNano() - held); d > g.max || d < -g.max {
 		select {
 		case g.wake <- struct{}{}:
 		default:
 		}
-		return held
+		return time.Unix(0, held)
 	}
 	return w
 }
@@ -88,7 +90,7 @@ func (g *Guard) Held(t time.Time) time.Duration {
 	if g == nil {
 		return 0
 	}
-	return g.wall(t).Sub(g.From(t))
+	return time.Duration(g.wall(t).UnixNano() - g.From(t).UnixNano())
 }
 
 // Wake is signalled when a stamp was held back: the clock watch reads the
@@ -116,10 +118,10 @@ func (g *Guard) Agreed(start, end time.Time) bool {
 	if g == nil {
 		return false
 	}
-	ws, we := g.wall(start), g.wall(end)
-	if d := we.Sub(ws) - end.Sub(start); d > steadyWithin || d < -steadyWithin {
+	ws, we := g.wall(start).UnixNano(), g.wall(end).UnixNano()
+	if d := time.Duration(we-ws) - end.Sub(start); d > steadyWithin || d < -steadyWithin {
 		return false
 	}
-	g.anchor.Store(&anchor{at: end, wall: we.Round(0)})
+	g.anchor.Store(&anchor{at: end, wall: we})
 	return true
 }

@@ -35,6 +35,9 @@ func (c *steppedClock) wall(t time.Time) time.Time {
 			by = s.by
 		}
 	}
+	// Add moves t's monotonic reading too, unlike a real step: the guard
+	// must judge by wall readings alone (a test that Sub'd these would see
+	// the step where a real clock's Sub would not).
 	return t.Add(by)
 }
 
