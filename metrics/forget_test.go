@@ -9,7 +9,10 @@ import (
 )
 
 // policyLabels lists the policy label of every Decisions series.
-func policyLabels(t *testing.T) []string {
+func policyLabels(t *testing.T) []string { return decisionLabels(t, "policy") }
+
+// decisionLabels lists the label name of every Decisions series, sorted.
+func decisionLabels(t *testing.T, name string) []string {
 	t.Helper()
 	ch := make(chan prometheus.Metric, 64)
 	go func() {
@@ -23,7 +26,7 @@ func policyLabels(t *testing.T) []string {
 			t.Fatal(err)
 		}
 		for _, l := range d.GetLabel() {
-			if l.GetName() == "policy" {
+			if l.GetName() == name {
 				out = append(out, l.GetValue())
 			}
 		}
@@ -61,23 +64,7 @@ func TestForgetPoliciesDeletesTheSeriesOfLimitsGone(t *testing.T) {
 	Decisions.WithLabelValues("ren", "alpha", Denied, "strict").Inc()
 	Decisions.WithLabelValues("ren", "day", Allowed, "strict").Inc()
 	ForgetPolicies(func(name, limit string) bool { return name == "ren" && (limit == "beta" || limit == "day") })
-	ch := make(chan prometheus.Metric, 64)
-	go func() {
-		Decisions.Collect(ch)
-		close(ch)
-	}()
-	var limits []string
-	for m := range ch {
-		var d dto.Metric
-		if err := m.Write(&d); err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range d.GetLabel() {
-			if l.GetName() == "limit" {
-				limits = append(limits, l.GetValue())
-			}
-		}
-	}
+	limits := decisionLabels(t, "limit")
 	if !slices.Equal(limits, []string{"day"}) {
 		t.Fatalf("series of limits %v, want [day]", limits)
 	}
