@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/wallclock"
 )
 
 // leading returns this node's replica of group when it leads it, else
@@ -109,7 +110,12 @@ func (n *Node) CheckRestoreTime(what string, logTime int64) error {
 	if tolerance <= 0 {
 		tolerance = DefaultMaxClockOffset
 	}
-	now := n.stamp.Now()
+	// The later of the clock and the stamps: stamps held behind a step or
+	// a resume must not refuse a backup of the present.
+	now := wallclock.Now()
+	if s := n.stamp.Now(); s.After(now) {
+		now = s
+	}
 	at := time.Unix(0, logTime)
 	if ahead := at.Sub(now); ahead > tolerance {
 		return fmt.Errorf("%s: %w: %s, this node's clock %s (%s ahead; the cluster's clock tolerance is %s): "+

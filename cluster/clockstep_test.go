@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -26,6 +27,7 @@ type stepRig struct {
 	reads chan string              // each reading's peer, as it starts (dropped when full)
 	st    *clockState
 	stamp *wallclock.Guard
+	known atomic.Bool // the node knows its cluster (clockWatch.known)
 }
 
 type rigStep struct {
@@ -34,7 +36,7 @@ type rigStep struct {
 }
 
 // wall is the node's clock at the instant t.
-func (r *stepRig) wall(t time.Time) time.Time {
+func (r *stepRig) wall(t time.Time) int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	by := time.Duration(0)
@@ -43,11 +45,22 @@ func (r *stepRig) wall(t time.Time) time.Time {
 			by = s.by
 		}
 	}
-	return t.Add(by)
+	return t.UnixNano() + int64(by)
 }
 
 func newStepRig(ctx context.Context, peers ...string) *stepRig {
+	return newStepRigAt(ctx, 0, true, peers...)
+}
+
+// newStepRigAt is newStepRig of a node whose clock is boot off the true
+// time from its start, and which knows its cluster (its members) from
+// its start or only once the test sets known.
+func newStepRigAt(ctx context.Context, boot time.Duration, known bool, peers ...string) *stepRig {
 	r := &stepRig{peers: map[string]time.Duration{}, slow: map[string]time.Duration{}, reads: make(chan string, 16), st: &clockState{failed: make(chan struct{})}}
+	r.known.Store(known)
+	if boot != 0 {
+		r.step, r.steps = boot, []rigStep{{time.Now(), boot}}
+	}
 	for _, p := range peers {
 		r.peers[p] = 0
 	}
@@ -76,7 +89,7 @@ func newStepRig(ctx context.Context, peers ...string) *stepRig {
 		// its opposite.
 		return time.Now().Add(r.peers[addr] - r.step), nil
 	}
-	w := clockWatch{max: 500 * time.Millisecond, members: members, read: read, log: slog.New(slog.DiscardHandler), state: r.st, stamp: r.stamp}
+	w := clockWatch{max: 500 * time.Millisecond, members: members, read: read, log: slog.New(slog.DiscardHandler), state: r.st, stamp: r.stamp, known: r.known.Load}
 	go w.run(ctx)
 	return r
 }
@@ -178,7 +191,10 @@ func TestClockStepFollowedOnceAgreed(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		r := newStepRig(ctx)
-		time.Sleep(time.Second)
+		// Between the watch's rounds (at 0, 1 s, 2 s...): a round at the
+		// step's instant could take either time.
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
 		r.setStep(time.Hour, nil)
 		if d := r.stamped(); d != 0 {
 			t.Fatalf("alone, at the step: stamps %v off", d)
@@ -229,6 +245,34 @@ func TestClockPutRightDuringReadings(t *testing.T) {
 		case <-r.st.failed:
 			t.Fatal("the node stopped")
 		default:
+		}
+	})
+}
+
+// A node that boots with its clock an hour ahead, before it knows its
+// cluster, lists no member to ask: alone, it would agree with itself and
+// anchor the hour. Its meta state then arrives (a peer down, one up) as
+// its clock is put right: its stamps follow the right clock, where an
+// anchor of the hour would have held them an hour ahead, the node never
+// an outlier (its clock is right) and never stopping.
+func TestClockNotAnchoredBeforeTheClusterIsKnown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		r := newStepRigAt(ctx, time.Hour, false)
+		time.Sleep(2500 * time.Millisecond) // rounds at 0, 1 s and 2 s, with nobody to ask
+		synctest.Wait()
+		r.mu.Lock()
+		r.peers["a-down"], r.peers["b"] = 0, 0
+		r.slow["a-down"] = clockCallTimeout
+		r.mu.Unlock()
+		r.known.Store(true)
+		r.setStep(0, nil) // chrony puts the clock right
+		for range 10 {
+			if d := r.stamped(); d != 0 {
+				t.Fatalf("stamps %v off the true time, the clock right", d)
+			}
+			time.Sleep(time.Second)
 		}
 	})
 }

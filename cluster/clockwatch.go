@@ -41,6 +41,10 @@ type clockState struct {
 	median time.Duration // the peers' median offset from this node's clock
 	read   bool          // median comes from at least one reading
 	held   time.Duration // a step of this node's clock its stamps do not follow (wallclock.Guard), at the last reading
+	// heldSaid and heldSaidAt are the held step last warned of, and when:
+	// said again when it changes, or every clockEvery.
+	heldSaid   time.Duration
+	heldSaidAt time.Time
 }
 
 // ClockFailed is closed once this node found its clock beyond
@@ -76,8 +80,17 @@ func (n *Node) watchClock() {
 	}
 	ctx, cancel := n.untilStop(context.Background())
 	defer cancel()
-	w := clockWatch{max: n.cfg.MaxClockOffset, members: n.otherMembers, read: n.peers.Clock, log: n.log, state: &n.clock, stamp: n.stamp}
+	w := clockWatch{max: n.cfg.MaxClockOffset, members: n.otherMembers, read: n.peers.Clock, log: n.log, state: &n.clock, stamp: n.stamp, known: n.knowsCluster}
 	w.run(ctx)
+}
+
+// knowsCluster reports whether this node is a member of a cluster it
+// knows: before, its meta state may still be replaying or empty.
+func (n *Node) knowsCluster() bool {
+	n.mu.RLock()
+	member := n.member
+	n.mu.RUnlock()
+	return member && n.View().Initialized()
 }
 
 // otherMembers lists the gRPC addresses of the other active members.
@@ -103,24 +116,34 @@ type clockWatch struct {
 	// node's clock only once a reading finds the clock in step
 	// (clockcheck.Verdict.InStep).
 	stamp *wallclock.Guard
+	// known reports whether the node knows its cluster (nil: it does):
+	// until then members lists nobody, which is no agreement.
+	known func() bool
 }
 
 func (w clockWatch) run(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	strikes, judged, start := 0, false, time.Now()
-	var last time.Time // when the last round started
+	var last, tieSaid time.Time // when the last round started; when a tie was last said
 	for {
+		wake := w.stamp.Wake()
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-w.stamp.Wake():
+		case <-wake:
 			// A stamp was held back (a step, or a resume from suspend):
-			// read now, at most every clockRecheck, since a step held in
-			// a tie wakes the watch at every check.
-			if time.Since(last) < clockRecheck {
-				continue
+			// read now, or clockRecheck after the last round if that is
+			// later. A step held in a tie signals at every check, so the
+			// wake is not listened to again before that round.
+			if wait := clockRecheck - time.Since(last); wait > 0 {
+				t.Reset(wait)
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
 			}
 		}
 		members := w.members()
@@ -141,9 +164,12 @@ func (w clockWatch) run(ctx context.Context) {
 		w.state.mu.Unlock()
 		if !v.Outlier() {
 			switch {
-			case v.Disagree > 0:
+			case v.Disagree > 0 && time.Since(tieSaid) >= clockEvery:
 				// A minority, or a tie: which clock is off cannot be told
-				// here; said, so that a two-node cluster apart is heard.
+				// here; said (every clockEvery, however often a held step
+				// has the clock read), so that a two-node cluster apart is
+				// heard.
+				tieSaid = time.Now()
 				w.log.Warn("some nodes' clocks are beyond --max-clock-offset from this node's", "nodes", v.Disagree,
 					"of", len(members), "median_offset", v.Median, "max_clock_offset", w.max)
 			case strikes > 0:
@@ -178,19 +204,27 @@ func (w clockWatch) run(ctx context.Context) {
 // strikes are up (stamps never go back, so one such entry would hold the
 // group's windows still for as long as the jump).
 func (w clockWatch) follow(v clockcheck.Verdict, at, end time.Time) {
-	if v.InStep() {
+	// A node that knows no cluster yet (its meta state still replaying)
+	// reads no peer, and alone would agree with itself: its stamps follow
+	// its clock unanchored until it knows whom to ask.
+	if v.InStep() && (w.known == nil || w.known()) {
 		w.stamp.Agreed(at, end)
 	}
-	held := w.stamp.Held(time.Now())
+	now := time.Now()
+	held := w.stamp.Held(now)
 	w.state.mu.Lock()
 	was := w.state.held
 	w.state.held = held
+	say := held != 0 && (was == 0 || (held-w.state.heldSaid).Abs() > w.max || now.Sub(w.state.heldSaidAt) >= clockEvery)
+	if say {
+		w.state.heldSaid, w.state.heldSaidAt = held, now
+	}
 	w.state.mu.Unlock()
 	switch {
-	case held != 0:
+	case say:
 		w.log.Warn("this node's clock stepped since the cluster last agreed with it: checks are stamped by its monotonic clock until a majority of the cluster reads the new time",
 			"step", held, "max_clock_offset", w.max)
-	case was != 0:
+	case held == 0 && was != 0:
 		w.log.Info("the cluster agrees with this node's clock again: checks are stamped with it", "step", was)
 	}
 }

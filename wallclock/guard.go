@@ -28,8 +28,11 @@ import (
 //
 // A Guard is safe for concurrent use; a nil Guard is off.
 type Guard struct {
-	max    time.Duration
-	wall   func(time.Time) time.Time // the node's clock at a reading: From, or a test's
+	max time.Duration
+	// wall is the node's clock at a reading of time.Now, in Unix
+	// nanoseconds (From's, or a test's): never a time.Time, whose Sub
+	// compares monotonic readings and would never see a step.
+	wall   func(time.Time) int64
 	anchor atomic.Pointer[anchor]
 	wake   chan struct{}
 }
@@ -46,12 +49,13 @@ type anchor struct {
 // --max-clock-offset: a step within it is what the clock check allows
 // anyway). A max of 0 turns it off: the stamps are the system clock's.
 func NewGuard(max time.Duration) *Guard {
-	return NewGuardOf(max, From)
+	return NewGuardOf(max, func(t time.Time) int64 { return From(t).UnixNano() })
 }
 
 // NewGuardOf is NewGuard over another clock than the node's: wall gives
-// its time at a reading of time.Now (a test's clock, stepped at will).
-func NewGuardOf(max time.Duration, wall func(time.Time) time.Time) *Guard {
+// its time, in Unix nanoseconds, at a reading of time.Now (a test's clock,
+// stepped at will).
+func NewGuardOf(max time.Duration, wall func(time.Time) int64) *Guard {
 	return &Guard{max: max, wall: wall, wake: make(chan struct{}, 1)}
 }
 
@@ -67,30 +71,39 @@ func (g *Guard) From(t time.Time) time.Time {
 	if g == nil {
 		return From(t)
 	}
-	w := g.wall(t)
-	a := g.anchor.Load()
-	if g.max <= 0 || a == nil {
-		return w
-	}
-	held := a.wall + int64(t.Sub(a.at)) // by the monotonic clock
-	if d := time.Duration(w.UnixNano() - held); d > g.max || d < -g.max {
+	w, stamp := g.stamp(t)
+	if stamp != w {
 		select {
 		case g.wake <- struct{}{}:
 		default:
 		}
-		return time.Unix(0, held)
 	}
-	return w
+	return time.Unix(0, stamp)
+}
+
+// stamp is the node's clock and the stamp at t, in Unix nanoseconds.
+func (g *Guard) stamp(t time.Time) (wall, stamp int64) {
+	w := g.wall(t)
+	a := g.anchor.Load()
+	if g.max <= 0 || a == nil {
+		return w, w
+	}
+	held := a.wall + int64(t.Sub(a.at)) // by the monotonic clock
+	if d := time.Duration(w - held); d > g.max || d < -g.max {
+		return w, held
+	}
+	return w, w
 }
 
 // Held is how far the node's clock is from its stamps at the instant t:
 // 0 while the stamps follow it, the step otherwise (positive: the clock
-// stepped ahead).
+// stepped ahead). Unlike From it never wakes the clock watch, which asks.
 func (g *Guard) Held(t time.Time) time.Duration {
 	if g == nil {
 		return 0
 	}
-	return time.Duration(g.wall(t).UnixNano() - g.From(t).UnixNano())
+	w, stamp := g.stamp(t)
+	return time.Duration(w - stamp)
 }
 
 // Wake is signalled when a stamp was held back: the clock watch reads the
@@ -118,7 +131,7 @@ func (g *Guard) Agreed(start, end time.Time) bool {
 	if g == nil {
 		return false
 	}
-	ws, we := g.wall(start).UnixNano(), g.wall(end).UnixNano()
+	ws, we := g.wall(start), g.wall(end)
 	if d := time.Duration(we-ws) - end.Sub(start); d > steadyWithin || d < -steadyWithin {
 		return false
 	}
