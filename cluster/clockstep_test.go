@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/wallclock"
+	"github.com/floodgate/floodgate/wallclock/wallclocktest"
 )
 
 // stepRig is a clock watch over peers whose node's clock a test steps
@@ -20,32 +21,13 @@ import (
 // the time the clock had at its instant, as the system clock's do.
 type stepRig struct {
 	mu    sync.Mutex
-	step  time.Duration // the node's clock now, from the (fake) true time
-	steps []rigStep     // every step, in order
+	clock wallclocktest.Stepped // the node's clock, off the (fake) true time
 	peers map[string]time.Duration
 	slow  map[string]time.Duration // peers that take this long, then do not answer
 	reads chan string              // each reading's peer, as it starts (dropped when full)
 	st    *clockState
 	stamp *wallclock.Guard
 	known atomic.Bool // the node knows its cluster (clockWatch.known)
-}
-
-type rigStep struct {
-	from time.Time
-	by   time.Duration
-}
-
-// wall is the node's clock at the instant t.
-func (r *stepRig) wall(t time.Time) int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	by := time.Duration(0)
-	for _, s := range r.steps {
-		if !t.Before(s.from) {
-			by = s.by
-		}
-	}
-	return t.UnixNano() + int64(by)
 }
 
 func newStepRig(ctx context.Context, peers ...string) *stepRig {
@@ -59,12 +41,12 @@ func newStepRigAt(ctx context.Context, boot time.Duration, known bool, peers ...
 	r := &stepRig{peers: map[string]time.Duration{}, slow: map[string]time.Duration{}, reads: make(chan string, 16), st: &clockState{failed: make(chan struct{})}}
 	r.known.Store(known)
 	if boot != 0 {
-		r.step, r.steps = boot, []rigStep{{time.Now(), boot}}
+		r.clock.Set(time.Now(), boot)
 	}
 	for _, p := range peers {
 		r.peers[p] = 0
 	}
-	r.stamp = wallclock.NewGuardOf(500*time.Millisecond, r.wall)
+	r.stamp = wallclock.NewGuardOf(500*time.Millisecond, r.clock.Wall)
 	members := func() []string {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -87,7 +69,7 @@ func newStepRigAt(ctx context.Context, boot time.Duration, known bool, peers ...
 		// Read with the node's clock as the watch reads it (time.Now in
 		// the bubble): a step of the node's clock shows as peers off by
 		// its opposite.
-		return time.Now().Add(r.peers[addr] - r.step), nil
+		return time.Now().Add(r.peers[addr] - r.clock.Off()), nil
 	}
 	w := clockWatch{max: 500 * time.Millisecond, members: members, read: read, log: slog.New(slog.DiscardHandler), state: r.st, stamp: r.stamp, known: r.known.Load}
 	go w.run(ctx)
@@ -99,8 +81,7 @@ func newStepRigAt(ctx context.Context, boot time.Duration, known bool, peers ...
 func (r *stepRig) setStep(d time.Duration, peers map[string]time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.step = d
-	r.steps = append(r.steps, rigStep{time.Now(), d})
+	r.clock.Set(time.Now(), d)
 	for p, off := range peers {
 		r.peers[p] = off
 	}
@@ -109,11 +90,8 @@ func (r *stepRig) setStep(d time.Duration, peers map[string]time.Duration) {
 // stamped is how far the node's stamp is from the true time now.
 func (r *stepRig) stamped() time.Duration { return time.Until(r.stamp.Now()) }
 
-func (r *stepRig) held() time.Duration {
-	r.st.mu.Lock()
-	defer r.st.mu.Unlock()
-	return r.st.held
-}
+// held is the step the node's stamps hold back now (Node.ClockHeld).
+func (r *stepRig) held() time.Duration { return r.stamp.Held(time.Now()) }
 
 // A leader's clock that jumps an hour ahead never stamps a check with the
 // jump: from the instant of the step to the node's stop (its strikes), its

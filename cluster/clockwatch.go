@@ -40,9 +40,9 @@ type clockState struct {
 	err    error
 	median time.Duration // the peers' median offset from this node's clock
 	read   bool          // median comes from at least one reading
-	held   time.Duration // a step of this node's clock its stamps do not follow (wallclock.Guard), at the last reading
-	// heldSaid and heldSaidAt are the held step last warned of, and when:
-	// said again when it changes, or every clockEvery.
+	// heldSaid and heldSaidAt are the held step (wallclock.Guard) last
+	// warned of, and when (0: none held): said again when it changes, or
+	// every clockEvery.
 	heldSaid   time.Duration
 	heldSaidAt time.Time
 }
@@ -213,10 +213,9 @@ func (w clockWatch) follow(v clockcheck.Verdict, at, end time.Time) {
 	now := time.Now()
 	held := w.stamp.Held(now)
 	w.state.mu.Lock()
-	was := w.state.held
-	w.state.held = held
-	say := held != 0 && (was == 0 || (held-w.state.heldSaid).Abs() > w.max || now.Sub(w.state.heldSaidAt) >= clockEvery)
-	if say {
+	was := w.state.heldSaid
+	say := held != 0 && (was == 0 || (held-was).Abs() > w.max || now.Sub(w.state.heldSaidAt) >= clockEvery)
+	if say || held == 0 {
 		w.state.heldSaid, w.state.heldSaidAt = held, now
 	}
 	w.state.mu.Unlock()
@@ -230,13 +229,8 @@ func (w clockWatch) follow(v clockcheck.Verdict, at, end time.Time) {
 }
 
 // ClockHeld is how far this node's clock has stepped from the time its
-// checks are stamped with, at the last clock reading: 0 while the stamps
-// follow it.
-func (n *Node) ClockHeld() time.Duration {
-	n.clock.mu.Lock()
-	defer n.clock.mu.Unlock()
-	return n.clock.held
-}
+// checks are stamped with: 0 while the stamps follow it.
+func (n *Node) ClockHeld() time.Duration { return n.stamp.Held(time.Now()) }
 
 // describeOffset says which way this node's clock is off, given the
 // others' median offset from it.

@@ -239,15 +239,13 @@ func (l *listedAt) note(v *fsm.MetaView, now time.Time) listedAt {
 	if *l == nil {
 		*l = listedAt{}
 	}
-	seen := make(map[string]bool, len(v.Nodes))
 	for _, m := range v.Nodes {
-		seen[m.Id] = true
 		if _, ok := (*l)[m.Id]; !ok {
 			(*l)[m.Id] = now
 		}
 	}
 	for id := range *l {
-		if !seen[id] {
+		if v.Node(id) == nil {
 			delete(*l, id)
 		}
 	}

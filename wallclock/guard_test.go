@@ -4,49 +4,19 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/floodgate/floodgate/wallclock/wallclocktest"
 )
-
-// steppedClock is a node's clock that a test steps, as NTP or date(1) do:
-// its wall time moves from an instant on, the monotonic clock does not,
-// and a reading taken before the step keeps the time it had.
-type steppedClock struct {
-	mu    sync.Mutex
-	steps []step // in order of their instants
-}
-
-type step struct {
-	from time.Time // monotonic instant from which it holds
-	by   time.Duration
-}
-
-// set steps the clock to by off the true time from instant t on.
-func (c *steppedClock) set(t time.Time, by time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.steps = append(c.steps, step{t, by})
-}
-
-func (c *steppedClock) wall(t time.Time) int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	by := time.Duration(0)
-	for _, s := range c.steps {
-		if !t.Before(s.from) {
-			by = s.by
-		}
-	}
-	return t.UnixNano() + int64(by)
-}
 
 // The stamps follow the node's clock until it steps beyond the bound, and
 // then go on by the monotonic clock from the last agreed reading, whichever
 // way it stepped, until the cluster agrees with the new time.
 func TestGuardHoldsAStepUntilAgreed(t *testing.T) {
 	const max = 500 * time.Millisecond
-	clock := &steppedClock{}
+	clock := &wallclocktest.Stepped{}
 	base := time.Now()
 	at := func(d time.Duration) time.Time { return base.Add(d) } // a reading d after base (monotonic)
-	g := NewGuardOf(max, clock.wall)
+	g := NewGuardOf(max, clock.Wall)
 	if !g.Agreed(base, at(10*time.Millisecond)) {
 		t.Fatal("an unstepped reading not anchored")
 	}
@@ -65,7 +35,7 @@ func TestGuardHoldsAStepUntilAgreed(t *testing.T) {
 		{"just past the bound is held", max + time.Millisecond, 12 * time.Second, 12 * time.Second, max + time.Millisecond},
 		{"back in step", 0, 13 * time.Second, 13 * time.Second, 0},
 	} {
-		clock.set(at(tc.elapsed-time.Millisecond), tc.step)
+		clock.Set(at(tc.elapsed-time.Millisecond), tc.step)
 		if got := g.From(at(tc.elapsed)).Sub(base); got != tc.want {
 			t.Errorf("%s: stamp base+%v, want base+%v", tc.name, got, tc.want)
 		}
@@ -76,7 +46,7 @@ func TestGuardHoldsAStepUntilAgreed(t *testing.T) {
 
 	// The cluster agrees with the stepped clock (it was the one off
 	// before): the stamps follow it from then on.
-	clock.set(at(19*time.Second), time.Hour)
+	clock.Set(at(19*time.Second), time.Hour)
 	if !g.Agreed(at(20*time.Second), at(20*time.Second+50*time.Millisecond)) {
 		t.Fatal("agreement not anchored")
 	}
@@ -93,13 +63,13 @@ func TestGuardHoldsAStepUntilAgreed(t *testing.T) {
 // find it in step: anchored at the start of the readings, the stamps would
 // be an hour ahead from then on.
 func TestGuardNotAnchoredAcrossAStep(t *testing.T) {
-	clock := &steppedClock{}
+	clock := &wallclocktest.Stepped{}
 	base := time.Now()
 	at := func(d time.Duration) time.Time { return base.Add(d) }
-	g := NewGuardOf(500*time.Millisecond, clock.wall)
+	g := NewGuardOf(500*time.Millisecond, clock.Wall)
 	g.Agreed(base, base)
-	clock.set(at(time.Second), time.Hour) // held from here
-	clock.set(at(2500*time.Millisecond), 0)
+	clock.Set(at(time.Second), time.Hour) // held from here
+	clock.Set(at(2500*time.Millisecond), 0)
 	if g.Agreed(at(2*time.Second), at(3*time.Second)) {
 		t.Fatal("anchored across a step")
 	}
@@ -108,7 +78,7 @@ func TestGuardNotAnchoredAcrossAStep(t *testing.T) {
 	}
 	// A suspend: the wall clock ran on 10 minutes while the monotonic
 	// clock stood; readings across it are not anchored either.
-	clock.set(at(5*time.Second), 10*time.Minute)
+	clock.Set(at(5*time.Second), 10*time.Minute)
 	if g.Agreed(at(4*time.Second), at(6*time.Second)) {
 		t.Fatal("anchored across a suspend")
 	}
@@ -119,14 +89,14 @@ func TestGuardNotAnchoredAcrossAStep(t *testing.T) {
 // and one put right meanwhile is followed at once. A held stamp wakes the
 // watch, without blocking.
 func TestGuardFollowsUntilFirstAgreedAndWakesWhenHolding(t *testing.T) {
-	clock := &steppedClock{}
+	clock := &wallclocktest.Stepped{}
 	base := time.Now()
-	g := NewGuardOf(500*time.Millisecond, clock.wall)
-	clock.set(base, time.Hour)
+	g := NewGuardOf(500*time.Millisecond, clock.Wall)
+	clock.Set(base, time.Hour)
 	if d := g.From(base.Add(time.Second)).Sub(base.Add(time.Second)); d != time.Hour {
 		t.Fatalf("unanchored: stamps %v off, want the clock's hour", d)
 	}
-	clock.set(base.Add(2*time.Second), 0)
+	clock.Set(base.Add(2*time.Second), 0)
 	if d := g.From(base.Add(3 * time.Second)).Sub(base.Add(3 * time.Second)); d != 0 {
 		t.Fatalf("unanchored, clock put right: stamps %v off", d)
 	}
@@ -136,7 +106,7 @@ func TestGuardFollowsUntilFirstAgreedAndWakesWhenHolding(t *testing.T) {
 	default:
 	}
 	g.Agreed(base.Add(3*time.Second), base.Add(3*time.Second))
-	clock.set(base.Add(4*time.Second), time.Hour)
+	clock.Set(base.Add(4*time.Second), time.Hour)
 	for range 3 {
 		g.From(base.Add(5 * time.Second)) // held: wakes, never blocks
 	}
@@ -150,11 +120,11 @@ func TestGuardFollowsUntilFirstAgreedAndWakesWhenHolding(t *testing.T) {
 // Off (a bound of 0, the clock check off), or nil: the stamps are the
 // clock's, step or not.
 func TestGuardOff(t *testing.T) {
-	clock := &steppedClock{}
-	g := NewGuardOf(0, clock.wall)
+	clock := &wallclocktest.Stepped{}
+	g := NewGuardOf(0, clock.Wall)
 	now := time.Now()
 	g.Agreed(now, now)
-	clock.set(now, time.Hour)
+	clock.Set(now, time.Hour)
 	if got := g.From(now.Add(time.Second)).Sub(now.Add(time.Second)); got != time.Hour {
 		t.Errorf("stamp %v from the reading, want the clock's hour", got)
 	}
