@@ -162,9 +162,15 @@ func (nt *Net) tc(ns string, args ...string) error {
 	return nil
 }
 
-// Close deletes the namespaces (their veth pairs go with them) and the
-// bridge.
+// Close deletes the veth pairs, the namespaces and the bridge. The pairs
+// go first and by name: a namespace's deletion takes its devices with it
+// only later, in the kernel's cleanup work, so the next scenario's NewNet
+// (same pid, same names) found the old host end still there ("File
+// exists") when the namespaces alone were deleted.
 func (nt *Net) Close() {
+	for _, veth := range nt.Veth {
+		_ = exec.Command("ip", "link", "del", veth).Run()
+	}
 	for _, ns := range nt.NS {
 		_ = exec.Command("ip", "netns", "del", ns).Run()
 	}

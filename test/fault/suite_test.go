@@ -309,16 +309,24 @@ var (
 	reports   []Report
 )
 
+// needNet skips a test that needs namespaces and mounts where they cannot
+// be had, and fails it in CI, which runs as root with iproute2 (.ci/run
+// installs it): there a test it cannot run is a broken setup, not a skip.
+func needNet(t *testing.T) {
+	t.Helper()
+	if why := NetAvailable(); why != "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("needs namespaces and mounts: %s", why)
+		}
+		t.Skipf("needs namespaces and mounts (root and iproute2): %s", why)
+	}
+}
+
 // run starts the scenario's cluster, runs the load and the nemesis
 // together, heals, reads the final counts, checks and reports.
 func run(t *testing.T, s scenario) {
-	if (s.netns || s.disks || s.stalls) && NetAvailable() != "" {
-		if os.Getenv("CI") != "" {
-			// CI runs as root with iproute2 (.ci/run installs it): a
-			// scenario it cannot run is a broken setup, not a skip.
-			t.Fatalf("needs namespaces and mounts: %s", NetAvailable())
-		}
-		t.Skipf("needs namespaces and mounts (root and iproute2): %s", NetAvailable())
+	if s.netns || s.disks || s.stalls {
+		needNet(t)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
