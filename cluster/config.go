@@ -39,6 +39,12 @@ const (
 	// addresses, say) is refused before it runs every replica of a group
 	// out of memory at once.
 	DefaultMaxKeyStates = 2_000_000
+	// DefaultMaxStateBytes is --max-state-mib's default: a group's states
+	// may hold 1 GiB per replica, eight times what the default
+	// --max-key-states of fixed windows take, so that states made large
+	// by their callers (inline sliding logs near --max-log-length: 80 KB
+	// each) are refused before they run every replica out of memory.
+	DefaultMaxStateBytes = 1 << 30
 	// minMaxClockOffset is the least --max-clock-offset (other than 0).
 	minMaxClockOffset = 50 * time.Millisecond
 	// DefaultMaxSyncDuration is --max-sync-duration's default: far past
@@ -135,6 +141,11 @@ type Config struct {
 	// is refused (ErrFull) until old ones expire; checks of keys it holds
 	// go on. 0: no bound. Entries in flight can pass it by what they carry.
 	MaxKeyStates int
+	// MaxStateBytes bounds the bytes a group's states hold (records, keys,
+	// sliding logs' and counters' buffers) as MaxKeyStates bounds their
+	// number: a check that could make them hold more is refused (ErrFull).
+	// 0: no bound.
+	MaxStateBytes int64
 	// MaxLogLength is the longest sliding log this node keeps
 	// (--max-log-length; 0: window.DefaultMaxLogLength). Members tell
 	// theirs: a stored policy must fit every member's (MaxLogLength).
@@ -302,6 +313,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxLogLength < 1 || c.MaxLogLength > window.MaxLogLength {
 		return fmt.Errorf("%w: max-log-length: must be between 1 and %d, got %d", ErrConfig, window.MaxLogLength, c.MaxLogLength)
+	}
+	if c.MaxStateBytes < 0 {
+		return fmt.Errorf("%w: max-state-mib: must be 0 (no bound) or more, got %d bytes", ErrConfig, c.MaxStateBytes)
 	}
 	if c.MaxKeyStates < 0 {
 		return fmt.Errorf("%w: max-key-states: must be 0 (no bound) or more, got %d", ErrConfig, c.MaxKeyStates)

@@ -22,7 +22,9 @@ func (n *Node) Gauges() metrics.NodeGauges {
 		switch r.group.raft.State() {
 		case raft.Leader:
 			g.Leading++
-			g.Keys += int64(r.fsm.Stats().States)
+			st := r.fsm.Stats()
+			g.Keys += int64(st.States)
+			g.KeyBytes += st.Bytes
 			if r.fast != nil {
 				g.FastPending += r.fast.pendingCost()
 			}

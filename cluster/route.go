@@ -203,14 +203,20 @@ func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]pol
 	var owned []int         // the checks taken, once one is not
 	var errs []error        // each refused check's error, by index
 	var out []policy.Result // each check's answer, by index
-	adding := 0             // what the sets taken so far may add
+	var (
+		taken fsm.Call  // what the sets taken so far add
+		call  *fsm.Call // &taken when there is more than one set
+	)
+	if len(checks) > 1 {
+		call = &taken
+	}
+	most := fsm.Room{States: n.cfg.MaxKeyStates, Bytes: n.cfg.MaxStateBytes}
 	for i, j := range sets(checks) {
-		v, adds := r.fsm.Vet(checks[i:j], n.cfg.MaxKeyStates, adding)
-		if v == fsm.Full && r.group.raft.State() != raft.Leader {
+		v, _ := r.fsm.Vet(checks[i:j], most, call)
+		if (v == fsm.Full || v == fsm.FullBytes) && r.group.raft.State() != raft.Leader {
 			v = fsm.Take // a follower's judgment: the batcher answers not-leader
 		}
 		if v == fsm.Take {
-			adding += adds
 			if owned != nil {
 				for k := i; k < j; k++ {
 					owned = append(owned, k)
@@ -224,7 +230,7 @@ func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]pol
 				owned = append(owned, k)
 			}
 		}
-		if v == fsm.Full {
+		if v != fsm.NotOwned {
 			n.keysRefused.Add(int64(j - i))
 		}
 		var err error
@@ -236,6 +242,9 @@ func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]pol
 				out[k] = policy.Result{Allowed: true, WouldDeny: true, Limit: p.Limits[0].Limit.Limit}
 			}
 			continue
+		case v == fsm.FullBytes:
+			err = fmt.Errorf("%s: %w: the group's key states would hold more than --max-state-mib allows (%d bytes); checks that add or grow states are refused until old ones expire",
+				shardName(shard), ErrFull, n.cfg.MaxStateBytes)
 		default:
 			err = fmt.Errorf("%s: %w: the group holds --max-key-states (%d) key states; checks of new keys are refused until old ones expire",
 				shardName(shard), ErrFull, n.cfg.MaxKeyStates)

@@ -72,7 +72,7 @@ func (s *Shard) applyRestore(body []byte) error {
 		}
 	}
 	tab.each(func(r *record) {
-		s.tab.rec(s.tab.insert([]byte(r.id))).st = r.st
+		s.tab.put([]byte(r.id), r.st)
 	})
 	s.advance(now)
 	s.forgetOverlayOf(keys)

@@ -460,3 +460,31 @@ func BenchmarkIdleTick(b *testing.B) {
 	b.ReportMetric(float64(total.Nanoseconds())/float64(ticks), "tick-ns")
 	b.ReportMetric(float64(ticks)/float64(b.N), "ticks")
 }
+
+// BenchmarkVet is a leader's judgment of one check before it writes, of a
+// held key and of a new one, under the state bound alone and under both
+// bounds (the bytes a check may add are counted from the same lookups).
+func BenchmarkVet(b *testing.B) {
+	p := inline(window.Limit{Algorithm: window.FixedWindow, Limit: 100, Window: 3600 * sec})
+	s := NewShard()
+	var checks []Check
+	for i := range 10_000 {
+		checks = append(checks, Check{Key: fmt.Sprintf("held-%d", i), Policy: p, Cost: 1})
+	}
+	s.Apply(allowLog(1, 1000*sec, checks...))
+	for _, bound := range []struct {
+		name string
+		most Room
+	}{{"states", Room{States: 1 << 30}}, {"states+bytes", Room{States: 1 << 30, Bytes: 1 << 40}}} {
+		for _, key := range []string{"held-7", "new"} {
+			b.Run(bound.name+"/"+key, func(b *testing.B) {
+				c := []Check{{Key: key, Policy: p, Cost: 1}}
+				for b.Loop() {
+					if v, _ := s.Vet(c, bound.most, nil); v != Take {
+						b.Fatal(v)
+					}
+				}
+			})
+		}
+	}
+}

@@ -131,7 +131,9 @@ func (c *capture) keep(n uint32) {
 	// bytes. The record has not changed since that time (else it would
 	// have been kept already), so this is the trim a capture of every
 	// state at once would have made then.
+	before := l.HeapBytes(&r.st)
 	l.Check(&r.st, c.snap.now, 0)
+	c.tab.bytes += int64(l.HeapBytes(&r.st) - before) // a ring shrunk or freed
 	c.scratch = l.AppendState(c.scratch[:0], &r.st)
 	c.snap.addEncoded(r.id, c.scratch)
 }

@@ -235,10 +235,10 @@ func TestVetLeavesOrphansOut(t *testing.T) {
 	g.s.tab.counts.step = 1
 	g.moveAway(1, 1)
 	checks := []Check{{Key: keyIn(2, 4, 5000), Policy: hourly(5), Cost: 1}}
-	if v, _ := g.s.Vet(checks, 760, 0); v != Take {
+	if v, _ := g.s.Vet(checks, Room{States: 760}, nil); v != Take {
 		t.Fatalf("750 states and 250 orphans at a bound of 760: %v", v)
 	}
-	if v, _ := g.s.Vet(checks, 750, 0); v != Full {
+	if v, _ := g.s.Vet(checks, Room{States: 750}, nil); v != Full {
 		t.Fatalf("750 states at a bound of 750: %v", v)
 	}
 }
@@ -392,13 +392,13 @@ func TestVetOnSlotImportedBackBeforeTheSweep(t *testing.T) {
 		t.Fatal("fast check refused")
 	}
 	// 400 states held, 1 on its way.
-	if v, _ := g.s.Vet([]Check{{Key: pending, Policy: p, Cost: 1}}, 401, 0); v != Take {
+	if v, _ := g.s.Vet([]Check{{Key: pending, Policy: p, Cost: 1}}, Room{States: 401}, nil); v != Take {
 		t.Errorf("the pending key at a bound of 401: %v, want Take", v)
 	}
-	if v, _ := g.s.Vet([]Check{{Key: fresh, Policy: p, Cost: 1}}, 402, 0); v != Take {
+	if v, _ := g.s.Vet([]Check{{Key: fresh, Policy: p, Cost: 1}}, Room{States: 402}, nil); v != Take {
 		t.Errorf("a new key at a bound of 402: %v, want Take", v)
 	}
-	if v, _ := g.s.Vet([]Check{{Key: fresh, Policy: p, Cost: 1}}, 401, 0); v != Full {
+	if v, _ := g.s.Vet([]Check{{Key: fresh, Policy: p, Cost: 1}}, Room{States: 401}, nil); v != Full {
 		t.Errorf("a new key at a bound of 401: %v, want Full", v)
 	}
 }

@@ -35,12 +35,15 @@ func (s *Shard) evalSet(p *policy.Policy, checks []entryCheck, out []policy.Resu
 	t := &s.tt
 	allOrNothing(p, distinct, cost, out, func(d int) policy.Result {
 		s.gather(t, p, checks[d].key, true)
-		return p.Decide(t.states[:t.n], s.now, cost[d], checks[d].elastic)
+		res := p.Decide(t.states[:t.n], s.now, cost[d], checks[d].elastic)
+		s.settle(t, p)
+		return res
 	}, func(d int) {
 		// Gathered again: storing the previous key's new states may have
 		// moved the table's records.
 		s.gather(t, p, checks[d].key, true)
 		p.Count(t.states[:t.n], s.now, cost[d], checks[d].elastic, &out[d])
+		s.settle(t, p)
 		if out[d].Outcome != policy.Denied {
 			s.store(t)
 			s.mirror(t, p, cost[d], out[d].Outcome, checks[d].elastic)

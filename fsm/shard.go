@@ -54,6 +54,8 @@ type Shard struct {
 	// tt is scratch too: the states of the check in hand (gather). On the
 	// stack it escaped (it points into itself), an allocation per check.
 	tt touched
+	// vetLogs is Vet's scratch: the sliding logs a set grows.
+	vetLogs []string
 	// applied counts entries applied; refusalSweep is its value at Vet's
 	// last sweep, which sweeps once per entry at most.
 	applied, refusalSweep uint64
@@ -216,6 +218,9 @@ type touched struct {
 	fresh  [policy.MaxLimits + 1]window.State
 	recs   [policy.MaxLimits + 1]uint32
 	found  [policy.MaxLimits + 1]bool
+	// heap is what a found state's buffer held when gathered with forget
+	// (after a stale one was zeroed): settle counts the change.
+	heap [policy.MaxLimits + 1]int
 	// stale: found, but past its expiry (and, with forget, zeroed): a
 	// state the sweeper may or may not have freed yet, so no answer may
 	// depend on it having been there.
@@ -263,7 +268,11 @@ func (s *Shard) gather(t *touched, p *policy.Policy, key []byte, forget bool) {
 				t.states[i], t.found[i] = &t.fresh[i], false
 				continue
 			}
+			s.tab.bytes -= int64(l.HeapBytes(&r.st))
 			r.st, t.stale[i] = window.State{}, true
+		}
+		if forget {
+			t.heap[i] = l.HeapBytes(&r.st)
 		}
 		t.states[i], t.recs[i], t.found[i] = &r.st, rn, true
 	}
@@ -271,12 +280,23 @@ func (s *Shard) gather(t *touched, p *policy.Policy, key []byte, forget bool) {
 
 func (s *Shard) id(t *touched, i int) []byte { return s.ids[t.ends[i]:t.ends[i+1]] }
 
+// settle counts what a check gathered with forget changed in the stored
+// states' buffers (a log's ring grown, shrunk or freed) in the table's
+// bytes.
+func (s *Shard) settle(t *touched, p *policy.Policy) {
+	for i := 0; i < t.n; i++ {
+		if t.found[i] {
+			l, _ := limitOf(p, i)
+			s.tab.bytes += int64(l.HeapBytes(t.states[i]) - t.heap[i])
+		}
+	}
+}
+
 // store keeps what a decision counted: states not stored yet get records.
 func (s *Shard) store(t *touched) {
 	for i := 0; i < t.n; i++ {
 		if !t.found[i] && t.fresh[i] != (window.State{}) {
-			t.recs[i] = s.tab.insert(s.id(t, i))
-			s.tab.rec(t.recs[i]).st = t.fresh[i]
+			t.recs[i] = s.tab.put(s.id(t, i), t.fresh[i])
 		}
 	}
 }
@@ -286,6 +306,7 @@ func (s *Shard) eval(p *policy.Policy, key []byte, cost int64, elastic bool) pol
 	t := &s.tt
 	s.gather(t, p, key, true)
 	res := p.Evaluate(t.states[:t.n], s.now, cost, elastic)
+	s.settle(t, p) // a denial may have dropped aged timestamps too
 	if res.Outcome != policy.Denied {
 		s.store(t)
 		s.mirror(t, p, cost, res.Outcome, elastic)
@@ -314,6 +335,7 @@ func (s *Shard) replay(p *policy.Policy, h *entryHit) {
 	// the decision and that expiry (property_test.go injects entries only
 	// before it).
 	p.Record(t.states[:t.n], min(s.now, h.time), h.cost, h.outcome, h.elastic)
+	s.settle(t, p)
 	s.store(t)
 }
 
@@ -345,6 +367,9 @@ func (s *Shard) reset(p *policy.Policy, key []byte) int {
 type Stats struct {
 	// States is the number of limit states held (one per key and limit).
 	States int
+	// Bytes is what the states hold (records, identities, buffers; orphans
+	// included): what --max-state-bytes bounds.
+	Bytes int64
 	// Orphans is the number of states of slots the group no longer holds
 	// that the sweeper has yet to free (orphans.go): memory, not states.
 	Orphans int
@@ -376,5 +401,5 @@ func TickInterval(base time.Duration, records int) time.Duration {
 func (s *Shard) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{States: s.tab.held(), Orphans: s.tab.orphans(), Now: s.now, Records: int(s.tab.used)}
+	return Stats{States: s.tab.held(), Bytes: s.tab.bytes, Orphans: s.tab.orphans(), Now: s.now, Records: int(s.tab.used)}
 }

@@ -222,6 +222,6 @@ func decodeSnapEntry(tab *table, b []byte) (int, error) {
 	if _, dup := tab.lookup(id); dup {
 		return 0, fmt.Errorf("%w: duplicate identity", ErrCorrupt)
 	}
-	tab.rec(tab.insert(id)).st = st
+	tab.put(id, st)
 	return off, nil
 }

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"hash/maphash"
+	"unsafe"
 
 	"github.com/floodgate/floodgate/window"
 )
@@ -25,6 +26,22 @@ func (r *record) expiry() int64 {
 		return 0 // cannot happen: identities are written by appendID
 	}
 	return l.Expiry(&r.st)
+}
+
+// recordBytes is a record's own size in its chunk.
+const recordBytes = int64(unsafe.Sizeof(record{}))
+
+// heapOf is the heap memory r's state holds (a sliding log's ring, a
+// sliding counter's buckets), from the shape its identity gives.
+func heapOf(r *record) int64 {
+	if r.st.P == nil {
+		return 0
+	}
+	l, ok := shapeOf(r.id)
+	if !ok {
+		return 0 // cannot happen: identities are written by appendID
+	}
+	return int64(l.HeapBytes(&r.st))
 }
 
 const (
@@ -52,7 +69,12 @@ type table struct {
 	free []uint32
 	used uint32 // record numbers handed out so far
 	live int
-	idx  *index // every record inserted since a move began, and the rest once moved
+	// bytes is what the live records hold (recordBytes each, their
+	// identities and their states' buffers): what --max-state-bytes
+	// bounds. Kept up to date at every insert, removal and change of a
+	// state's buffer (Shard.settle, capture.keep).
+	bytes int64
+	idx   *index // every record inserted since a move began, and the rest once moved
 	// old is the index being moved from, nil when none (regrow.go);
 	// records numbered below mig are moved.
 	old    *index
@@ -120,6 +142,7 @@ func (t *table) insert(id []byte) uint32 {
 	}
 	r := t.write(n) // a free record: a capture notes it needs nothing
 	*r = record{id: string(id)}
+	t.bytes += recordBytes + int64(len(id))
 	t.idx.put(t.hash(r.id), n)
 	if t.counts != nil {
 		t.noteAdded(t.counts.added(r.id), n)
@@ -130,9 +153,20 @@ func (t *table) insert(id []byte) uint32 {
 	return n
 }
 
+// put inserts id, which must not be present, with state st, and returns
+// its record number.
+func (t *table) put(id []byte, st window.State) uint32 {
+	n := t.insert(id)
+	r := t.rec(n)
+	r.st = st
+	t.bytes += heapOf(r)
+	return n
+}
+
 // remove deletes record n from the index and frees it.
 func (t *table) remove(n uint32) {
 	r := t.write(n)
+	t.bytes -= recordBytes + int64(len(r.id)) + heapOf(r)
 	h := t.hash(r.id)
 	if i, ok := t.idx.where(h, n); ok {
 		t.idx.del(t, i)

@@ -228,3 +228,13 @@ func TestTableRecordBitsGrowInPlace(t *testing.T) {
 	}
 	checkTable(t, tab, ref)
 }
+
+// recountBytes is what s's table must count in bytes: every live record
+// counted anew.
+func recountBytes(s *Shard) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	s.tab.each(func(r *record) { n += recordBytes + int64(len(r.id)) + heapOf(r) })
+	return n
+}

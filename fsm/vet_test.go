@@ -3,7 +3,9 @@ package fsm
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -43,19 +45,20 @@ func TestVet(t *testing.T) {
 		{"room for a batch", []Check{newKey("new-1"), newKey("new-2")}, max + 1, Take},
 	}
 	for _, c := range cases {
-		if got, _ := s.Vet(c.checks, c.max, 0); got != c.want {
+		if got, _ := s.Vet(c.checks, Room{States: c.max}, nil); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
 	// The sets of one call taken before count: the last room goes once.
-	v, adds := s.Vet([]Check{newKey("new-1")}, max, 0)
-	if v != Take || adds != 1 {
-		t.Fatalf("the first new key of a call: %v adding %d", v, adds)
+	call := &Call{}
+	v, adds := s.Vet([]Check{newKey("new-1")}, Room{States: max}, call)
+	if v != Take || adds.States != 1 || call.States != 1 {
+		t.Fatalf("the first new key of a call: %v adding %+v (call %+v)", v, adds, call.Room)
 	}
-	if v, _ := s.Vet([]Check{newKey("new-2")}, max, adds); v != Full {
+	if v, _ := s.Vet([]Check{newKey("new-2")}, Room{States: max}, call); v != Full {
 		t.Errorf("a second new key in the same call: %v, want Full", v)
 	}
-	if v, _ := s.Vet([]Check{newKey("held-5")}, max, adds); v != Take {
+	if v, _ := s.Vet([]Check{newKey("held-5")}, Room{States: max}, call); v != Take {
 		t.Errorf("a held key after it: %v, want Take", v)
 	}
 	if s.Stats().States != max-1 {
@@ -73,7 +76,7 @@ func TestVetExpiredStates(t *testing.T) {
 	minute := inline(window.Limit{Algorithm: window.FixedWindow, Limit: 10, Window: 60 * sec})
 	s := NewShard()
 	s.Apply(allowLog(1, 1000*sec, keyChecks("old", max, minute)...))
-	if got, _ := s.Vet([]Check{{Key: "never", Policy: minute, Cost: 1}}, max, 0); got != Full {
+	if got, _ := s.Vet([]Check{{Key: "never", Policy: minute, Cost: 1}}, Room{States: max}, nil); got != Full {
 		t.Fatalf("a key never seen while every state is live: %v, want Full", got)
 	}
 	if got := s.Stats().States; got != max {
@@ -91,7 +94,7 @@ func TestVetExpiredStates(t *testing.T) {
 	for i := max - 1; i > 0 && expired == ""; i-- {
 		k := fmt.Sprintf("old-%d", i)
 		s.mu.Lock()
-		if s.missing(minute, k) == 0 {
+		if s.adds([]Check{{Key: k, Policy: minute, Cost: 1}}, nil, false).States == 0 {
 			expired = k
 		}
 		s.mu.Unlock()
@@ -99,14 +102,14 @@ func TestVetExpiredStates(t *testing.T) {
 	if expired == "" {
 		t.Fatal("every expired state was swept at once")
 	}
-	if got, _ := s.Vet([]Check{{Key: expired, Policy: minute, Cost: 1}}, held, 0); got != Take {
+	if got, _ := s.Vet([]Check{{Key: expired, Policy: minute, Cost: 1}}, Room{States: held}, nil); got != Take {
 		t.Errorf("an expired key: %v, want Take", got)
 	}
 	if got := s.Stats().States; got != held {
 		t.Fatalf("a Take verdict swept: %d states, want %d", got, held)
 	}
 	before := snapshotBytes(t, s)
-	if got, _ := s.Vet([]Check{{Key: "never", Policy: minute, Cost: 1}}, held, 0); got != Take {
+	if got, _ := s.Vet([]Check{{Key: "never", Policy: minute, Cost: 1}}, Room{States: held}, nil); got != Take {
 		t.Errorf("a key never seen, once Vet swept expired states: %v, want Take", got)
 	}
 	if got := s.Stats().States; got >= held {
@@ -130,10 +133,10 @@ func TestVetOwnership(t *testing.T) {
 	g := newGroup(t, 1, 4, 0, 1)
 	mine, theirs := keyIn(0, 4, 1), keyIn(3, 4, 1)
 	p := inline(window.Limit{Algorithm: window.FixedWindow, Limit: 10, Window: 60 * sec})
-	if got, _ := g.s.Vet([]Check{{Key: mine, Policy: p, Cost: 1}}, 0, 0); got != Take {
+	if got, _ := g.s.Vet([]Check{{Key: mine, Policy: p, Cost: 1}}, Room{}, nil); got != Take {
 		t.Errorf("an owned key: %v", got)
 	}
-	if got, _ := g.s.Vet([]Check{{Key: mine, Policy: p, Cost: 1}, {Key: theirs, Policy: p, Cost: 1}}, 0, 0); got != NotOwned {
+	if got, _ := g.s.Vet([]Check{{Key: mine, Policy: p, Cost: 1}, {Key: theirs, Policy: p, Cost: 1}}, Room{}, nil); got != NotOwned {
 		t.Errorf("a set with another group's key: %v", got)
 	}
 }
@@ -147,10 +150,10 @@ func TestVetCountsFastDecisions(t *testing.T) {
 	if res, _, _ := s.FastEval(p, "pending", 1, 1001*sec, false); !res.Allowed {
 		t.Fatal("fast check refused")
 	}
-	if got, _ := s.Vet([]Check{{Key: "pending", Policy: p, Cost: 1}}, 2, 0); got != Take {
+	if got, _ := s.Vet([]Check{{Key: "pending", Policy: p, Cost: 1}}, Room{States: 2}, nil); got != Take {
 		t.Errorf("the pending key at the bound: %v, want Take", got)
 	}
-	if got, _ := s.Vet([]Check{{Key: "other", Policy: p, Cost: 1}}, 2, 0); got != Full {
+	if got, _ := s.Vet([]Check{{Key: "other", Policy: p, Cost: 1}}, Room{States: 2}, nil); got != Full {
 		t.Errorf("a new key with the pending one counted: %v, want Full", got)
 	}
 }
@@ -167,7 +170,7 @@ func TestVetSweepsOncePerEntry(t *testing.T) {
 	s.Apply(allowLog(2, 1200*sec, Check{Key: "old-0", Policy: minute, Cost: 1})) // every other state expired
 	flood := keyChecks("new", 100, minute)
 	held := s.Stats().States
-	if got, _ := s.Vet(flood, held, 0); got != Full {
+	if got, _ := s.Vet(flood, Room{States: held}, nil); got != Full {
 		t.Fatalf("100 new keys with %d states held at a bound of %d: %v, want Full", held, held, got)
 	}
 	first := s.Stats().States
@@ -175,7 +178,7 @@ func TestVetSweepsOncePerEntry(t *testing.T) {
 		t.Fatalf("the first refusal swept %d records free, want 1 to %d", freed, sweepPerRefusal)
 	}
 	for range 10 {
-		if got, _ := s.Vet(flood, held, 0); got != Full {
+		if got, _ := s.Vet(flood, Room{States: held}, nil); got != Full {
 			t.Fatalf("a refusal again: %v, want Full", got)
 		}
 	}
@@ -183,7 +186,7 @@ func TestVetSweepsOncePerEntry(t *testing.T) {
 		t.Fatalf("refusals before the next entry swept %d more", first-got)
 	}
 	s.Apply(allowLog(3, 1201*sec, Check{Key: "old-0", Policy: minute, Cost: 1}))
-	if got, _ := s.Vet(flood, held, 0); got != Take {
+	if got, _ := s.Vet(flood, Room{States: held}, nil); got != Take {
 		t.Errorf("after an entry, with its own and Vet's sweep: %v, want Take", got)
 	}
 }
@@ -207,20 +210,115 @@ func TestVetAddsExactlyAcrossACall(t *testing.T) {
 	const max = 1000
 	one := inline(window.Limit{Algorithm: window.FixedWindow, Limit: 10, Window: 3600 * sec})
 	s := NewShard()
-	adding := 0
+	call := &Call{}
 	for i := range max {
-		v, adds := s.Vet([]Check{{Key: fmt.Sprintf("k%d", i), Policy: one, Cost: 1}}, max, adding)
-		if v != Take || adds != 1 {
-			t.Fatalf("new key %d of %d: %v adding %d, want Take adding 1", i+1, max, v, adds)
+		v, adds := s.Vet([]Check{{Key: fmt.Sprintf("k%d", i), Policy: one, Cost: 1}}, Room{States: max}, call)
+		if v != Take || adds.States != 1 {
+			t.Fatalf("new key %d of %d: %v adding %+v, want Take adding 1", i+1, max, v, adds)
 		}
-		adding += adds
 	}
-	if v, _ := s.Vet([]Check{{Key: "one-more", Policy: one, Cost: 1}}, max, adding); v != Full {
+	if v, _ := s.Vet([]Check{{Key: "one-more", Policy: one, Cost: 1}}, Room{States: max}, call); v != Full {
 		t.Fatalf("key %d of a bound of %d: %v, want Full", max+1, max, v)
 	}
 	// A held key adds nothing, wherever it comes in a call.
 	s.Apply(allowLog(1, 1000*sec, Check{Key: "k0", Policy: one, Cost: 1}))
-	if v, adds := s.Vet([]Check{{Key: "k0", Policy: one, Cost: 1}}, max, adding); v != Take || adds != 0 {
-		t.Fatalf("a held key: %v adding %d", v, adds)
+	if v, adds := s.Vet([]Check{{Key: "k0", Policy: one, Cost: 1}}, Room{States: max}, call); v != Take || adds != (Room{}) {
+		t.Fatalf("a held key: %v adding %+v", v, adds)
 	}
+}
+
+// The bytes a set would add are judged as its states are: a new key adds
+// its record, identity and what its buffer may grow to; a held key what
+// its buffer may grow by; a peek nothing; a call's sets are judged against
+// what the sets before them add.
+func TestVetBytes(t *testing.T) {
+	log := inline(window.Limit{Algorithm: window.SlidingLog, Limit: 1000, Window: 60 * sec})
+	s := NewShard()
+	s.Apply(allowLog(1, 1000*sec, Check{Key: "held", Policy: log, Cost: 800}))
+	held := s.Stats().Bytes
+	most := Room{Bytes: held + 12000}
+	call := &Call{}
+	v, adds := s.Vet([]Check{{Key: "new", Policy: log, Cost: 1000}}, most, call)
+	if v != Take || adds.States != 1 || adds.Bytes < 8000 || call.Room != adds {
+		t.Fatalf("a new log of 1,000: %v adding %+v (call %+v), want Take adding a state and 8,000 bytes or more", v, adds, call.Room)
+	}
+	if v, _ := s.Vet([]Check{{Key: "new-2", Policy: log, Cost: 1000}}, most, call); v != FullBytes {
+		t.Fatalf("a second one in the same call: %v, want FullBytes", v)
+	}
+	if v, more := s.Vet([]Check{{Key: "new-2", Policy: log, Cost: 1}}, most, call); v != Take || more.Bytes > 200 {
+		t.Fatalf("a new log of 1 after it: %v adding %+v", v, more)
+	}
+	// Met again in the call, a log is judged at the most it can hold: its
+	// ring, grown by the first set, grows by a quarter of itself.
+	if v, again := s.Vet([]Check{{Key: "new-2", Policy: log, Cost: 1}}, Room{Bytes: 1 << 40}, call); v != Take || again.Bytes < 8000 {
+		t.Fatalf("the log of 1 again: %v adding %+v, want its most", v, again)
+	}
+	if v, grow := s.Vet([]Check{{Key: "held", Policy: log, Cost: 200}}, most, nil); v != Take || grow.States != 0 || grow.Bytes == 0 {
+		t.Fatalf("200 more on the held log: %v adding %+v, want its growth alone", v, grow)
+	}
+	if v, peek := s.Vet([]Check{{Key: "new-3", Policy: log, Cost: 0}}, Room{Bytes: 1}, nil); v != Take || peek != (Room{}) {
+		t.Fatalf("a peek: %v adding %+v", v, peek)
+	}
+	if s.Stats().Bytes != held {
+		t.Fatal("Vet changed the state")
+	}
+	// Once the held log has expired, its bytes are freed (by the tick's
+	// sweep, or the one Vet makes before it refuses).
+	s.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: EncodeTick(1100 * sec)})
+	if v, _ := s.Vet([]Check{{Key: "new", Policy: log, Cost: 1000}}, Room{Bytes: adds.Bytes + held/2}, nil); v != Take {
+		t.Fatalf("after the held log expired: %v, want Take", v)
+	}
+}
+
+// TestVetBytesBoundHolds: a flood of random checks (new keys and held
+// ones, every algorithm, logs up to 2,000 timestamps, peeks, time moving
+// on) through Vet, each call's taken sets applied before the next call:
+// the group's states never hold more than the bound, and the bound is
+// reached, not judged from afar.
+func TestVetBytesBoundHolds(t *testing.T) {
+	forSeeds(t, 12, func(t *testing.T, seed uint64) {
+		r := rand.New(rand.NewPCG(seed, 0xb17e5))
+		pols := append(samplePolicies(), inline(window.Limit{Algorithm: window.SlidingLog, Limit: 2000, Window: 30 * sec}))
+		most := Room{Bytes: 64 << 10}
+		s := NewShard()
+		ts, index := int64(1000)*sec, uint64(0)
+		refused, peak := 0, int64(0)
+		for n := range 3000 {
+			ts += r.Int64N(50 * int64(time.Millisecond))
+			var taken []Check
+			call := &Call{}
+			for range 1 + r.IntN(4) {
+				p := pols[len(pols)-1] // half the checks grow long logs
+				if r.IntN(2) == 0 {
+					p = pols[r.IntN(len(pols))]
+				}
+				keys := 300
+				if r.IntN(3) == 0 {
+					keys = 5 // a call's sets meet the same logs again
+				}
+				c := Check{Key: fmt.Sprintf("k%d", r.IntN(keys)), Policy: p, Cost: r.Int64N(3)}
+				if r.IntN(8) == 0 {
+					c.Cost = 1 + r.Int64N(2000)
+				}
+				if v, _ := s.Vet([]Check{c}, most, call); v != Take {
+					refused++
+					continue
+				}
+				taken = append(taken, c)
+			}
+			index++
+			s.Apply(allowLog(index, ts, taken...))
+			got := s.Stats().Bytes
+			if got > most.Bytes {
+				t.Fatalf("call %d: the states hold %d bytes, over the bound of %d", n, got, most.Bytes)
+			}
+			if want := recountBytes(s); got != want {
+				t.Fatalf("call %d: the table counts %d bytes, its records hold %d", n, got, want)
+			}
+			peak = max(peak, got)
+		}
+		if refused == 0 || peak < most.Bytes*3/4 {
+			t.Fatalf("%d refused, a peak of %d bytes of %d: the flood never met the bound", refused, peak, most.Bytes)
+		}
+	})
 }

@@ -47,12 +47,24 @@ func runPolicyEdited(t *testing.T, p *policy.Policy, reqs []policytest.Request, 
 		st[i] = &window.State{}
 	}
 	var hist strings.Builder
+	edited := false
 	for i, r := range reqs {
 		if edit := edits[i]; edit != nil {
 			edit()
+			edited = true // a lowered limit leaves a ring larger than its HeapMax
 			fmt.Fprintf(&hist, "  edited: %s\n", describe(p))
 		}
+		bounds := make([]int, len(st))
+		for j := range st {
+			bounds[j] = p.HeapBound(j, st[j], r.Cost)
+		}
 		got := p.Evaluate(st, r.Time, r.Cost, r.Elastic)
+		for j := range st {
+			// What the FSM judges --max-state-bytes by, before a check.
+			if h := stateLimit(p, j).HeapBytes(st[j]); h > bounds[j] || h > p.HeapMax(j) && !edited {
+				t.Fatalf("policy %s\nhistory:\n%sstate %d holds %d bytes, HeapBound said %d, HeapMax %d", describe(p), hist.String(), j, h, bounds[j], p.HeapMax(j))
+			}
+		}
 		want := ref.Check(r.Time, r.Cost, r.Elastic)
 		fmt.Fprintf(&hist, "  %d: %v -> %+v\n", i, r, got)
 		if got != want {
@@ -66,6 +78,14 @@ func runPolicyEdited(t *testing.T, p *policy.Policy, reqs []policytest.Request, 
 			t.Fatalf("policy %s\nhistory:\n%s%s", describe(p), hist.String(), msg)
 		}
 	}
+}
+
+// stateLimit is the limit of state i of p: Limits[i], then the reduced.
+func stateLimit(p *policy.Policy, i int) *window.Limit {
+	if i < len(p.Limits) {
+		return &p.Limits[i].Limit
+	}
+	return &p.Reduced.Limit
 }
 
 // checkRetry checks what a client reads in a denial (or a shadow

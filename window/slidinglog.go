@@ -193,3 +193,20 @@ func logExpiry(l *Limit, s *State) int64 {
 func logHeapBytes(_ *Limit, s *State) int {
 	return 8 * len(loadLog(s).buf)
 }
+
+// logHeapBound is the ring logRecord may leave: the one s has when the
+// cost fits in it, else the one grow makes for it, as the allocator may
+// round it up. Timestamps that age out first only make it smaller.
+func logHeapBound(l *Limit, s *State, cost int64) int {
+	r := loadLog(s)
+	limit := int(l.Limit)
+	need := min(r.n+int(min(max(cost, 0), l.Limit)), limit)
+	if need <= len(r.buf) {
+		return 8 * len(r.buf)
+	}
+	size := need
+	if len(r.buf) > 0 {
+		size = max(min(len(r.buf)+max(len(r.buf)/4, 4), limit), need)
+	}
+	return allocBound(8 * size)
+}

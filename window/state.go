@@ -103,6 +103,44 @@ func (l *Limit) HeapBytes(s *State) int {
 	return 0
 }
 
+// HeapBound is the most HeapBytes(s) can be after Record(s, now, cost), at
+// any now: what a check may make a state hold, judged before it is made
+// (the FSM bounds a group's bytes with it). s is not changed.
+func (l *Limit) HeapBound(s *State, cost int64) int {
+	switch l.Algorithm {
+	case SlidingLog:
+		return logHeapBound(l, s, cost)
+	case SlidingCounter, SlidingCounterWeighted:
+		return 8 * shapeOf(l).words()
+	}
+	return 0
+}
+
+// HeapMax is the most HeapBytes can ever be for a state of l, whatever it
+// records: a sliding log's ring at l.Limit timestamps, a counter's
+// buckets.
+func (l *Limit) HeapMax() int {
+	switch l.Algorithm {
+	case SlidingLog:
+		return allocBound(8 * int(l.Limit))
+	case SlidingCounter, SlidingCounterWeighted:
+		return 8 * shapeOf(l).words()
+	}
+	return 0
+}
+
+// allocBound is the most the allocator hands out for a request of b
+// bytes: a small object gets its size class, at most a quarter more than
+// b past the smallest classes (which are 16 bytes apart at most); a large
+// one whole 8 KiB pages. TestHeapBoundCoversTheAllocator checks it against
+// the allocator, size by size.
+func allocBound(b int) int {
+	if b <= 32<<10 {
+		return b + b/4 + 16
+	}
+	return (b + 8<<10 - 1) &^ (8<<10 - 1)
+}
+
 // AppendState appends the canonical encoding of s to dst: it depends only on
 // what s means (never on buffer capacity or ring position), so two replicas
 // that applied the same log, or one restored from the other's snapshot,

@@ -263,9 +263,10 @@ func podEnv(t *testing.T, c corev1.Container) map[string]string {
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
 
 // Memory: the Go heap's ceiling is the container's limit (GOMEMLIMIT from
-// limits.memory), and the key states --max-key-states allows fit in half
-// of it at the costliest default state (a 60-bucket sliding counter,
-// about 300 B; README's figures) on each of the replicas a pod holds.
+// limits.memory), and what --max-state-mib lets each of the replicas a pod
+// holds keep in its states fits in half of it; --max-key-states is
+// bounded too, its states at the costliest default state (a 60-bucket
+// sliding counter, about 300 B; README's figures) within that.
 func TestMemoryFitsLimit(t *testing.T) {
 	set := load(t).sets[0]
 	c := set.Spec.Template.Spec.Containers[0]
@@ -283,18 +284,24 @@ func TestMemoryFitsLimit(t *testing.T) {
 		gomem.ValueFrom.ResourceFieldRef.Resource != "limits.memory" || gomem.ValueFrom.ResourceFieldRef.Divisor.String() != "1" {
 		t.Fatal("GOMEMLIMIT must come from limits.memory in bytes (divisor 1)")
 	}
-	states := 0
+	states, mib := 0, 0
 	for _, a := range c.Args {
 		if v, ok := strings.CutPrefix(a, "--max-key-states="); ok {
 			states, _ = strconv.Atoi(v)
 		}
+		if v, ok := strings.CutPrefix(a, "--max-state-mib="); ok {
+			mib, _ = strconv.Atoi(v)
+		}
 	}
 	const replicasPerPod, bytesPerState = 3, 300
-	if states == 0 {
-		t.Fatal("--max-key-states must be bounded in a pod with a memory limit")
+	if states == 0 || mib == 0 {
+		t.Fatal("--max-key-states and --max-state-mib must be bounded in a pod with a memory limit")
 	}
-	if live := int64(states) * replicasPerPod * bytesPerState; live > limit.Value()/2 {
-		t.Errorf("--max-key-states=%d: %d replicas x %d B = %d MB live, over half the %s limit", states, replicasPerPod, bytesPerState, live>>20, limit.String())
+	if live := int64(mib) << 20 * replicasPerPod; live > limit.Value()/2 {
+		t.Errorf("--max-state-mib=%d: %d replicas x %d MiB = %d MiB live, over half the %s limit", mib, replicasPerPod, mib, live>>20, limit.String())
+	}
+	if live := int64(states) * bytesPerState; live > int64(mib)<<20 {
+		t.Errorf("--max-key-states=%d: %d MiB of sliding counters, over --max-state-mib=%d", states, live>>20, mib)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 )
@@ -173,5 +174,61 @@ func TestMaxKeyStatesBatchTakenToTheBound(t *testing.T) {
 	}
 	if taken != bound || refused != 50 {
 		t.Fatalf("%d taken and %d refused, want %d and 50", taken, refused, bound)
+	}
+}
+
+// A flood of large states against a group at --max-state-mib: one caller
+// of the check port makes inline sliding logs at --max-log-length, each
+// filled by one check (80 KB a key on every replica: 20 such batches held
+// 1.65 GB before the bound). The group takes them until its states would
+// hold more than the bound and refuses the rest (ResourceExhausted,
+// naming the flag; nothing counted), its states never holding more;
+// checks that add little go on, and the node says what its states hold.
+func TestMaxStateBytesRefusesLargeStates(t *testing.T) {
+	t.Parallel()
+	const mib = 1
+	c := startCluster(t, 1, "--max-state-mib", fmt.Sprint(mib))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	big := &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 10_000, WindowMs: 3_600_000}
+	taken, refused := 0, 0
+	for b := range 4 {
+		var reqs []*pb.AllowRequest
+		for i := range 10 {
+			reqs = append(reqs, &pb.AllowRequest{Key: fmt.Sprintf("big-%d-%d", b, i), Limit: big, Cost: proto.Int64(10_000)})
+		}
+		resp, err := c.Nodes[0].Limiter().AllowBatch(ctx, &pb.AllowBatchRequest{Requests: reqs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range resp.Results {
+			switch {
+			case r.Error == nil && r.Response.GetAllowed():
+				taken++
+			case r.Error != nil && codes.Code(r.Error.Code) == codes.ResourceExhausted && strings.Contains(r.Error.Message, "--max-state-mib"):
+				refused++
+			default:
+				t.Fatalf("batch %d item %d: %v", b, i, r)
+			}
+		}
+	}
+	// 80 KB a state (its ring as the allocator rounds it up): 12 fit in a
+	// MiB, judged at most a quarter more each.
+	if taken < 9 || taken > 12 || refused != 40-taken {
+		t.Fatalf("%d taken and %d refused of 40 states of 80 KB under %d MiB", taken, refused, mib)
+	}
+	// One refused: nothing was counted on it.
+	resp, err := c.Nodes[0].Limiter().Allow(ctx, &pb.AllowRequest{Key: "big-3-9", Limit: big, Cost: proto.Int64(0)})
+	if err != nil || resp.Remaining != 10_000 {
+		t.Fatalf("a refused key after the flood: %v, %v", resp, err)
+	}
+	small := &pb.Limit{Algorithm: pb.Algorithm_FIXED_WINDOW, Limit: 5, WindowMs: 3_600_000}
+	if _, err := c.Nodes[0].Limiter().Allow(ctx, &pb.AllowRequest{Key: "small", Limit: small}); err != nil {
+		t.Fatalf("a small new state under the bound: %v", err)
+	}
+	held := value(scrape(t, c.Nodes[0]), "floodgate_key_state_bytes", nil)
+	t.Logf("%d states of 80 KB taken, %d refused; the states hold %.0f bytes", taken, refused, held)
+	if held < float64(taken)*80_000 || held > mib<<20 {
+		t.Fatalf("floodgate_key_state_bytes %.0f for %d states of 80 KB under %d MiB", held, taken, mib)
 	}
 }
