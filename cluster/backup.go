@@ -51,7 +51,8 @@ func (n *Node) GroupOfKey(key string) int {
 // this node's slot table, and to a slot the group's state machine owns
 // (else ErrMoved: split again and resend), and the states' log time must
 // pass CheckRestoreTime on this node, whoever sent them, and the group
-// must have room for them under --max-key-states (else ErrFull). It
+// must have room for them under --max-key-states and --max-state-mib
+// (else ErrFull). It
 // returns the number of keys.
 func (n *Node) RestoreGroup(ctx context.Context, group int, states []byte) (int, error) {
 	r, err := n.leading(group)
@@ -74,17 +75,22 @@ func (n *Node) RestoreGroup(ctx context.Context, group int, states []byte) (int,
 		return 0, err
 	}
 	r.fast.drain()
-	// Applies never check --max-key-states (the leader vets what it
-	// proposes): a restore beyond it went through, and the group then
-	// refused every check of a new key until restored states expired.
-	if most := n.cfg.MaxKeyStates; most > 0 {
+	// Applies never check --max-key-states or --max-state-mib (the leader
+	// vets what it proposes): a restore beyond them went through, and the
+	// group then refused every check of a new key until restored states
+	// expired.
+	if most := (fsm.Room{States: n.cfg.MaxKeyStates, Bytes: n.cfg.MaxStateBytes}); most != (fsm.Room{}) {
 		held, err := r.fsm.HeldAfterRestore(parts[group])
 		if err != nil {
 			return 0, fmt.Errorf("%w: states: %w", ErrConfig, err)
 		}
-		if held > most {
+		if most.States > 0 && held.States > most.States {
 			return 0, fmt.Errorf("%s: %w: restoring the states of %d keys would make the group hold %d key states, over --max-key-states (%d): "+
-				"raise it on every node (0: no bound), or restore into a cluster of more groups", shardName(group), ErrFull, sp.Keys, held, most)
+				"raise it on every node (0: no bound), or restore into a cluster of more groups", shardName(group), ErrFull, sp.Keys, held.States, most.States)
+		}
+		if most.Bytes > 0 && held.Bytes > most.Bytes {
+			return 0, fmt.Errorf("%s: %w: restoring the states of %d keys would make the group's states hold %d bytes, over --max-state-mib (%d bytes): "+
+				"raise it on every node (0: no bound), or restore into a cluster of more groups", shardName(group), ErrFull, sp.Keys, held.Bytes, most.Bytes)
 		}
 	}
 	if err := n.applyShard(ctx, r, fsm.EncodeRestore(states)); err != nil {

@@ -204,19 +204,23 @@ func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]pol
 	var errs []error        // each refused check's error, by index
 	var out []policy.Result // each check's answer, by index
 	var (
-		taken fsm.Call  // what the sets taken so far add
-		call  *fsm.Call // &taken when there is more than one set
+		seen  fsm.Call  // the call's sets so far, for Vet
+		call  *fsm.Call // &seen when there is more than one check
+		taken fsm.Room  // what Vet reserved for the sets it took
 	)
 	if len(checks) > 1 {
-		call = &taken
+		call = &seen
 	}
+	defer func() { r.fsm.Release(taken) }() // written or failed by then
 	most := fsm.Room{States: n.cfg.MaxKeyStates, Bytes: n.cfg.MaxStateBytes}
 	for i, j := range sets(checks) {
-		v, _ := r.fsm.Vet(checks[i:j], most, call)
+		v, adds := r.fsm.Vet(checks[i:j], most, call)
 		if (v == fsm.Full || v == fsm.FullBytes) && r.group.raft.State() != raft.Leader {
 			v = fsm.Take // a follower's judgment: the batcher answers not-leader
 		}
 		if v == fsm.Take {
+			taken.States += adds.States
+			taken.Bytes += adds.Bytes
 			if owned != nil {
 				for k := i; k < j; k++ {
 					owned = append(owned, k)

@@ -97,32 +97,42 @@ func (s *Shard) forgetOverlayOf(keys map[string]bool) {
 	}
 }
 
-// HeldAfterRestore returns how many key states the group would hold once
-// states (a restore's, in the shard snapshot format without ownership)
-// were applied: those it holds now, with fast decisions' on their way,
-// and each of the states' identities it holds none of. A restored key's
-// records the states do not hold are dropped, so the count may be over,
-// never under: the leader refuses a restore beyond --max-key-states by
-// it (applies never check that bound: the leader vets what it proposes).
-func (s *Shard) HeldAfterRestore(states []byte) (int, error) {
+// HeldAfterRestore says what the group would hold if states (a restore's,
+// in the shard snapshot format without ownership) were applied: key
+// states, those it holds now with fast decisions' on their way and each
+// of the states' identities it holds none of; and bytes, those its states
+// hold now and what the restored states would hold, beside what Vet has
+// reserved. A restored key's records the states do not hold are dropped,
+// so both may be over, never under: the leader refuses a restore beyond
+// --max-key-states or --max-state-mib by them (applies never check those
+// bounds: the leader vets what it proposes).
+func (s *Shard) HeldAfterRestore(states []byte) (Room, error) {
 	w, err := walkExport(states)
 	if err != nil {
-		return 0, err
+		return Room{}, err
+	}
+	restored, _, _, err := decodeShardSnapshot(states)
+	if err != nil {
+		return Room{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	held := s.held()
+	held := Room{States: s.held() + s.reserved.States, Bytes: s.tab.bytes + s.reserved.Bytes + restored.bytes}
 	for _, e := range w.entries {
 		if !s.tab.holds([]byte(e.id)) && s.ov.entries[e.id] == nil {
-			held++
+			held.States++
 		}
 	}
 	return held, nil
 }
 
 // CountStates returns how many key states (one per key and limit) states
-// hold, in the shard snapshot format without ownership.
-func CountStates(states []byte) (int, error) {
-	w, err := walkExport(states)
-	return len(w.entries), err
+// hold, in the shard snapshot format without ownership, and the bytes
+// they would hold in a group (records, identities, buffers).
+func CountStates(states []byte) (Room, error) {
+	tab, _, _, err := decodeShardSnapshot(states)
+	if err != nil {
+		return Room{}, err
+	}
+	return Room{States: tab.live, Bytes: tab.bytes}, nil
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // TestBytesFollowEveryChange: the bytes a group counts (what
-// --max-state-bytes bounds) are what its records hold after each way a
+// --max-state-mib bounds) are what its records hold after each way a
 // state's buffer changes: a log grown by a check, shrunk by a check whose
 // timestamps aged out (a denial too), shrunk by a snapshot's trim, freed
 // by a reset and by the sweeper, grown by a replayed fast hit, and counted

@@ -142,6 +142,8 @@ func captureEveryOperation(t *testing.T, seed uint64) {
 			max := a.Stats().States + r.IntN(3) - 1
 			va, da := a.Vet(checks, Room{States: max}, nil)
 			vb, db := b.Vet(checks, Room{States: max}, nil)
+			a.Release(da)
+			b.Release(db)
 			if va != vb || da.States != db.States { // bytes follow each replica's rings
 				t.Fatalf("step %d Vet: %v %+v vs twin %v %+v", step, va, da, vb, db)
 			}

@@ -54,8 +54,11 @@ type Shard struct {
 	// tt is scratch too: the states of the check in hand (gather). On the
 	// stack it escaped (it points into itself), an allocation per check.
 	tt touched
-	// vetLogs is Vet's scratch: the sliding logs a set grows.
-	vetLogs []string
+	// vetLogs is Vet's scratch: the sliding logs a set grows (Call).
+	vetLogs []uint64
+	// reserved is what Vet took and the caller has not yet released: a
+	// leader's checks on their way to the log (Vet).
+	reserved Room
 	// applied counts entries applied; refusalSweep is its value at Vet's
 	// last sweep, which sweeps once per entry at most.
 	applied, refusalSweep uint64
@@ -368,7 +371,7 @@ type Stats struct {
 	// States is the number of limit states held (one per key and limit).
 	States int
 	// Bytes is what the states hold (records, identities, buffers; orphans
-	// included): what --max-state-bytes bounds.
+	// included): what --max-state-mib bounds.
 	Bytes int64
 	// Orphans is the number of states of slots the group no longer holds
 	// that the sweeper has yet to free (orphans.go): memory, not states.

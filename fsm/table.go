@@ -70,7 +70,7 @@ type table struct {
 	used uint32 // record numbers handed out so far
 	live int
 	// bytes is what the live records hold (recordBytes each, their
-	// identities and their states' buffers): what --max-state-bytes
+	// identities and their states' buffers): what --max-state-mib
 	// bounds. Kept up to date at every insert, removal and change of a
 	// state's buffer (Shard.settle, capture.keep).
 	bytes int64

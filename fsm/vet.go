@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"hash/maphash"
+
 	"github.com/floodgate/floodgate/policy"
 	"github.com/floodgate/floodgate/window"
 )
@@ -30,38 +32,47 @@ type Room struct {
 	Bytes  int64
 }
 
-// Call is what the sets of one call that Vet took so far add: their
-// states and bytes, and the sliding logs they grow. A log grown by two
-// sets of one call may grow by more than each would grow it alone (the
-// second grows the ring the first grew, by a quarter of it), so a log
-// met again in a call is judged at the most it can ever hold.
+// Call is what Vet knows of a call's sets taken so far: the sliding logs
+// they grow (by a hash of their identities). A log grown by two sets of
+// one call may grow by more than each would grow it alone (the second
+// grows the ring the first grew, by a quarter of it), so a log met again
+// in a call is judged at the most it can ever hold. The zero Call is
+// empty.
 type Call struct {
-	Room
-	logs map[string]struct{}
+	logs map[uint64]struct{}
 }
+
+// logSeed hashes identities for Call.logs; a collision only judges a log
+// at its most.
+var logSeed = maphash.MakeSeed()
 
 // Vet says whether the group may take the checks of one atomic set now (a
 // set is taken whole or not at all): it owns every key, and what the
-// checks would add to what it holds, and to what the call's sets taken
-// before add (call, which Vet adds this set's to when it takes it; nil
-// for a call of one set), stays within most. A check of a key with no
-// state yet adds one per limit of its policy; a peek (cost 0) adds none,
-// and neither does a check of a key whose state has expired (its record
-// is reused) or has a fast decision on its way to the log (counted as
-// held already). In bytes, a check adds at most what a new state's record
-// and identity take and what its buffers may grow by
-// (policy.Policy.HeapBound: a sliding log by the timestamps it records);
-// a state on its way from a fast decision is counted as new. adds is
-// what this set adds, when taken.
+// checks would add to what it holds and to what it has reserved stays
+// within most. When it takes them it reserves adds, what they add, until
+// the caller's Release once they are written (or failed): a check vetted
+// meanwhile, of the same call or another, is judged with them counted.
+// call is the call's sets so far (nil for a call of one set).
 //
-// The call's sets are judged against what the sets before them add
-// exactly, in states: not against what they could at most have added
-// (nine states a check: a batch of 1,000 new keys into an empty group of
-// a bound of 1,000 was refused all but 112).
+// A check of a key with no state yet adds one per limit of its policy; a
+// peek (cost 0) adds none, and neither does a check of a key whose state
+// has expired (its record is reused) or has a fast decision on its way to
+// the log (counted as held already). In bytes, a check adds at most what
+// a new state's record and identity take and what its buffers may grow by
+// (policy.Policy.HeapBound: a sliding log by the timestamps it records
+// beside those still in its window); a state on its way from a fast
+// decision is counted as new. A set's checks of one key count once, at
+// the sum of their costs, as the set is applied.
+//
+// In states the sets of one call are judged exactly, each against what
+// the ones before it reserved: not against what they could at most have
+// added (nine states a check: a batch of 1,000 new keys into an empty
+// group of a bound of 1,000 was refused all but 112).
 //
 // It is the leader's judgment before it writes, not the state machine's at
-// apply: entries in flight may add states meanwhile, so the bound can be
-// passed by what they carry, and every replica applies what the log holds.
+// apply: a leader elected meanwhile knows nothing of the old one's
+// reservations, so the bound can be passed by what entries in flight
+// carry, and every replica applies what the log holds.
 //
 // Before it answers Full it sweeps a few records for expired states, once
 // per entry applied: the sweeper's pace follows what entries add, and
@@ -83,13 +94,9 @@ func (s *Shard) Vet(checks []Check, most Room, call *Call) (v Verdict, adds Room
 	if most.States <= 0 && most.Bytes <= 0 {
 		return Take, Room{}
 	}
-	var adding Room
-	if call != nil {
-		adding = call.Room
-	}
 	track := call != nil && most.Bytes > 0
 	adds = s.adds(checks, call, track)
-	if v = s.fits(most, adding, adds); v != Take {
+	if v = s.fits(most, adds); v != Take {
 		if s.refusalSweep == s.applied {
 			return v, Room{} // swept since the last entry: nothing newly expired
 		}
@@ -100,36 +107,48 @@ func (s *Shard) Vet(checks []Check, most Room, call *Call) (v Verdict, adds Room
 		}
 		// Freed records may include this set's own expired ones: count again.
 		adds = s.adds(checks, call, track)
-		if v = s.fits(most, adding, adds); v != Take {
+		if v = s.fits(most, adds); v != Take {
 			return v, Room{}
 		}
 	}
-	if call != nil {
-		call.States += adds.States
-		call.Bytes += adds.Bytes
-		for _, id := range s.vetLogs {
+	s.reserved.States += adds.States
+	s.reserved.Bytes += adds.Bytes
+	if track {
+		for _, h := range s.vetLogs {
 			if call.logs == nil {
-				call.logs = make(map[string]struct{})
+				call.logs = make(map[uint64]struct{})
 			}
-			call.logs[id] = struct{}{}
+			call.logs[h] = struct{}{}
 		}
 	}
 	return Take, adds
 }
 
-// fits judges adds beyond what the group holds and adding against most;
-// s.mu is held.
-func (s *Shard) fits(most, adding, adds Room) Verdict {
-	if most.Bytes > 0 && adds.Bytes > 0 && s.tab.bytes+adding.Bytes+adds.Bytes > most.Bytes {
+// Release gives back what Vet reserved for checks now written, or that
+// failed: the sum of the adds of the sets it took.
+func (s *Shard) Release(r Room) {
+	if r == (Room{}) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reserved.States -= r.States
+	s.reserved.Bytes -= r.Bytes
+}
+
+// fits judges adds beyond what the group holds and has reserved against
+// most; s.mu is held.
+func (s *Shard) fits(most, adds Room) Verdict {
+	if most.Bytes > 0 && adds.Bytes > 0 && s.tab.bytes+s.reserved.Bytes+adds.Bytes > most.Bytes {
 		return FullBytes
 	}
 	// Fast decisions not yet replicated count as held: their states are on
 	// their way (a few per decision; --fast-max-pending bounds their cost).
 	// Counted without a lookup first: most groups are far from the bound.
-	if most.States <= 0 || adds.States == 0 || s.tab.held()+len(s.ov.entries)+adding.States+adds.States <= most.States {
+	if most.States <= 0 || adds.States == 0 || s.tab.held()+len(s.ov.entries)+s.reserved.States+adds.States <= most.States {
 		return Take
 	}
-	if s.held()+adding.States+adds.States > most.States {
+	if s.held()+s.reserved.States+adds.States > most.States {
 		return Full
 	}
 	return Take
@@ -152,9 +171,20 @@ func (s *Shard) held() int {
 func (s *Shard) adds(checks []Check, call *Call, track bool) Room {
 	var adds Room
 	s.vetLogs = s.vetLogs[:0]
-	for i := range checks {
-		if checks[i].Cost > 0 {
-			s.add(&adds, checks[i].Policy, checks[i].Key, checks[i].Cost, call, track)
+	if len(checks) == 1 {
+		if checks[0].Cost > 0 {
+			s.add(&adds, checks[0].Policy, checks[0].Key, checks[0].Cost, call, track)
+		}
+		return adds
+	}
+	// A set counts each key once, at the sum of its costs, as evalSet
+	// applies it: judged one check at a time, a held log with room in its
+	// ring took 60 checks of 500 as adding nothing.
+	_, distinct, cost := distinctKeys(len(checks), func(i, j int) bool { return checks[i].Key == checks[j].Key },
+		func(i int) int64 { return max(checks[i].Cost, 0) })
+	for _, d := range distinct {
+		if cost[d] > 0 {
+			s.add(&adds, checks[d].Policy, checks[d].Key, cost[d], call, track)
 		}
 	}
 	return adds
@@ -183,13 +213,14 @@ func (s *Shard) add(r *Room, p *policy.Policy, key string, cost int64, call *Cal
 		} else {
 			r.States++
 		}
-		grown := p.HeapBound(i, st, cost)
+		grown := p.HeapBound(i, st, s.now, cost)
 		if l.Algorithm == window.SlidingLog && call != nil {
-			if _, again := call.logs[string(s.ids)]; again {
+			h := maphash.Bytes(logSeed, s.ids)
+			if _, again := call.logs[h]; again {
 				grown = max(grown, p.HeapMax(i))
 			}
 			if track {
-				s.vetLogs = append(s.vetLogs, string(s.ids))
+				s.vetLogs = append(s.vetLogs, h)
 			}
 		}
 		if stored {

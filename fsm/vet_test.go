@@ -45,15 +45,15 @@ func TestVet(t *testing.T) {
 		{"room for a batch", []Check{newKey("new-1"), newKey("new-2")}, max + 1, Take},
 	}
 	for _, c := range cases {
-		if got, _ := s.Vet(c.checks, Room{States: c.max}, nil); got != c.want {
+		if got := judge(s, c.checks, Room{States: c.max}); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
 	// The sets of one call taken before count: the last room goes once.
 	call := &Call{}
 	v, adds := s.Vet([]Check{newKey("new-1")}, Room{States: max}, call)
-	if v != Take || adds.States != 1 || call.States != 1 {
-		t.Fatalf("the first new key of a call: %v adding %+v (call %+v)", v, adds, call.Room)
+	if v != Take || adds.States != 1 {
+		t.Fatalf("the first new key of a call: %v adding %+v", v, adds)
 	}
 	if v, _ := s.Vet([]Check{newKey("new-2")}, Room{States: max}, call); v != Full {
 		t.Errorf("a second new key in the same call: %v, want Full", v)
@@ -64,6 +64,22 @@ func TestVet(t *testing.T) {
 	if s.Stats().States != max-1 {
 		t.Fatal("Vet changed the state")
 	}
+	// Until released, what the call took is reserved for any other call.
+	if v := judge(s, []Check{newKey("new-3")}, Room{States: max}); v != Full {
+		t.Errorf("another call's new key while the first is on its way: %v, want Full", v)
+	}
+	s.Release(adds)
+	if v := judge(s, []Check{newKey("new-3")}, Room{States: max}); v != Take {
+		t.Errorf("another call's new key once the first was released: %v, want Take", v)
+	}
+}
+
+// judge is Vet of checks as a call of their own, written at once: what it
+// reserved is released.
+func judge(s *Shard, checks []Check, most Room) Verdict {
+	v, adds := s.Vet(checks, most, nil)
+	s.Release(adds)
+	return v
 }
 
 // A key whose state has expired reuses its record, so it is taken at the
@@ -76,7 +92,7 @@ func TestVetExpiredStates(t *testing.T) {
 	minute := inline(window.Limit{Algorithm: window.FixedWindow, Limit: 10, Window: 60 * sec})
 	s := NewShard()
 	s.Apply(allowLog(1, 1000*sec, keyChecks("old", max, minute)...))
-	if got, _ := s.Vet([]Check{{Key: "never", Policy: minute, Cost: 1}}, Room{States: max}, nil); got != Full {
+	if got := judge(s, []Check{{Key: "never", Policy: minute, Cost: 1}}, Room{States: max}); got != Full {
 		t.Fatalf("a key never seen while every state is live: %v, want Full", got)
 	}
 	if got := s.Stats().States; got != max {
@@ -102,14 +118,14 @@ func TestVetExpiredStates(t *testing.T) {
 	if expired == "" {
 		t.Fatal("every expired state was swept at once")
 	}
-	if got, _ := s.Vet([]Check{{Key: expired, Policy: minute, Cost: 1}}, Room{States: held}, nil); got != Take {
+	if got := judge(s, []Check{{Key: expired, Policy: minute, Cost: 1}}, Room{States: held}); got != Take {
 		t.Errorf("an expired key: %v, want Take", got)
 	}
 	if got := s.Stats().States; got != held {
 		t.Fatalf("a Take verdict swept: %d states, want %d", got, held)
 	}
 	before := snapshotBytes(t, s)
-	if got, _ := s.Vet([]Check{{Key: "never", Policy: minute, Cost: 1}}, Room{States: held}, nil); got != Take {
+	if got := judge(s, []Check{{Key: "never", Policy: minute, Cost: 1}}, Room{States: held}); got != Take {
 		t.Errorf("a key never seen, once Vet swept expired states: %v, want Take", got)
 	}
 	if got := s.Stats().States; got >= held {
@@ -133,10 +149,10 @@ func TestVetOwnership(t *testing.T) {
 	g := newGroup(t, 1, 4, 0, 1)
 	mine, theirs := keyIn(0, 4, 1), keyIn(3, 4, 1)
 	p := inline(window.Limit{Algorithm: window.FixedWindow, Limit: 10, Window: 60 * sec})
-	if got, _ := g.s.Vet([]Check{{Key: mine, Policy: p, Cost: 1}}, Room{}, nil); got != Take {
+	if got := judge(g.s, []Check{{Key: mine, Policy: p, Cost: 1}}, Room{}); got != Take {
 		t.Errorf("an owned key: %v", got)
 	}
-	if got, _ := g.s.Vet([]Check{{Key: mine, Policy: p, Cost: 1}, {Key: theirs, Policy: p, Cost: 1}}, Room{}, nil); got != NotOwned {
+	if got := judge(g.s, []Check{{Key: mine, Policy: p, Cost: 1}, {Key: theirs, Policy: p, Cost: 1}}, Room{}); got != NotOwned {
 		t.Errorf("a set with another group's key: %v", got)
 	}
 }
@@ -150,10 +166,10 @@ func TestVetCountsFastDecisions(t *testing.T) {
 	if res, _, _ := s.FastEval(p, "pending", 1, 1001*sec, false); !res.Allowed {
 		t.Fatal("fast check refused")
 	}
-	if got, _ := s.Vet([]Check{{Key: "pending", Policy: p, Cost: 1}}, Room{States: 2}, nil); got != Take {
+	if got := judge(s, []Check{{Key: "pending", Policy: p, Cost: 1}}, Room{States: 2}); got != Take {
 		t.Errorf("the pending key at the bound: %v, want Take", got)
 	}
-	if got, _ := s.Vet([]Check{{Key: "other", Policy: p, Cost: 1}}, Room{States: 2}, nil); got != Full {
+	if got := judge(s, []Check{{Key: "other", Policy: p, Cost: 1}}, Room{States: 2}); got != Full {
 		t.Errorf("a new key with the pending one counted: %v, want Full", got)
 	}
 }
@@ -170,7 +186,7 @@ func TestVetSweepsOncePerEntry(t *testing.T) {
 	s.Apply(allowLog(2, 1200*sec, Check{Key: "old-0", Policy: minute, Cost: 1})) // every other state expired
 	flood := keyChecks("new", 100, minute)
 	held := s.Stats().States
-	if got, _ := s.Vet(flood, Room{States: held}, nil); got != Full {
+	if got := judge(s, flood, Room{States: held}); got != Full {
 		t.Fatalf("100 new keys with %d states held at a bound of %d: %v, want Full", held, held, got)
 	}
 	first := s.Stats().States
@@ -178,7 +194,7 @@ func TestVetSweepsOncePerEntry(t *testing.T) {
 		t.Fatalf("the first refusal swept %d records free, want 1 to %d", freed, sweepPerRefusal)
 	}
 	for range 10 {
-		if got, _ := s.Vet(flood, Room{States: held}, nil); got != Full {
+		if got := judge(s, flood, Room{States: held}); got != Full {
 			t.Fatalf("a refusal again: %v, want Full", got)
 		}
 	}
@@ -186,7 +202,7 @@ func TestVetSweepsOncePerEntry(t *testing.T) {
 		t.Fatalf("refusals before the next entry swept %d more", first-got)
 	}
 	s.Apply(allowLog(3, 1201*sec, Check{Key: "old-0", Policy: minute, Cost: 1}))
-	if got, _ := s.Vet(flood, Room{States: held}, nil); got != Take {
+	if got := judge(s, flood, Room{States: held}); got != Take {
 		t.Errorf("after an entry, with its own and Vet's sweep: %v, want Take", got)
 	}
 }
@@ -229,8 +245,8 @@ func TestVetAddsExactlyAcrossACall(t *testing.T) {
 
 // The bytes a set would add are judged as its states are: a new key adds
 // its record, identity and what its buffer may grow to; a held key what
-// its buffer may grow by; a peek nothing; a call's sets are judged against
-// what the sets before them add.
+// its buffer may grow by; a peek nothing; a call's sets, and other calls
+// on their way, are judged with what Vet reserved for them.
 func TestVetBytes(t *testing.T) {
 	log := inline(window.Limit{Algorithm: window.SlidingLog, Limit: 1000, Window: 60 * sec})
 	s := NewShard()
@@ -239,34 +255,87 @@ func TestVetBytes(t *testing.T) {
 	most := Room{Bytes: held + 12000}
 	call := &Call{}
 	v, adds := s.Vet([]Check{{Key: "new", Policy: log, Cost: 1000}}, most, call)
-	if v != Take || adds.States != 1 || adds.Bytes < 8000 || call.Room != adds {
-		t.Fatalf("a new log of 1,000: %v adding %+v (call %+v), want Take adding a state and 8,000 bytes or more", v, adds, call.Room)
+	if v != Take || adds.States != 1 || adds.Bytes < 8000 {
+		t.Fatalf("a new log of 1,000: %v adding %+v, want Take adding a state and 8,000 bytes or more", v, adds)
 	}
+	taken := adds
 	if v, _ := s.Vet([]Check{{Key: "new-2", Policy: log, Cost: 1000}}, most, call); v != FullBytes {
 		t.Fatalf("a second one in the same call: %v, want FullBytes", v)
 	}
-	if v, more := s.Vet([]Check{{Key: "new-2", Policy: log, Cost: 1}}, most, call); v != Take || more.Bytes > 200 {
+	if v := judge(s, []Check{{Key: "other", Policy: log, Cost: 1000}}, most); v != FullBytes {
+		t.Fatalf("one in another call while the first is on its way: %v, want FullBytes", v)
+	}
+	v, more := s.Vet([]Check{{Key: "new-2", Policy: log, Cost: 1}}, most, call)
+	if v != Take || more.Bytes > 200 {
 		t.Fatalf("a new log of 1 after it: %v adding %+v", v, more)
 	}
+	taken.States, taken.Bytes = taken.States+more.States, taken.Bytes+more.Bytes
 	// Met again in the call, a log is judged at the most it can hold: its
 	// ring, grown by the first set, grows by a quarter of itself.
-	if v, again := s.Vet([]Check{{Key: "new-2", Policy: log, Cost: 1}}, Room{Bytes: 1 << 40}, call); v != Take || again.Bytes < 8000 {
+	v, again := s.Vet([]Check{{Key: "new-2", Policy: log, Cost: 1}}, Room{Bytes: 1 << 40}, call)
+	if v != Take || again.Bytes < 8000 {
 		t.Fatalf("the log of 1 again: %v adding %+v, want its most", v, again)
 	}
+	s.Release(Room{States: taken.States + again.States, Bytes: taken.Bytes + again.Bytes})
 	if v, grow := s.Vet([]Check{{Key: "held", Policy: log, Cost: 200}}, most, nil); v != Take || grow.States != 0 || grow.Bytes == 0 {
 		t.Fatalf("200 more on the held log: %v adding %+v, want its growth alone", v, grow)
+	} else {
+		s.Release(grow)
 	}
 	if v, peek := s.Vet([]Check{{Key: "new-3", Policy: log, Cost: 0}}, Room{Bytes: 1}, nil); v != Take || peek != (Room{}) {
 		t.Fatalf("a peek: %v adding %+v", v, peek)
 	}
-	if s.Stats().Bytes != held {
-		t.Fatal("Vet changed the state")
+	if s.Stats().Bytes != held || s.reserved != (Room{}) {
+		t.Fatalf("Vet changed the state, or released what it did not reserve: %+v", s.reserved)
 	}
 	// Once the held log has expired, its bytes are freed (by the tick's
 	// sweep, or the one Vet makes before it refuses).
 	s.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: EncodeTick(1100 * sec)})
-	if v, _ := s.Vet([]Check{{Key: "new", Policy: log, Cost: 1000}}, Room{Bytes: adds.Bytes + held/2}, nil); v != Take {
+	if v := judge(s, []Check{{Key: "new", Policy: log, Cost: 1000}}, Room{Bytes: adds.Bytes + held/2}); v != Take {
 		t.Fatalf("after the held log expired: %v, want Take", v)
+	}
+}
+
+// A log's timestamps that have aged out are not held: at the bound, a
+// check that fits in its ring beside the ones still in the window is
+// taken (its write drops the others and shrinks the ring), not refused
+// until the log's newest timestamp leaves the window.
+func TestVetBytesAgedTimestampsAreNotHeld(t *testing.T) {
+	log := inline(window.Limit{Algorithm: window.SlidingLog, Limit: 1000, Window: 10 * sec})
+	s := NewShard()
+	s.Apply(allowLog(1, 1000*sec, Check{Key: "k", Policy: log, Cost: 111}))
+	s.Apply(allowLog(2, 1009*sec, Check{Key: "k", Policy: log, Cost: 1}))
+	s.Apply(&raft.Log{Index: 3, Type: raft.LogCommand, Data: EncodeTick(1010*sec + sec/2)})
+	held := s.Stats().Bytes
+	if v := judge(s, []Check{{Key: "k", Policy: log, Cost: 1}}, Room{Bytes: held}); v != Take {
+		t.Fatalf("a check of a log whose ring has room once its aged timestamps go: %v, want Take", v)
+	}
+}
+
+// A set's checks of one key are judged together, at the sum of their
+// costs, as the set is applied: one by one, each fitting in a held log's
+// ring, 60 checks of 500 were judged to add nothing and grew it by
+// 233 KB past the bound.
+func TestVetBytesSetOfOneKey(t *testing.T) {
+	log := inline(window.Limit{Algorithm: window.SlidingLog, Limit: 40_000, Window: 10 * sec})
+	s := NewShard()
+	s.Apply(allowLog(1, 1000*sec, Check{Key: "k", Policy: log, Cost: 1000}))
+	s.Apply(allowLog(2, 1005*sec, Check{Key: "k", Policy: log, Cost: 500}))
+	s.Apply(allowLog(3, 1010*sec, Check{Key: "k", Policy: log, Cost: 0})) // the 1,000 age out
+	held := s.Stats().Bytes
+	set := make([]Check, 60)
+	for i := range set {
+		set[i] = Check{Key: "k", Policy: log, Cost: 500, Joined: i > 0}
+	}
+	v, adds := s.Vet(set, Room{Bytes: held}, &Call{})
+	if v != FullBytes {
+		t.Fatalf("60 checks of 500 of one held log, at the bound: %v adding %+v, want FullBytes", v, adds)
+	}
+	v, adds = s.Vet(set, Room{Bytes: 1 << 40}, &Call{})
+	s.Release(adds)
+	s.Apply(allowLog(4, 1010*sec, set...))
+	if got := s.Stats().Bytes - held; v != Take || got > adds.Bytes {
+		t.Fatalf("the set grew the log by %d bytes, judged %d (%v)", got, adds.Bytes, v)
 	}
 }
 
@@ -286,6 +355,7 @@ func TestVetBytesBoundHolds(t *testing.T) {
 		for n := range 3000 {
 			ts += r.Int64N(50 * int64(time.Millisecond))
 			var taken []Check
+			var reserved Room
 			call := &Call{}
 			for range 1 + r.IntN(4) {
 				p := pols[len(pols)-1] // half the checks grow long logs
@@ -300,14 +370,17 @@ func TestVetBytesBoundHolds(t *testing.T) {
 				if r.IntN(8) == 0 {
 					c.Cost = 1 + r.Int64N(2000)
 				}
-				if v, _ := s.Vet([]Check{c}, most, call); v != Take {
+				v, adds := s.Vet([]Check{c}, most, call)
+				if v != Take {
 					refused++
 					continue
 				}
+				reserved.States, reserved.Bytes = reserved.States+adds.States, reserved.Bytes+adds.Bytes
 				taken = append(taken, c)
 			}
 			index++
 			s.Apply(allowLog(index, ts, taken...))
+			s.Release(reserved)
 			got := s.Stats().Bytes
 			if got > most.Bytes {
 				t.Fatalf("call %d: the states hold %d bytes, over the bound of %d", n, got, most.Bytes)

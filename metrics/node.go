@@ -13,7 +13,7 @@ type NodeGauges struct {
 	Leaderless  int            // of them, those that know no leader
 	MetaLeader  bool           // this node leads the meta group
 	Keys        int64          // key states held by the groups led here
-	KeyBytes    int64          // what those states hold, in bytes (--max-state-bytes)
+	KeyBytes    int64          // what those states hold, in bytes (--max-state-mib)
 	KeysRefused int64          // checks refused for want of room for new key states, since start
 	FastPending int64          // fast-mode cost answered, not yet committed
 	Members     map[string]int // cluster members by health, as gossip sees them
@@ -27,8 +27,8 @@ var (
 	leaderlessDesc  = prometheus.NewDesc("floodgate_groups_leaderless", "Shard replicas on this node that know no leader.", nil, nil)
 	metaLeaderDesc  = prometheus.NewDesc("floodgate_meta_leader", "1 when this node leads the meta group.", nil, nil)
 	keysDesc        = prometheus.NewDesc("floodgate_keys", "Key states held by the shard groups this node leads.", nil, nil)
-	keyBytesDesc    = prometheus.NewDesc("floodgate_key_state_bytes", "Bytes the key states of the shard groups this node leads hold (records, keys, sliding logs' and counters' buffers): what --max-state-bytes bounds, per group.", nil, nil)
-	keysRefusedDesc = prometheus.NewDesc("floodgate_key_states_refused_total", "Checks that groups led here refused (in shadow mode: answered would-deny) because they hold --max-key-states key states or --max-state-bytes bytes.", nil, nil)
+	keyBytesDesc    = prometheus.NewDesc("floodgate_key_state_bytes", "Bytes the key states of the shard groups this node leads hold (records, keys, sliding logs' and counters' buffers): what --max-state-mib bounds, per group.", nil, nil)
+	keysRefusedDesc = prometheus.NewDesc("floodgate_key_states_refused_total", "Checks that groups led here refused (in shadow mode: answered would-deny) because they hold --max-key-states key states or --max-state-mib.", nil, nil)
 	fastPendingDesc = prometheus.NewDesc("floodgate_fast_pending_cost", "Fast-mode cost answered by leaders here and not yet committed.", nil, nil)
 	clockOffsetDesc = prometheus.NewDesc("floodgate_clock_offset_seconds", "How far the other nodes' clocks are ahead of this node's (their median; negative: behind) at the last reading.", nil, nil)
 	clockHeldDesc   = prometheus.NewDesc("floodgate_clock_step_held_seconds", "How far this node's clock stepped (NTP, date) from the time its checks are stamped with, until a majority of the cluster reads the new time: 0 while the stamps follow the clock.", nil, nil)

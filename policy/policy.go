@@ -381,18 +381,19 @@ func (p *Policy) Record(states []*window.State, now, cost int64, outcome Outcome
 // stretch is the percentage the limits are evaluated at: 100, or more for
 // Soft, and for Elastic while there is room.
 // HeapBound is the most state i of p (Limits, then the reduced limit's)
-// can hold after a check of cost is counted on it: Limit.HeapBound of the
-// limit Record counts it at (a sliding log at the most it is read at).
-func (p *Policy) HeapBound(i int, s *window.State, cost int64) int {
+// can hold after a check of cost is counted on it at now or later:
+// Limit.HeapBound of the limit Record counts it at (a sliding log at the
+// most it is read at).
+func (p *Policy) HeapBound(i int, s *window.State, now, cost int64) int {
 	if i >= len(p.Limits) {
-		return p.Reduced.Limit.HeapBound(s, cost)
+		return p.Reduced.Limit.HeapBound(s, now, cost)
 	}
 	l := &p.Limits[i].Limit
 	if l.Algorithm == window.SlidingLog {
 		sl := scaled(l, p.stretch(true))
-		return sl.HeapBound(s, cost)
+		return sl.HeapBound(s, now, cost)
 	}
-	return l.HeapBound(s, cost)
+	return l.HeapBound(s, now, cost)
 }
 
 // HeapMax is the most state i of p can ever hold, whatever is counted on

@@ -56,11 +56,11 @@ func runPolicyEdited(t *testing.T, p *policy.Policy, reqs []policytest.Request, 
 		}
 		bounds := make([]int, len(st))
 		for j := range st {
-			bounds[j] = p.HeapBound(j, st[j], r.Cost)
+			bounds[j] = p.HeapBound(j, st[j], r.Time, r.Cost)
 		}
 		got := p.Evaluate(st, r.Time, r.Cost, r.Elastic)
 		for j := range st {
-			// What the FSM judges --max-state-bytes by, before a check.
+			// What the FSM judges --max-state-mib by, before a check.
 			if h := stateLimit(p, j).HeapBytes(st[j]); h > bounds[j] || h > p.HeapMax(j) && !edited {
 				t.Fatalf("policy %s\nhistory:\n%sstate %d holds %d bytes, HeapBound said %d, HeapMax %d", describe(p), hist.String(), j, h, bounds[j], p.HeapMax(j))
 			}

@@ -86,3 +86,58 @@ func TestRestoreBeyondMaxKeyStates(t *testing.T) {
 		t.Fatalf("a new key after the refused restores: %v", err)
 	}
 }
+
+// A restore whose states would hold more bytes than --max-state-mib is
+// refused alike, naming the flag: by itself before anything is written,
+// into a group holding others by the group's leader; one that fits
+// restores.
+func TestRestoreBeyondMaxStateBytes(t *testing.T) {
+	src := inproc.SlotCluster(t, 1, 64)[0]
+	ctx := context.Background()
+	// 80 KB a key: a sliding log of 10,000 timestamps.
+	lim := &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 10_000, WindowMs: time.Hour.Milliseconds()}
+	allow := func(from, to int) {
+		req := &pb.AllowBatchRequest{}
+		for k := from; k < to; k++ {
+			cost := int64(10_000)
+			req.Requests = append(req.Requests, &pb.AllowRequest{Key: fmt.Sprintf("big-%d", k), Limit: lim, Cost: &cost})
+		}
+		if _, err := src.Limiter().AllowBatch(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allow(0, 10)
+	low := saveBackup(t, src) // keys 0 to 9: about 800 KB
+	allow(10, 20)
+	all := saveBackup(t, src) // keys 0 to 19: about 1.6 MB
+
+	dst := inproc.ClusterOf(t, 1, func(c *cluster.Config) { c.Shards, c.Slots, c.MaxStateBytes = 0, 64, 1<<20 })[0]
+	_, err := restoreBackup(t, dst, all)
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "backup: group 0's states would hold") ||
+		!strings.Contains(err.Error(), "over --max-state-mib (1048576 bytes)") {
+		t.Fatalf("a backup of 1.6 MB of states into a group bounded to 1 MiB: %v", err)
+	}
+	if resp, err := restoreBackup(t, dst, low); err != nil || resp.Keys != 10 {
+		t.Fatalf("a restore of 800 KB into a group bounded to 1 MiB: %v, %v", resp, err)
+	}
+	b, err := backup.Parse(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := fsm.Splitter{GroupOf: func(key string) int {
+		k := 0
+		if _, err := fmt.Sscanf(key, "big-%d", &k); err == nil && k >= 10 {
+			return 0
+		}
+		return -1
+	}}
+	parts, _, err := sp.Split(b.States[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = restoreBackup(t, dst, writeBackup(t, nil, parts[0])) // keys 10 to 19
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "would make the group's states hold") ||
+		!strings.Contains(err.Error(), "over --max-state-mib (1048576 bytes)") {
+		t.Fatalf("800 KB more into a group holding 800 KB, bounded to 1 MiB: %v", err)
+	}
+}

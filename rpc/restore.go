@@ -197,31 +197,37 @@ func (a *AdminServer) planRestore(ctx context.Context, b *backup.Backup) (*resto
 }
 
 // checkRoom refuses a plan that gives a group more key states than
-// --max-key-states (this node's; each group's leader checks its own with
-// the states it holds, but only as each group is written). A backup of a
-// larger cluster restored into a smaller one is refused so before
-// anything is written.
+// --max-key-states, or states holding more bytes than --max-state-mib
+// (this node's; each group's leader checks its own with the states it
+// holds, but only as each group is written). A backup of a larger
+// cluster restored into a smaller one is refused so before anything is
+// written.
 func (a *AdminServer) checkRoom(plan *restorePlan) error {
-	most := a.node.Config().MaxKeyStates
-	if most <= 0 {
+	cfg := a.node.Config()
+	if cfg.MaxKeyStates <= 0 && cfg.MaxStateBytes <= 0 {
 		return nil
 	}
-	states := map[int]int{}
+	held := map[int]fsm.Room{}
 	for _, parts := range plan.parts {
 		for g, pieces := range parts {
 			for _, piece := range pieces {
-				n, err := fsm.CountStates(piece)
+				r, err := fsm.CountStates(piece)
 				if err != nil {
 					return fmt.Errorf("%w: backup: group %d's states: %w", ErrInvalid, g, err)
 				}
-				states[g] += n
+				h := held[g]
+				h.States, h.Bytes = h.States+r.States, h.Bytes+r.Bytes
+				held[g] = h
 			}
 		}
 	}
-	for _, g := range slices.Sorted(maps.Keys(states)) {
-		if states[g] > most {
+	for _, g := range slices.Sorted(maps.Keys(held)) {
+		if h := held[g]; cfg.MaxKeyStates > 0 && h.States > cfg.MaxKeyStates {
 			return fmt.Errorf("%w: backup: group %d would hold %d of its key states, over --max-key-states (%d): "+
-				"raise it on every node (0: no bound), or restore into a cluster of more groups", cluster.ErrFull, g, states[g], most)
+				"raise it on every node (0: no bound), or restore into a cluster of more groups", cluster.ErrFull, g, h.States, cfg.MaxKeyStates)
+		} else if cfg.MaxStateBytes > 0 && h.Bytes > cfg.MaxStateBytes {
+			return fmt.Errorf("%w: backup: group %d's states would hold %d bytes, over --max-state-mib (%d bytes): "+
+				"raise it on every node (0: no bound), or restore into a cluster of more groups", cluster.ErrFull, g, h.Bytes, cfg.MaxStateBytes)
 		}
 	}
 	return nil

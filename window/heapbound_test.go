@@ -12,7 +12,7 @@ import (
 // TestPropertyHeapBound: whatever a state holds and whenever a request
 // comes (times forwards, backwards, costs up to MaxLimit, checks between),
 // Record never leaves the state a buffer larger than HeapBound said before
-// it. The FSM refuses checks by that bound (--max-state-bytes), so a bound
+// it. The FSM refuses checks by that bound (--max-state-mib), so a bound
 // below the truth would let a flood of checks pass it.
 func TestPropertyHeapBound(t *testing.T) {
 	for i, a := range []window.Algorithm{window.SlidingLog, window.SlidingCounter, window.SlidingCounterWeighted,
@@ -37,7 +37,10 @@ func TestPropertyHeapBound(t *testing.T) {
 					if rng.IntN(3) == 0 {
 						l.Check(&s, now, c) // a check alone may shrink, never grow
 					}
-					bound := l.HeapBound(&s, c)
+					bound := l.HeapBound(&s, now, c)
+					if rng.IntN(4) == 0 { // recorded later than judged
+						now += windowtest.Step(rng, &l, now)
+					}
 					l.Record(&s, now, c)
 					if got := l.HeapBytes(&s); got > bound {
 						t.Fatalf("limit %+v, op %d, cost %d: HeapBytes %d after Record, HeapBound said %d", l, op, c, got, bound)
@@ -56,7 +59,7 @@ func TestHeapBoundCoversTheAllocator(t *testing.T) {
 	l := window.Limit{Algorithm: window.SlidingLog, Limit: window.MaxLogLength, Window: 1e9}
 	for size := 1; size <= 40_000; size++ {
 		got := 8 * cap(slices.Grow([]int64(nil), size))
-		if bound := l.HeapBound(&window.State{}, int64(size)); got > bound {
+		if bound := l.HeapBound(&window.State{}, 0, int64(size)); got > bound {
 			t.Fatalf("%d timestamps: the allocator gives %d bytes, HeapBound says %d", size, got, bound)
 		}
 	}

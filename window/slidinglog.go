@@ -194,13 +194,19 @@ func logHeapBytes(_ *Limit, s *State) int {
 	return 8 * len(loadLog(s).buf)
 }
 
-// logHeapBound is the ring logRecord may leave: the one s has when the
-// cost fits in it, else the one grow makes for it, as the allocator may
-// round it up. Timestamps that age out first only make it smaller.
-func logHeapBound(l *Limit, s *State, cost int64) int {
+// logHeapBound is the ring logRecord may leave at now or later: the one
+// s has when the cost fits in it beside the timestamps still in the
+// window at now (those aged out by then are dropped first, and more age
+// out later), else the one grow makes for it, as the allocator may round
+// it up.
+func logHeapBound(l *Limit, s *State, now, cost int64) int {
 	r := loadLog(s)
+	held := r.n
+	if r.n > 0 {
+		held -= r.aged(max(now, r.at(r.n-1)) - l.Window)
+	}
 	limit := int(l.Limit)
-	need := min(r.n+int(min(max(cost, 0), l.Limit)), limit)
+	need := min(held+int(min(max(cost, 0), l.Limit)), limit)
 	if need <= len(r.buf) {
 		return 8 * len(r.buf)
 	}

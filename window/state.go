@@ -103,13 +103,14 @@ func (l *Limit) HeapBytes(s *State) int {
 	return 0
 }
 
-// HeapBound is the most HeapBytes(s) can be after Record(s, now, cost), at
-// any now: what a check may make a state hold, judged before it is made
-// (the FSM bounds a group's bytes with it). s is not changed.
-func (l *Limit) HeapBound(s *State, cost int64) int {
+// HeapBound is the most HeapBytes(s) can be after Record(s, t, cost), at
+// any t at or after now: what a check may make a state hold, judged
+// before it is made (the FSM bounds a group's bytes with it). s is not
+// changed.
+func (l *Limit) HeapBound(s *State, now, cost int64) int {
 	switch l.Algorithm {
 	case SlidingLog:
-		return logHeapBound(l, s, cost)
+		return logHeapBound(l, s, now, cost)
 	case SlidingCounter, SlidingCounterWeighted:
 		return 8 * shapeOf(l).words()
 	}
