@@ -45,6 +45,10 @@ const (
 	// by their callers (inline sliding logs near --max-log-length: 80 KB
 	// each) are refused before they run every replica out of memory.
 	DefaultMaxStateBytes = 1 << 30
+	// DefaultRaftLogBytes is --raft-log-mib's default: the bytes of Raft
+	// log a group keeps, or as many as its states hold if more
+	// (retention.go).
+	DefaultRaftLogBytes = 64 << 20
 	// minMaxClockOffset is the least --max-clock-offset (other than 0).
 	minMaxClockOffset = 50 * time.Millisecond
 	// DefaultMaxSyncDuration is --max-sync-duration's default: far past
@@ -146,6 +150,12 @@ type Config struct {
 	// number: a check that could make them hold more is refused (ErrFull).
 	// 0: no bound.
 	MaxStateBytes int64
+	// RaftLogBytes is the bytes of Raft log a shard group keeps before
+	// it snapshots (or as many as its states hold, if more), and about
+	// half that after a snapshot: raft's counts of entries follow the
+	// entries' size (retention.go). 0: raft's counts alone (4,096
+	// entries between snapshots, 2,048 kept).
+	RaftLogBytes int64
 	// MaxLogLength is the longest sliding log this node keeps
 	// (--max-log-length; 0: window.DefaultMaxLogLength). Members tell
 	// theirs: a stored policy must fit every member's (MaxLogLength).
@@ -313,6 +323,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxLogLength < 1 || c.MaxLogLength > window.MaxLogLength {
 		return fmt.Errorf("%w: max-log-length: must be between 1 and %d, got %d", ErrConfig, window.MaxLogLength, c.MaxLogLength)
+	}
+	if c.RaftLogBytes < 0 {
+		return fmt.Errorf("%w: raft-log-mib: must be 0 (entries only) or more, got %d bytes", ErrConfig, c.RaftLogBytes)
 	}
 	if c.MaxStateBytes < 0 {
 		return fmt.Errorf("%w: max-state-mib: must be 0 (no bound) or more, got %d bytes", ErrConfig, c.MaxStateBytes)

@@ -19,6 +19,10 @@ func (n *Node) Gauges() metrics.NodeGauges {
 	n.mu.RUnlock()
 	for _, r := range reps {
 		g.Replicas++
+		if log, ok := r.group.store.state.(sizedLog); ok {
+			_, b := log.Size()
+			g.LogBytes += b
+		}
 		switch r.group.raft.State() {
 		case raft.Leader:
 			g.Leading++

@@ -3,7 +3,6 @@ package cluster
 import (
 	"testing"
 	"testing/synctest"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
@@ -22,15 +21,7 @@ func TestLeaderChangeCountsOnce(t *testing.T) {
 		before := counted(t, counter)
 		const moves = 3
 		for range moves {
-			old := g.leader()
-			if err := g.rafts[old].LeadershipTransfer().Error(); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(50 * time.Millisecond)
-			synctest.Wait()
-			if g.leader() == old {
-				t.Fatal("leadership did not move")
-			}
+			moveLeader(t, g)
 		}
 		if got := counted(t, counter) - before; got != moves {
 			t.Fatalf("%d leader changes counted %v times over the group's replicas, want %d", moves, got, moves)

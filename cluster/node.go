@@ -252,10 +252,11 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 		return nil, fmt.Errorf("%w: gossip-addr: %w", ErrConfig, err)
 	}
 	ok = true
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go n.reconcileLoop()
-	go n.shareRates()
+	go n.every(rateShare, n.shareRates)
 	go n.watchClock()
+	go n.every(retainEvery, n.retainAll)
 	return n, nil
 }
 

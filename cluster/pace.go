@@ -163,11 +163,35 @@ func watchSlack(hb time.Duration) time.Duration {
 // raised a microsecond and put back. Raft itself then decides: it calls an
 // election only if it has heard nothing for a whole timeout.
 func (p *pacer) poke() {
-	up := p.follower
+	p.mu.Lock()
+	follower := p.follower
+	p.mu.Unlock()
+	up := follower
 	up.HeartbeatTimeout += time.Microsecond
 	up.ElectionTimeout = max(up.ElectionTimeout, up.HeartbeatTimeout)
 	if p.r.ReloadConfig(up) == nil {
-		_ = p.r.ReloadConfig(p.follower)
+		_ = p.r.ReloadConfig(follower)
+	}
+}
+
+// retain sets the group's log retention (raft's TrailingLogs and
+// SnapshotThreshold, retention.go) in both its timings, and runs it at
+// once. Safe to call on a nil pacer (it does nothing).
+func (p *pacer) retain(trailing, threshold uint64) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.follower.TrailingLogs == trailing && p.follower.SnapshotThreshold == threshold {
+		return
+	}
+	p.follower.TrailingLogs, p.follower.SnapshotThreshold = trailing, threshold
+	p.leader.TrailingLogs, p.leader.SnapshotThreshold = trailing, threshold
+	rc := p.current
+	rc.TrailingLogs, rc.SnapshotThreshold = trailing, threshold
+	if p.r.ReloadConfig(rc) == nil {
+		p.current = rc
 	}
 }
 

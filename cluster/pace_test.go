@@ -34,6 +34,21 @@ func closePaced(g *memGroup, ps []*pacer) {
 	g.close()
 }
 
+// moveLeader hands g's leadership to another replica, and waits (on fake
+// time) until it has moved.
+func moveLeader(t *testing.T, g *memGroup) {
+	t.Helper()
+	old := g.leader()
+	if err := g.rafts[old].LeadershipTransfer().Error(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	synctest.Wait()
+	if g.leader() == old {
+		t.Fatal("leadership did not move")
+	}
+}
+
 // wantTiming checks every replica runs the timing of its role.
 func wantTiming(t *testing.T, g *memGroup) {
 	t.Helper()
@@ -55,15 +70,7 @@ func TestPacerGivesTheLeaderItsOwnTiming(t *testing.T) {
 		defer closePaced(g, ps)
 		wantTiming(t, g)
 		for range 3 { // leadership moves: the timing follows it
-			old := g.leader()
-			if err := g.rafts[old].LeadershipTransfer().Error(); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(50 * time.Millisecond)
-			synctest.Wait()
-			if g.leader() == old {
-				t.Fatal("leadership did not move")
-			}
+			moveLeader(t, g)
 			wantTiming(t, g)
 		}
 	})

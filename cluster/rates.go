@@ -136,19 +136,25 @@ func (r *rates) message(node string, now time.Time) []byte {
 	return b
 }
 
-// shareRates gossips this node's elastic rates once a second.
+// shareRates gossips this node's elastic rates (every rateShare).
 func (n *Node) shareRates() {
+	if msg := n.rates.message(n.cfg.NodeID, time.Now()); msg != nil {
+		n.gossip.send(msg)
+	}
+}
+
+// every calls fn every d until the node stops: one of the node's loops
+// (n.wg).
+func (n *Node) every(d time.Duration, fn func()) {
 	defer n.wg.Done()
-	t := time.NewTicker(rateShare)
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-n.stop:
 			return
 		case <-t.C:
-			if msg := n.rates.message(n.cfg.NodeID, time.Now()); msg != nil {
-				n.gossip.send(msg)
-			}
+			fn()
 		}
 	}
 }

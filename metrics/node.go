@@ -14,6 +14,7 @@ type NodeGauges struct {
 	MetaLeader  bool           // this node leads the meta group
 	Keys        int64          // key states held by the groups led here
 	KeyBytes    int64          // what those states hold, in bytes (--max-state-mib)
+	LogBytes    int64          // the entries the shard replicas here keep in the Raft log, in bytes (--raft-log-mib)
 	KeysRefused int64          // checks refused for want of room for new key states, since start
 	FastPending int64          // fast-mode cost answered, not yet committed
 	Members     map[string]int // cluster members by health, as gossip sees them
@@ -28,6 +29,7 @@ var (
 	metaLeaderDesc  = prometheus.NewDesc("floodgate_meta_leader", "1 when this node leads the meta group.", nil, nil)
 	keysDesc        = prometheus.NewDesc("floodgate_keys", "Key states held by the shard groups this node leads.", nil, nil)
 	keyBytesDesc    = prometheus.NewDesc("floodgate_key_state_bytes", "Bytes the key states of the shard groups this node leads hold (records, keys, sliding logs' and counters' buffers): what --max-state-mib bounds, per group.", nil, nil)
+	logBytesDesc    = prometheus.NewDesc("floodgate_raft_log_bytes", "Bytes of the entries the shard replicas on this node keep in the Raft log (each group about --raft-log-mib, or its states' size if more).", nil, nil)
 	keysRefusedDesc = prometheus.NewDesc("floodgate_key_states_refused_total", "Checks that groups led here refused (in shadow mode: answered would-deny) because they hold --max-key-states key states or --max-state-mib.", nil, nil)
 	fastPendingDesc = prometheus.NewDesc("floodgate_fast_pending_cost", "Fast-mode cost answered by leaders here and not yet committed.", nil, nil)
 	clockOffsetDesc = prometheus.NewDesc("floodgate_clock_offset_seconds", "How far the other nodes' clocks are ahead of this node's (their median; negative: behind) at the last reading.", nil, nil)
@@ -46,7 +48,7 @@ func RegisterNode(read func() NodeGauges) error {
 
 // Describe implements prometheus.Collector.
 func (nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{replicasDesc, leadingDesc, leaderlessDesc, metaLeaderDesc, keysDesc, keyBytesDesc, keysRefusedDesc, fastPendingDesc, clockOffsetDesc, clockHeldDesc, membersDesc} {
+	for _, d := range []*prometheus.Desc{replicasDesc, leadingDesc, leaderlessDesc, metaLeaderDesc, keysDesc, keyBytesDesc, logBytesDesc, keysRefusedDesc, fastPendingDesc, clockOffsetDesc, clockHeldDesc, membersDesc} {
 		ch <- d
 	}
 }
@@ -60,7 +62,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for d, v := range map[*prometheus.Desc]float64{
 		replicasDesc: float64(g.Replicas), leadingDesc: float64(g.Leading), leaderlessDesc: float64(g.Leaderless),
-		metaLeaderDesc: meta, keysDesc: float64(g.Keys), keyBytesDesc: float64(g.KeyBytes), fastPendingDesc: float64(g.FastPending),
+		metaLeaderDesc: meta, keysDesc: float64(g.Keys), keyBytesDesc: float64(g.KeyBytes), logBytesDesc: float64(g.LogBytes), fastPendingDesc: float64(g.FastPending),
 		clockHeldDesc: g.ClockHeld.Seconds(),
 	} {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)

@@ -49,6 +49,19 @@ func (g *Group) FirstIndex() (uint64, error) {
 	return st.firstIndex(), nil
 }
 
+// Size is how many entries the group's log holds, and their bytes (the
+// entries as raft gave them, encoded): what a group's log retention is
+// judged by.
+func (g *Group) Size() (entries int, bytes int64) {
+	g.s.mu.RLock()
+	defer g.s.mu.RUnlock()
+	st, _ := g.state()
+	if st == nil {
+		return 0, 0
+	}
+	return len(st.locs), st.bytes
+}
+
 // LastIndex returns the last index in the log, 0 when it is empty.
 func (g *Group) LastIndex() (uint64, error) {
 	g.s.mu.RLock()

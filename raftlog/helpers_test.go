@@ -107,6 +107,13 @@ func checkGroup(t testing.TB, g *Group, m *model) {
 	if err != nil || li != m.last() {
 		t.Fatalf("%s: LastIndex = %d, %v; want %d", g.name, li, err, m.last())
 	}
+	var bytes int64
+	for _, l := range m.logs {
+		bytes += int64(len(appendEntry(nil, l)))
+	}
+	if n, b := g.Size(); n != len(m.logs) || b != bytes {
+		t.Fatalf("%s: Size = %d entries of %d bytes; want %d of %d", g.name, n, b, len(m.logs), bytes)
+	}
 	for i, want := range m.logs {
 		var got raft.Log
 		if err := g.GetLog(m.first+uint64(i), &got); err != nil || !sameLog(&got, want) {

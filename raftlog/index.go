@@ -15,6 +15,7 @@ type loc struct{ seg, off, n uint32 }
 type groupState struct {
 	first uint64 // index of locs[0], when there is one
 	locs  []loc  // dense: entry first+i is locs[i]
+	bytes int64  // the entries' bytes: the sum of locs' n
 	kv    map[string][]byte
 }
 
@@ -56,6 +57,7 @@ func (g *groupState) appendLocs(first uint64, ls []loc) error {
 	if err := g.checkAppend(first, len(ls)); err != nil {
 		return err
 	}
+	g.bytes += spanBytes(ls)
 	if len(g.locs) == 0 {
 		g.first = first
 		g.locs = append(make([]loc, 0, max(len(ls), 64)), ls...)
@@ -63,6 +65,15 @@ func (g *groupState) appendLocs(first uint64, ls []loc) error {
 	}
 	g.locs = append(g.locs, ls...)
 	return nil
+}
+
+// spanBytes is the sum of ls' entry sizes.
+func spanBytes(ls []loc) int64 {
+	var n int64
+	for _, l := range ls {
+		n += int64(l.n)
+	}
+	return n
 }
 
 // checkDelete says whether [min, max] removes a head or a tail (all raft
@@ -84,8 +95,9 @@ func (g *groupState) deleteRange(min, max uint64) error {
 	switch {
 	case min > max || last == 0 || max < first || min > last:
 	case min <= first && max >= last:
-		g.locs = nil
+		g.locs, g.bytes = nil, 0
 	case min <= first:
+		g.bytes -= spanBytes(g.locs[:max-first+1])
 		g.locs = g.locs[max-first+1:]
 		g.first = max + 1
 		// The head's slots stay allocated until append reallocates;
@@ -94,6 +106,7 @@ func (g *groupState) deleteRange(min, max uint64) error {
 			g.locs = append(make([]loc, 0, 2*len(g.locs)), g.locs...)
 		}
 	default:
+		g.bytes -= spanBytes(g.locs[min-first:])
 		g.locs = g.locs[:min-first]
 	}
 	return nil
@@ -102,7 +115,7 @@ func (g *groupState) deleteRange(min, max uint64) error {
 // reset replaces the whole log (a GC rewrite: same entries, new places).
 func (g *groupState) reset(first uint64, ls []loc) {
 	g.first = first
-	g.locs = ls
+	g.locs, g.bytes = ls, spanBytes(ls)
 }
 
 // firstSeg is the oldest segment the group still needs, or 0 for none.

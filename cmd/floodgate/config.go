@@ -97,6 +97,7 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 		maxSync     = durationFlag(fs, "max-sync-duration", cluster.DefaultMaxSyncDuration, "how long a write or fsync of the Raft log may hang before the node stops (exit 1) so that its groups fail over: a leader whose disk hangs keeps its followers from electing another; 0: not watched, else at least 1s")
 		fastMax     = fs.Int64("fast-max-pending", 1000, "cost of fast checks a shard leader may answer before their batch is replicated (a failover may lose up to twice this)")
 		maxStates   = fs.Int("max-key-states", cluster.DefaultMaxKeyStates, "the most key states (one per key and limit) a group holds: checks that would add more are refused (ResourceExhausted; HTTP 429 with error RESOURCE_EXHAUSTED) until old ones expire, so a flood of new keys cannot run the cluster out of memory (--max-state-mib bounds their bytes); 0: no bound")
+		raftLogMiB  = fs.Int("raft-log-mib", cluster.DefaultRaftLogBytes>>20, "MiB of Raft log a group keeps before it snapshots, or as many as its states hold if more (about half is kept after a snapshot): raft counts entries, and entries of long keys are large; 0: raft's counts alone (4,096 entries between snapshots, 2,048 kept)")
 		maxStateMiB = fs.Int("max-state-mib", cluster.DefaultMaxStateBytes>>20, "MiB a group's key states may hold on each replica (records, keys, sliding logs' timestamps, counters' buckets): checks that could make them hold more are refused as --max-key-states refuses (README Memory); 0: no bound")
 		logLevel    = fs.String("log-level", "info", "debug, info, warn or error")
 		logFormat   = fs.String("log-format", "text", "text or json")
@@ -198,6 +199,9 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 	if !(*sample >= 0 && *sample <= 1) { // NaN too
 		return nil, fmt.Errorf("trace-sample: must be between 0 and 1, got %v", *sample)
 	}
+	if *raftLogMiB < 0 || *raftLogMiB > 1<<20 {
+		return nil, fmt.Errorf("raft-log-mib: must be between 0 and %d, got %d", 1<<20, *raftLogMiB)
+	}
 	if *maxStateMiB < 0 || *maxStateMiB > 1<<24 {
 		return nil, fmt.Errorf("max-state-mib: must be between 0 (no bound) and %d, got %d", 1<<24, *maxStateMiB)
 	}
@@ -269,7 +273,7 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 			Slots: creation("slots", *slots), GroupsPerNode: creation("groups-per-node", *perNode),
 			Fsync: *fsync, RaftTransport: *raftTrans, DeadAfter: *deadAfter, HeartbeatTimeout: *heartbeat, ElectionTimeout: *election,
 			LeaderLeaseTimeout: *lease, FastFlushInterval: *fastFlush, FastMaxPending: *fastMax, MaxClockOffset: *maxOffset, MaxKeyStates: *maxStates,
-			MaxStateBytes: int64(*maxStateMiB) << 20, MaxSyncDuration: *maxSync, MaxLogLength: *maxLog,
+			MaxStateBytes: int64(*maxStateMiB) << 20, RaftLogBytes: int64(*raftLogMiB) << 20, MaxSyncDuration: *maxSync, MaxLogLength: *maxLog,
 		},
 		rpc:        rpc.Config{MaxLogLength: *maxLog, LeaderWait: *leaderWait},
 		httpAddr:   *httpAddr,

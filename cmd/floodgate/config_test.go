@@ -90,6 +90,7 @@ func TestOptionsErrorsNameTheSetting(t *testing.T) {
 		{[]string{"--max-log-length", "0"}, nil, "max-log-length: must be between 1 and 1000000"},
 		{[]string{"--max-log-length", "1000001"}, nil, "max-log-length: must be between 1 and 1000000"},
 		{[]string{"--gc-headroom-mib", "-1"}, nil, "gc-headroom-mib: must be between 0 and 1048576"},
+		{[]string{"--raft-log-mib", "-1"}, nil, "raft-log-mib: must be between 0 and 1048576, got -1"},
 		{[]string{"--max-state-mib", "-1"}, nil, "max-state-mib: must be between 0 (no bound) and 16777216, got -1"},
 		{[]string{"--max-state-mib", "16777217"}, nil, "max-state-mib: must be between 0 (no bound) and 16777216"},
 		{[]string{"--leader-wait", "-1s"}, nil, "leader-wait: must be between 100ms and 1m0s, got -1s"},
@@ -124,7 +125,7 @@ func TestDefaults(t *testing.T) {
 	eff := o.cluster.WithDefaults()
 	if eff.DataDir != "./floodgate-data" || eff.GRPCAddr != "127.0.0.1:7700" || len(eff.Join) != 0 ||
 		eff.Slots != 4096 || eff.GroupsPerNode != 1 || eff.Shards != 0 || eff.Replicas != 3 || eff.Fsync != "batch" ||
-		eff.MaxKeyStates != 2_000_000 || eff.MaxStateBytes != 1<<30 {
+		eff.MaxKeyStates != 2_000_000 || eff.MaxStateBytes != 1<<30 || eff.RaftLogBytes != 64<<20 {
 		t.Fatalf("defaults %+v", eff)
 	}
 	// Creation settings not given stay zero, so that only given ones are
@@ -261,7 +262,7 @@ func TestZeroIsNotASetting(t *testing.T) {
 		}
 	}
 	// Where 0 means something, it stays allowed.
-	for _, args := range [][]string{{"--shards", "0"}, {"--max-key-states", "0"}, {"--max-state-mib", "0"}, {"--gc-headroom-mib", "0"}, {"--max-clock-offset", "0s"},
+	for _, args := range [][]string{{"--shards", "0"}, {"--max-key-states", "0"}, {"--max-state-mib", "0"}, {"--raft-log-mib", "0"}, {"--gc-headroom-mib", "0"}, {"--max-clock-offset", "0s"},
 		{"--max-sync-duration", "0s"}, {"--grpc-addr", "127.0.0.1:0", "--raft-addr", "127.0.0.1:0"}} {
 		if _, err := parseOptions(append(args, "--data-dir", t.TempDir()), noEnv, io.Discard); err != nil {
 			t.Errorf("%v: %v", args, err)
