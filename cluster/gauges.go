@@ -19,8 +19,8 @@ func (n *Node) Gauges() metrics.NodeGauges {
 	n.mu.RUnlock()
 	for _, r := range reps {
 		g.Replicas++
-		if log, ok := r.group.store.state.(sizedLog); ok {
-			_, b := log.Size()
+		if rt := r.group.keep; rt != nil {
+			_, b := rt.log.Size()
 			g.LogBytes += b
 		}
 		switch r.group.raft.State() {

@@ -28,6 +28,7 @@ type Group struct {
 	store    *groupStore
 	trans    groupTransport
 	pace     *pacer
+	keep     *retainer      // its log retention by bytes; nil without a shared log
 	wal      *raftlog.Store // the node's shared log, holding this group's
 }
 
@@ -105,8 +106,12 @@ func openGroup(o groupOptions) (*Group, error) {
 		// waits for it.
 		w.Await(func() bool { return r.State() == raft.Leader })
 	}
-	return &Group{name: o.name, dir: o.dir, openedAt: time.Now(), raft: r, store: store, trans: trans, wal: o.wal,
-		pace: startPacer(r, raft.ServerID(o.nodeID), groupKind(o.name), followerTiming(rc), o.grid, o.onLeader)}, nil
+	g := &Group{name: o.name, dir: o.dir, openedAt: time.Now(), raft: r, store: store, trans: trans, wal: o.wal,
+		pace: startPacer(r, raft.ServerID(o.nodeID), groupKind(o.name), followerTiming(rc), o.grid, o.onLeader)}
+	if log, ok := store.state.(sizedLog); ok {
+		g.keep = &retainer{raft: r, pace: g.pace, log: log}
+	}
+	return g, nil
 }
 
 // groupKind is the metrics label of a group: meta, or shard.
@@ -224,6 +229,9 @@ func (g *Group) close(handOff bool) error {
 		_ = g.transferLeadership(context.Background(), nil)
 	}
 	err := g.raft.Shutdown().Error()
+	if g.keep != nil {
+		g.keep.wg.Wait() // a snapshot asked for is refused once raft is down
+	}
 	g.pace.close()
 	if cerr := g.trans.Close(); err == nil {
 		err = cerr

@@ -162,15 +162,18 @@ func watchSlack(hb time.Duration) time.Duration {
 // again at once when its heartbeat timeout shrinks, so the timeout is
 // raised a microsecond and put back. Raft itself then decides: it calls an
 // election only if it has heard nothing for a whole timeout.
+//
+// Both reloads are made under p.mu: a retain between them would have
+// been undone by the second, raft left on the old counts while the pacer
+// believed it ran the new.
 func (p *pacer) poke() {
 	p.mu.Lock()
-	follower := p.follower
-	p.mu.Unlock()
-	up := follower
+	defer p.mu.Unlock()
+	up := p.follower
 	up.HeartbeatTimeout += time.Microsecond
 	up.ElectionTimeout = max(up.ElectionTimeout, up.HeartbeatTimeout)
 	if p.r.ReloadConfig(up) == nil {
-		_ = p.r.ReloadConfig(follower)
+		_ = p.r.ReloadConfig(p.follower)
 	}
 }
 

@@ -1,8 +1,9 @@
 package cluster
 
 import (
-	"errors"
 	"math/bits"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -26,8 +27,8 @@ const (
 	// the bytes may bring them to: a follower a few entries behind still
 	// catches up from the log, not by a whole snapshot, and snapshots
 	// stay a few entries apart.
-	maxTrailing, minTrailing   = 2048, 8
-	maxThreshold, minThreshold = 4096, 16
+	maxTrailing, minTrailing   = 2048, 16
+	maxThreshold, minThreshold = 4096, 32
 )
 
 // retention is a group's plan: raft's TrailingLogs and SnapshotThreshold,
@@ -45,10 +46,12 @@ type retention struct {
 // save): its entries since a snapshot up to that, and half of it kept
 // after one, in counts from the entries' mean size, as powers of two so
 // that a plan changes only when the size does by half or double. A log
-// past one and a half times that is snapshotted now: raft looks at its
-// count only every SnapshotInterval (20 to 40 s), in which a busy group
-// writes far more, and never while the group is idle (after a burst).
-// budget <= 0: raft's counts, as releases before.
+// past one and a half times that is snapshotted now, if the compaction
+// after it would free half of it at least (a log of a few huge entries is
+// what trailing keeps: snapshotting it again would free nothing): raft
+// looks at its count only every SnapshotInterval (20 to 40 s), in which a
+// busy group writes far more, and never while the group is idle (after a
+// burst). budget <= 0: raft's counts, as releases before.
 func planRetention(budget, stateBytes, logBytes int64, entries int) retention {
 	plan := retention{trailing: maxTrailing, threshold: maxThreshold}
 	if budget <= 0 || entries == 0 || logBytes <= 0 {
@@ -58,7 +61,8 @@ func planRetention(budget, stateBytes, logBytes int64, entries int) retention {
 	mean := max(logBytes/int64(entries), 1)
 	plan.threshold = floorPow2(clamp(b/mean, minThreshold, maxThreshold))
 	plan.trailing = floorPow2(clamp(b/2/mean, minTrailing, maxTrailing))
-	plan.snapshot = logBytes > b+b/2
+	kept := min(int64(plan.trailing), int64(entries)) * mean
+	plan.snapshot = logBytes > b+b/2 && logBytes-kept >= b/2
 	return plan
 }
 
@@ -72,34 +76,57 @@ type sizedLog interface {
 	Size() (entries int, bytes int64)
 }
 
+// retainer runs one group's retention (Group.retain).
+type retainer struct {
+	raft *raft.Raft
+	pace *pacer
+	log  sizedLog
+	// busy is set while a snapshot it asked for runs: raft takes one at
+	// a time and makes a caller of Snapshot wait for the one under way
+	// (its own, every 20 to 40 s, included), so the call is made in the
+	// background, and one at a time.
+	busy atomic.Bool
+	// at is the index the group had applied when its last snapshot was
+	// asked for: raft takes another at the same index if asked (it
+	// refuses only an empty log), so nothing is asked before the group
+	// applied more.
+	at atomic.Uint64
+	wg sync.WaitGroup // the snapshot asked for, if one runs
+}
+
+// step applies the plan for a group whose states hold stateBytes, under
+// budget; stop closed: nothing more is started (the node is stopping).
+func (rt *retainer) step(budget, stateBytes int64, stop <-chan struct{}) {
+	entries, bytes := rt.log.Size()
+	plan := planRetention(budget, stateBytes, bytes, entries)
+	rt.pace.retain(plan.trailing, plan.threshold)
+	applied := rt.raft.AppliedIndex()
+	if !plan.snapshot || applied <= rt.at.Load() || !rt.busy.CompareAndSwap(false, true) {
+		return
+	}
+	select {
+	case <-stop:
+		rt.busy.Store(false)
+		return
+	default:
+	}
+	rt.at.Store(applied)
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		defer rt.busy.Store(false)
+		_ = rt.raft.Snapshot().Error() // refused once raft shuts down
+	}()
+}
+
 // retainAll applies each local shard group's plan (every retainEvery).
 func (n *Node) retainAll() {
 	if n.cfg.RaftLogBytes <= 0 {
 		return
 	}
 	for _, r := range n.replicas() {
-		n.retain(r)
-	}
-}
-
-// retain applies r's plan: raft's counts through the pacer (which holds
-// the group's reloadable configuration), and a snapshot when due. The
-// snapshot runs in the background; raft refuses one while another runs,
-// and one with nothing new since the last.
-func (n *Node) retain(r *replica) {
-	log, ok := r.group.store.state.(sizedLog)
-	if !ok {
-		return
-	}
-	entries, bytes := log.Size()
-	plan := planRetention(n.cfg.RaftLogBytes, r.fsm.Stats().Bytes, bytes, entries)
-	r.group.pace.retain(plan.trailing, plan.threshold)
-	if plan.snapshot {
-		f := r.group.raft.Snapshot()
-		go func() {
-			if err := f.Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
-				n.log.Debug("snapshot for log retention", "group", r.group.name, "err", err)
-			}
-		}()
+		if rt := r.group.keep; rt != nil {
+			rt.step(n.cfg.RaftLogBytes, r.fsm.Stats().Bytes, n.stop)
+		}
 	}
 }
