@@ -230,7 +230,7 @@ func (g *Group) close(handOff bool) error {
 	}
 	err := g.raft.Shutdown().Error()
 	if g.keep != nil {
-		g.keep.wg.Wait() // a snapshot asked for is refused once raft is down
+		g.keep.close() // a snapshot asked for is refused once raft is down
 	}
 	g.pace.close()
 	if cerr := g.trans.Close(); err == nil {

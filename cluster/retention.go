@@ -91,7 +91,20 @@ type retainer struct {
 	// refuses only an empty log), so nothing is asked before the group
 	// applied more.
 	at atomic.Uint64
-	wg sync.WaitGroup // the snapshot asked for, if one runs
+	// mu orders a snapshot's start against close: none starts once the
+	// group is closing, so wg is never added to while close waits on it.
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup // the snapshot asked for, if one runs
+}
+
+// close waits for the snapshot asked for, if one runs (raft refuses it
+// once shut down), and starts no other.
+func (rt *retainer) close() {
+	rt.mu.Lock()
+	rt.closed = true
+	rt.mu.Unlock()
+	rt.wg.Wait()
 }
 
 // step applies the plan for a group whose states hold stateBytes, under
@@ -104,11 +117,17 @@ func (rt *retainer) step(budget, stateBytes int64, stop <-chan struct{}) {
 	if !plan.snapshot || applied <= rt.at.Load() || !rt.busy.CompareAndSwap(false, true) {
 		return
 	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
 	select {
 	case <-stop:
 		rt.busy.Store(false)
 		return
 	default:
+	}
+	if rt.closed {
+		rt.busy.Store(false)
+		return
 	}
 	rt.at.Store(applied)
 	rt.wg.Add(1)

@@ -102,8 +102,8 @@ func (f *fakeLog) Size() (int, int64) { return f.entries, f.bytes }
 // A group whose log is due for a snapshot gets one, and no other until it
 // has applied more: raft takes another at the same index when asked, so
 // an idle group whose log cannot shrink (its trailing entries are huge)
-// wrote its whole state every 5 s. A retainer of a stopping node asks for
-// none.
+// wrote its whole state every 5 s. A retainer of a stopping node, or of
+// a closing group, asks for none.
 func TestRetainerSnapshotsOncePerApplied(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rc := raft.DefaultConfig()
@@ -163,6 +163,12 @@ func TestRetainerSnapshotsOncePerApplied(t *testing.T) {
 		step()
 		if got := f.snaps.Load(); got != 2 {
 			t.Fatalf("%d snapshots asked by a stopping node, want 2", got)
+		}
+		stop = make(chan struct{})
+		rt.close()
+		step()
+		if got := f.snaps.Load(); got != 2 {
+			t.Fatalf("%d snapshots asked of a closing group, want 2", got)
 		}
 	})
 }
