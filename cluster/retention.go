@@ -3,7 +3,6 @@ package cluster
 import (
 	"math/bits"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -81,19 +80,20 @@ type retainer struct {
 	raft *raft.Raft
 	pace *pacer
 	log  sizedLog
-	// busy is set while a snapshot it asked for runs: raft takes one at
-	// a time and makes a caller of Snapshot wait for the one under way
+
+	mu sync.Mutex
+	// running is set while a snapshot it asked for runs: raft takes one
+	// at a time and makes a caller of Snapshot wait for the one under way
 	// (its own, every 20 to 40 s, included), so the call is made in the
 	// background, and one at a time.
-	busy atomic.Bool
+	running bool
 	// at is the index the group had applied when its last snapshot was
 	// asked for: raft takes another at the same index if asked (it
 	// refuses only an empty log), so nothing is asked before the group
 	// applied more.
-	at atomic.Uint64
-	// mu orders a snapshot's start against close: none starts once the
-	// group is closing, so wg is never added to while close waits on it.
-	mu     sync.Mutex
+	at uint64
+	// closed: the group is closing, and no snapshot starts (so wg is
+	// never added to while close waits on it).
 	closed bool
 	wg     sync.WaitGroup // the snapshot asked for, if one runs
 }
@@ -113,28 +113,28 @@ func (rt *retainer) step(budget, stateBytes int64, stop <-chan struct{}) {
 	entries, bytes := rt.log.Size()
 	plan := planRetention(budget, stateBytes, bytes, entries)
 	rt.pace.retain(plan.trailing, plan.threshold)
-	applied := rt.raft.AppliedIndex()
-	if !plan.snapshot || applied <= rt.at.Load() || !rt.busy.CompareAndSwap(false, true) {
+	if !plan.snapshot {
 		return
 	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
 	select {
 	case <-stop:
-		rt.busy.Store(false)
 		return
 	default:
 	}
-	if rt.closed {
-		rt.busy.Store(false)
+	applied := rt.raft.AppliedIndex()
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.closed || rt.running || applied <= rt.at {
 		return
 	}
-	rt.at.Store(applied)
+	rt.running, rt.at = true, applied
 	rt.wg.Add(1)
 	go func() {
 		defer rt.wg.Done()
-		defer rt.busy.Store(false)
 		_ = rt.raft.Snapshot().Error() // refused once raft shuts down
+		rt.mu.Lock()
+		rt.running = false
+		rt.mu.Unlock()
 	}()
 }
 

@@ -72,7 +72,7 @@ func (s *Shard) applyRestore(body []byte) error {
 		}
 	}
 	tab.each(func(r *record) {
-		s.tab.put([]byte(r.id), r.st)
+		s.tab.insert([]byte(r.id), r.st)
 	})
 	s.advance(now)
 	s.forgetOverlayOf(keys)
@@ -107,22 +107,19 @@ func (s *Shard) forgetOverlayOf(keys map[string]bool) {
 // --max-key-states or --max-state-mib by them (applies never check those
 // bounds: the leader vets what it proposes).
 func (s *Shard) HeldAfterRestore(states []byte) (Room, error) {
-	w, err := walkExport(states)
-	if err != nil {
-		return Room{}, err
-	}
 	restored, _, _, err := decodeShardSnapshot(states)
 	if err != nil {
 		return Room{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	held := Room{States: s.held() + s.reserved.States, Bytes: s.tab.bytes + s.reserved.Bytes + restored.bytes}
-	for _, e := range w.entries {
-		if !s.tab.holds([]byte(e.id)) && s.ov.entries[e.id] == nil {
+	reserved := s.reserved()
+	held := Room{States: s.held() + reserved.States, Bytes: s.tab.bytes + reserved.Bytes + restored.bytes}
+	restored.each(func(r *record) {
+		if !s.tab.holds([]byte(r.id)) && s.ov.entries[r.id] == nil {
 			held.States++
 		}
-	}
+	})
 	return held, nil
 }
 

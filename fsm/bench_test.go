@@ -327,7 +327,7 @@ func BenchmarkTableGrowth(b *testing.B) {
 		for i := 0; i < n; i += step {
 			t0 := time.Now()
 			for _, id := range ids[i : i+step] {
-				tab.insert(id)
+				tab.insert(id, window.State{})
 			}
 			d := time.Since(t0)
 			slowest, total = max(slowest, d), total+d
@@ -364,7 +364,7 @@ func BenchmarkCompaction(b *testing.B) {
 					if c.lives(i) {
 						exp = 1 << 40
 					}
-					tab.rec(tab.insert(testID(fmt.Sprintf("user:%d", i)))).st = expiringAt(exp)
+					tab.insert(testID(fmt.Sprintf("user:%d", i)), expiringAt(exp))
 				}
 				tab.settle()
 				b.StartTimer()

@@ -37,7 +37,7 @@ func TestTableCompactsUnderChanges(t *testing.T) {
 		add := func(exp int64) {
 			id := testID(fmt.Sprintf("c%d", next))
 			next++
-			tab.rec(tab.insert(id)).st = expiringAt(exp)
+			tab.insert(id, expiringAt(exp))
 			ref[string(id)] = exp
 		}
 		for i := range 12_000 {
@@ -117,7 +117,7 @@ func TestTableStepsAreBounded(t *testing.T) {
 			if tail && i < n/c.every || !tail && i%c.every == 0 {
 				exp = 1 << 40
 			}
-			tab.rec(tab.insert(testID(fmt.Sprintf("b%d", i)))).st = expiringAt(exp)
+			tab.insert(testID(fmt.Sprintf("b%d", i)), expiringAt(exp))
 		}
 		tab.settle()
 		moves, compactions := 0, 0

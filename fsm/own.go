@@ -319,7 +319,7 @@ func (s *Shard) importSlots(move uint64, sl []uint32, export []byte) error {
 	s.removeSlots(stale)
 	tab.each(func(r *record) {
 		if take[slotOfID(r.id, len(o.state))] {
-			s.tab.put([]byte(r.id), r.st)
+			s.tab.insert([]byte(r.id), r.st)
 		}
 	})
 	for x := range take {

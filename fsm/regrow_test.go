@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/floodgate/floodgate/window"
 )
 
 // checkIndex checks a table's indexes: every live record is in the new
@@ -69,7 +71,7 @@ func TestTableMovesIndexInSteps(t *testing.T) {
 					t.Fatalf("step %d: lookup = %v, reference %v (moving %v)", step, ok, want, moving)
 				}
 				if !ok {
-					n = tab.insert([]byte(id))
+					n = tab.insert([]byte(id), window.State{})
 				}
 				exp := now + 1 + int64(r.IntN(2000))
 				tab.rec(n).st = expiringAt(exp)
@@ -126,7 +128,7 @@ func TestTableMoveEnds(t *testing.T) {
 		if tab.old != nil && tab.live*16 > len(tab.idx.slots)*7+16 {
 			t.Fatalf("%d records: a move still under way at %d slots", tab.live, len(tab.idx.slots))
 		}
-		tab.insert(testID(fmt.Sprintf("k%d", i)))
+		tab.insert(testID(fmt.Sprintf("k%d", i)), window.State{})
 	}
 	checkIndex(t, tab)
 }
@@ -142,7 +144,7 @@ func TestTableMoveUnderChanges(t *testing.T) {
 		ref := map[string]int64{}
 		for i := range 760 { // 1024 slots
 			id := testID(fmt.Sprintf("s%d-%d", seed, i))
-			tab.rec(tab.insert(id)).st = expiringAt(1 << 40)
+			tab.insert(id, expiringAt(1<<40))
 			ref[string(id)] = 1 << 40
 		}
 		tab.regrow(2048)
@@ -160,7 +162,7 @@ func TestTableMoveUnderChanges(t *testing.T) {
 			default:
 				id := testID(fmt.Sprintf("s%d-%d", seed, next))
 				next++
-				tab.rec(tab.insert(id)).st = expiringAt(1 << 40)
+				tab.insert(id, expiringAt(1<<40))
 				ref[string(id)] = 1 << 40
 			}
 			checkIndex(t, tab)

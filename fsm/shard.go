@@ -56,9 +56,11 @@ type Shard struct {
 	tt touched
 	// vetLogs is Vet's scratch: the sliding logs a set grows (Call).
 	vetLogs []uint64
-	// reserved is what Vet took and the caller has not yet released: a
-	// leader's checks on their way to the log (Vet).
-	reserved Room
+	// reservedStates and reservedBytes are what Vet took and the caller
+	// has not yet released: a leader's checks on their way to the log
+	// (Vet). Atomic, so that Release takes no lock on the Allow path;
+	// Vet reads them with mu held.
+	reservedStates, reservedBytes atomic.Int64
 	// applied counts entries applied; refusalSweep is its value at Vet's
 	// last sweep, which sweeps once per entry at most.
 	applied, refusalSweep uint64
@@ -299,7 +301,7 @@ func (s *Shard) settle(t *touched, p *policy.Policy) {
 func (s *Shard) store(t *touched) {
 	for i := 0; i < t.n; i++ {
 		if !t.found[i] && t.fresh[i] != (window.State{}) {
-			t.recs[i] = s.tab.put(s.id(t, i), t.fresh[i])
+			t.recs[i] = s.tab.insert(s.id(t, i), t.fresh[i])
 		}
 	}
 }

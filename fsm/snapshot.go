@@ -222,6 +222,6 @@ func decodeSnapEntry(tab *table, b []byte) (int, error) {
 	if _, dup := tab.lookup(id); dup {
 		return 0, fmt.Errorf("%w: duplicate identity", ErrCorrupt)
 	}
-	tab.put(id, st)
+	tab.insert(id, st)
 	return off, nil
 }

@@ -124,8 +124,9 @@ func (t *table) lookup(id []byte) (uint32, bool) {
 	return t.old.find(t, id, h)
 }
 
-// insert adds id, which must not be present, and returns its record number.
-func (t *table) insert(id []byte) uint32 {
+// insert adds id, which must not be present, with state st, and returns
+// its record number.
+func (t *table) insert(id []byte, st window.State) uint32 {
 	if (t.live+1)*4 > len(t.idx.slots)*3 {
 		t.regrow(len(t.idx.slots) * 2)
 	}
@@ -141,8 +142,8 @@ func (t *table) insert(id []byte) uint32 {
 		}
 	}
 	r := t.write(n) // a free record: a capture notes it needs nothing
-	*r = record{id: string(id)}
-	t.bytes += recordBytes + int64(len(id))
+	*r = record{id: string(id), st: st}
+	t.bytes += recordBytes + int64(len(id)) + heapOf(r)
 	t.idx.put(t.hash(r.id), n)
 	if t.counts != nil {
 		t.noteAdded(t.counts.added(r.id), n)
@@ -150,16 +151,6 @@ func (t *table) insert(id []byte) uint32 {
 	t.live++
 	t.added++
 	t.migrate(migratePerChange)
-	return n
-}
-
-// put inserts id, which must not be present, with state st, and returns
-// its record number.
-func (t *table) put(id []byte, st window.State) uint32 {
-	n := t.insert(id)
-	r := t.rec(n)
-	r.st = st
-	t.bytes += heapOf(r)
 	return n
 }
 

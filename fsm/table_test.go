@@ -35,7 +35,7 @@ func TestTableMatchesMap(t *testing.T) {
 					t.Fatalf("seed %d step %d: lookup(%s) = %v, reference says %v", seed, step, id, ok, want)
 				}
 				if !ok {
-					n = tab.insert([]byte(id))
+					n = tab.insert([]byte(id), window.State{})
 				}
 				exp := now + 1 + int64(r.IntN(1000))
 				tab.rec(n).st = expiringAt(exp)
@@ -102,7 +102,7 @@ func TestTableCompaction(t *testing.T) {
 	tab := newTable()
 	const n = 20 * chunkSize
 	for i := 0; i < n; i++ {
-		rn := tab.insert(testID(fmt.Sprintf("k%d", i)))
+		rn := tab.insert(testID(fmt.Sprintf("k%d", i)), window.State{})
 		tab.rec(rn).st = expiringAt(int64(1 + i%10)) // one in ten lives on
 		if i%10 == 9 {
 			tab.rec(rn).st = expiringAt(1 << 40)
@@ -149,7 +149,7 @@ func TestTableTagsAcrossRecordBits(t *testing.T) {
 	shifts := map[uint]bool{}
 	for i := 0; i < n; i++ {
 		id := testID(fmt.Sprintf("k%d", i))
-		rn := tab.insert(id)
+		rn := tab.insert(id, window.State{})
 		exp := int64(1 + i%8) // one in eight lives on
 		if i%8 == 7 {
 			exp = 1 << 40
@@ -217,7 +217,7 @@ func TestTableRecordBitsGrowInPlace(t *testing.T) {
 	ref := map[string]int64{}
 	for i := 0; i < 70_000; i++ {
 		id := testID(fmt.Sprintf("k%d", i))
-		tab.rec(tab.insert(id)).st = expiringAt(1 << 40)
+		tab.insert(id, expiringAt(1<<40))
 		ref[string(id)] = 1 << 40
 		if tab.used < 1<<16 && tab.idx.shift != 16 {
 			t.Fatalf("%d records: %d record bits, want 16", tab.used, tab.idx.shift)

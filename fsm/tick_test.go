@@ -45,7 +45,7 @@ func TestTickPace(t *testing.T) {
 func TestTickSweepIsCapped(t *testing.T) {
 	s := NewShard()
 	for i := range 600_000 {
-		s.tab.rec(s.tab.insert(testID(fmt.Sprintf("t%d", i)))).st = expiringAt(1 << 40)
+		s.tab.insert(testID(fmt.Sprintf("t%d", i)), expiringAt(1<<40))
 	}
 	for i, want := range []uint32{maxTickSweep, 2 * maxTickSweep} {
 		s.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: EncodeTick(int64(i+1) * sec)})

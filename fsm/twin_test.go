@@ -39,7 +39,7 @@ func cloneShard(t *testing.T, s *Shard) *Shard {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.tab.rec(c.tab.insert([]byte(r.id))).st = st
+		c.tab.insert([]byte(r.id), st)
 	})
 	if c.own != nil {
 		c.tab.countSlots(c.own)

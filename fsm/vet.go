@@ -94,8 +94,10 @@ func (s *Shard) Vet(checks []Check, most Room, call *Call) (v Verdict, adds Room
 	if most.States <= 0 && most.Bytes <= 0 {
 		return Take, Room{}
 	}
-	track := call != nil && most.Bytes > 0
-	adds = s.adds(checks, call, track)
+	if most.Bytes <= 0 {
+		call = nil // only the byte bound tells logs met again apart
+	}
+	adds = s.adds(checks, call)
 	if v = s.fits(most, adds); v != Take {
 		if s.refusalSweep == s.applied {
 			return v, Room{} // swept since the last entry: nothing newly expired
@@ -106,14 +108,16 @@ func (s *Shard) Vet(checks []Check, most Room, call *Call) (v Verdict, adds Room
 			return v, Room{}
 		}
 		// Freed records may include this set's own expired ones: count again.
-		adds = s.adds(checks, call, track)
+		adds = s.adds(checks, call)
 		if v = s.fits(most, adds); v != Take {
 			return v, Room{}
 		}
 	}
-	s.reserved.States += adds.States
-	s.reserved.Bytes += adds.Bytes
-	if track {
+	if adds != (Room{}) {
+		s.reservedStates.Add(int64(adds.States))
+		s.reservedBytes.Add(adds.Bytes)
+	}
+	if call != nil {
 		for _, h := range s.vetLogs {
 			if call.logs == nil {
 				call.logs = make(map[uint64]struct{})
@@ -127,28 +131,33 @@ func (s *Shard) Vet(checks []Check, most Room, call *Call) (v Verdict, adds Room
 // Release gives back what Vet reserved for checks now written, or that
 // failed: the sum of the adds of the sets it took.
 func (s *Shard) Release(r Room) {
-	if r == (Room{}) {
-		return
+	if r.States != 0 {
+		s.reservedStates.Add(-int64(r.States))
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.reserved.States -= r.States
-	s.reserved.Bytes -= r.Bytes
+	if r.Bytes != 0 {
+		s.reservedBytes.Add(-r.Bytes)
+	}
+}
+
+// reserved is what Vet holds in reserve now.
+func (s *Shard) reserved() Room {
+	return Room{States: int(s.reservedStates.Load()), Bytes: s.reservedBytes.Load()}
 }
 
 // fits judges adds beyond what the group holds and has reserved against
 // most; s.mu is held.
 func (s *Shard) fits(most, adds Room) Verdict {
-	if most.Bytes > 0 && adds.Bytes > 0 && s.tab.bytes+s.reserved.Bytes+adds.Bytes > most.Bytes {
+	reserved := s.reserved()
+	if most.Bytes > 0 && adds.Bytes > 0 && s.tab.bytes+reserved.Bytes+adds.Bytes > most.Bytes {
 		return FullBytes
 	}
 	// Fast decisions not yet replicated count as held: their states are on
 	// their way (a few per decision; --fast-max-pending bounds their cost).
 	// Counted without a lookup first: most groups are far from the bound.
-	if most.States <= 0 || adds.States == 0 || s.tab.held()+len(s.ov.entries)+s.reserved.States+adds.States <= most.States {
+	if most.States <= 0 || adds.States == 0 || s.tab.held()+len(s.ov.entries)+reserved.States+adds.States <= most.States {
 		return Take
 	}
-	if s.held()+s.reserved.States+adds.States > most.States {
+	if s.held()+reserved.States+adds.States > most.States {
 		return Full
 	}
 	return Take
@@ -166,25 +175,31 @@ func (s *Shard) held() int {
 	return held
 }
 
-// adds counts what checks would add (a peek adds nothing); with track,
+// adds counts what checks would add (a peek adds nothing); with a call,
 // it lists the sliding logs they grow in s.vetLogs. s.mu is held.
-func (s *Shard) adds(checks []Check, call *Call, track bool) Room {
+func (s *Shard) adds(checks []Check, call *Call) Room {
 	var adds Room
 	s.vetLogs = s.vetLogs[:0]
-	if len(checks) == 1 {
-		if checks[0].Cost > 0 {
-			s.add(&adds, checks[0].Policy, checks[0].Key, checks[0].Cost, call, track)
-		}
-		return adds
-	}
 	// A set counts each key once, at the sum of its costs, as evalSet
-	// applies it: judged one check at a time, a held log with room in its
-	// ring took 60 checks of 500 as adding nothing.
-	_, distinct, cost := distinctKeys(len(checks), func(i, j int) bool { return checks[i].Key == checks[j].Key },
-		func(i int) int64 { return max(checks[i].Cost, 0) })
-	for _, d := range distinct {
-		if cost[d] > 0 {
-			s.add(&adds, checks[d].Policy, checks[d].Key, cost[d], call, track)
+	// applies it (distinctKeys, there): judged one check at a time, a
+	// held log with room in its ring took 60 checks of 500 as adding
+	// nothing. Summed here without distinctKeys' slices: no allocation
+	// on the Allow path.
+next:
+	for i := range checks {
+		for j := range i {
+			if checks[j].Key == checks[i].Key {
+				continue next // counted with its first check
+			}
+		}
+		cost := max(checks[i].Cost, 0)
+		for j := i + 1; j < len(checks); j++ {
+			if checks[j].Key == checks[i].Key {
+				cost = min(cost+max(checks[j].Cost, 0), maxCost)
+			}
+		}
+		if cost > 0 {
+			s.add(&adds, checks[i].Policy, checks[i].Key, cost, call)
 		}
 	}
 	return adds
@@ -193,7 +208,7 @@ func (s *Shard) adds(checks []Check, call *Call, track bool) Room {
 // add adds to r what a check of p on key at cost would add: the states
 // that have neither a record nor a fast decision on their way to one, and
 // the bytes they and the stored ones may grow by; s.mu is held.
-func (s *Shard) add(r *Room, p *policy.Policy, key string, cost int64, call *Call, track bool) {
+func (s *Shard) add(r *Room, p *policy.Policy, key string, cost int64, call *Call) {
 	k := []byte(key)
 	for i := range p.States() {
 		l, scope := limitOf(p, i)
@@ -214,14 +229,12 @@ func (s *Shard) add(r *Room, p *policy.Policy, key string, cost int64, call *Cal
 			r.States++
 		}
 		grown := p.HeapBound(i, st, s.now, cost)
-		if l.Algorithm == window.SlidingLog && call != nil {
+		if call != nil && l.Algorithm == window.SlidingLog {
 			h := maphash.Bytes(logSeed, s.ids)
 			if _, again := call.logs[h]; again {
 				grown = max(grown, p.HeapMax(i))
 			}
-			if track {
-				s.vetLogs = append(s.vetLogs, h)
-			}
+			s.vetLogs = append(s.vetLogs, h)
 		}
 		if stored {
 			r.Bytes += int64(max(grown-l.HeapBytes(st), 0))

@@ -110,7 +110,7 @@ func TestVetExpiredStates(t *testing.T) {
 	for i := max - 1; i > 0 && expired == ""; i-- {
 		k := fmt.Sprintf("old-%d", i)
 		s.mu.Lock()
-		if s.adds([]Check{{Key: k, Policy: minute, Cost: 1}}, nil, false).States == 0 {
+		if s.adds([]Check{{Key: k, Policy: minute, Cost: 1}}, nil).States == 0 {
 			expired = k
 		}
 		s.mu.Unlock()
@@ -285,8 +285,8 @@ func TestVetBytes(t *testing.T) {
 	if v, peek := s.Vet([]Check{{Key: "new-3", Policy: log, Cost: 0}}, Room{Bytes: 1}, nil); v != Take || peek != (Room{}) {
 		t.Fatalf("a peek: %v adding %+v", v, peek)
 	}
-	if s.Stats().Bytes != held || s.reserved != (Room{}) {
-		t.Fatalf("Vet changed the state, or released what it did not reserve: %+v", s.reserved)
+	if s.Stats().Bytes != held || s.reserved() != (Room{}) {
+		t.Fatalf("Vet changed the state, or released what it did not reserve: %+v", s.reserved())
 	}
 	// Once the held log has expired, its bytes are freed (by the tick's
 	// sweep, or the one Vet makes before it refuses).

@@ -58,7 +58,7 @@ func TestWatchListsEverySlotRecord(t *testing.T) {
 		add := func(exp int64) {
 			id := testID(fmt.Sprintf("w%d", next))
 			next++
-			tab.rec(tab.insert(id)).st = expiringAt(exp)
+			tab.insert(id, expiringAt(exp))
 		}
 		removeSome := func() {
 			for k := r.IntN(4); k > 0 && tab.live > 0; k-- {
@@ -142,7 +142,7 @@ func TestGrownWatchIsDropped(t *testing.T) {
 	tab := newTable()
 	tab.counts = &slotCounts{n: make([]uint32, slots), gone: make([]bool, slots), step: orphanSweep}
 	for i := range 2000 {
-		tab.rec(tab.insert(testID(fmt.Sprintf("s%d", i)))).st = expiringAt(1 << 40)
+		tab.insert(testID(fmt.Sprintf("s%d", i)), expiringAt(1<<40))
 	}
 	w := &slotWatch{move: 1, in: []bool{true, false, false, false}, end: tab.used}
 	tab.watches = []*slotWatch{w}
@@ -158,7 +158,7 @@ func TestGrownWatchIsDropped(t *testing.T) {
 		if i > 100_000 {
 			t.Fatal("the watch grew without end")
 		}
-		tab.rec(tab.insert(testID(fmt.Sprintf("s%d", i)))).st = expiringAt(1 << 40)
+		tab.insert(testID(fmt.Sprintf("s%d", i)), expiringAt(1<<40))
 		id := string(testID(fmt.Sprintf("s%d", i-1500)))
 		n, _ := tab.lookup([]byte(id))
 		tab.remove(n)
