@@ -3,6 +3,7 @@ package cluster
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -155,4 +156,36 @@ func checkIncarnation(old, node *metav1.Node) error {
 	}
 	return fmt.Errorf("%w: node.incarnation: %s is a member whose data dir was another (incarnation %s, this one %s): its Raft votes and log are gone with it. Take the old member out first (floodgatectl leave %s, from any node), then start this one again",
 		ErrConfig, node.Id, old.Incarnation, node.Incarnation, node.Id)
+}
+
+// keyCurrentTerm is the stable key under which hashicorp/raft keeps a
+// group's term: written at bootstrap and at the first message of a leader.
+var keyCurrentTerm = []byte("CurrentTerm")
+
+// checkStateKept refuses a data dir the cluster took (acceptedFile) whose
+// Raft state is gone: its shared log deleted or replaced, the rest of the
+// dir kept. Its incarnation would let it back in as the member it was, a
+// voter that forgot its votes and the entries it acknowledged: a quorum
+// counting it could elect a leader without an acknowledged strict check,
+// and the limit be exceeded. A member's meta group holds a term from its
+// bootstrap or its first leader's message on; an accepted dir without one
+// lost it, unless a join is still under way (joiningFile: nothing
+// acknowledged yet) or the state is in an older layout that opening the
+// meta group moves into the shared log. Checked before any group opens,
+// so no peer writes a term into the empty log first.
+func checkStateKept(dir string, wal *raftlog.Store) error {
+	if !accepted(dir) || joiningVia(dir) != nil {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, metaName, boltFile)); err == nil {
+		return nil
+	}
+	_, err := wal.Group(metaName).GetUint64(keyCurrentTerm)
+	if !errors.Is(err, raftlog.ErrKeyNotFound) {
+		return err
+	}
+	return fmt.Errorf("%w: data-dir: %s was taken by its cluster (%s) but its Raft log (%s) holds no state: it was deleted or replaced, and with it this member's votes and acknowledged entries. "+
+		"Take the member out (floodgatectl leave %s, from any other node), empty %s, and start it again with --join: its replicas come back from its peers. "+
+		"(A node whose very first start stopped before it held anything: empty the dir and start it again.)",
+		ErrDamaged, dir, acceptedFile, filepath.Join(dir, walDir), ReadNodeID(dir), dir)
 }

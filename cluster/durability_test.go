@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/floodgate/floodgate/raftlog"
 )
 
 // TestMain lets the test binary serve as the child process that checks a
@@ -89,5 +91,72 @@ func TestDamagedLogIsRefused(t *testing.T) {
 	_, err = Open(cfg, nil)
 	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), cfg.DataDir) || !strings.Contains(err.Error(), "--join") {
 		t.Fatalf("damaged log: %v", err)
+	}
+}
+
+// A member whose Raft log was deleted, the rest of its dir kept, is
+// refused at start, before any group opens: its incarnation would let it
+// back in as the voter it was, without its votes and entries.
+func TestLostLogIsRefused(t *testing.T) {
+	n, cfg, _ := startedNode(t, t.TempDir())
+	n.Close()
+	if err := os.RemoveAll(filepath.Join(cfg.DataDir, walDir)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(cfg, nil)
+	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "floodgatectl leave n1") || !strings.Contains(err.Error(), cfg.DataDir) {
+		t.Fatalf("lost log: %v, want ErrDamaged naming the dir and the leave", err)
+	}
+	// Refused before the log held anything: the next start is refused too.
+	if _, err := Open(cfg, nil); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("second start: %v", err)
+	}
+}
+
+// checkStateKept refuses only an accepted dir without a term: not a dir
+// never taken, one whose join is under way, one holding a term, or one
+// whose state is still in the older layout.
+func TestCheckStateKept(t *testing.T) {
+	for _, tc := range []struct {
+		name                         string
+		accepted, joining, term, old bool
+		lost                         bool
+	}{
+		{name: "fresh"},
+		{name: "accepted, no term", accepted: true, lost: true},
+		{name: "accepted, term", accepted: true, term: true},
+		{name: "accepted, join under way", accepted: true, joining: true},
+		{name: "accepted, older layout", accepted: true, old: true},
+		{name: "not accepted, term", term: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			wal, err := raftlog.Open(filepath.Join(dir, walDir), raftlog.Options{NoSync: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer wal.Close()
+			var steps []error
+			if tc.accepted {
+				steps = append(steps, markAccepted(dir))
+			}
+			if tc.joining {
+				steps = append(steps, markJoining(dir, []string{"127.0.0.1:7000"}))
+			}
+			if tc.term {
+				steps = append(steps, wal.Group(metaName).SetUint64(keyCurrentTerm, 1))
+			}
+			if tc.old {
+				steps = append(steps, os.MkdirAll(filepath.Join(dir, metaName), 0o755),
+					os.WriteFile(filepath.Join(dir, metaName, boltFile), nil, 0o644))
+			}
+			if err := errors.Join(steps...); err != nil {
+				t.Fatal(err)
+			}
+			err = checkStateKept(dir, wal)
+			if tc.lost != errors.Is(err, ErrDamaged) || (!tc.lost && err != nil) {
+				t.Fatalf("checkStateKept: %v, want lost=%v", err, tc.lost)
+			}
+		})
 	}
 }

@@ -116,7 +116,7 @@ func openGroup(o groupOptions) (*Group, error) {
 
 // groupKind is the metrics label of a group: meta, or shard.
 func groupKind(name string) string {
-	if name == "meta" {
+	if name == metaName {
 		return "meta"
 	}
 	return "shard"

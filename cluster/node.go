@@ -219,6 +219,10 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 		ln.Close()
 		return nil, err
 	}
+	if err := checkStateKept(cfg.DataDir, n.wal); err != nil {
+		ln.Close()
+		return nil, err
+	}
 	// A dir the cluster has not taken yet hears no peer until it has
 	// (accept): see Mux.held.
 	n.mux = NewMux(ln, nil, cfg.PeerTLS, n.log, !accepted(cfg.DataDir))
@@ -263,7 +267,7 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 func (n *Node) openMeta() error {
 	m := fsm.NewMeta()
 	g, err := openGroup(groupOptions{
-		name: "meta", dir: filepath.Join(n.cfg.DataDir, "meta"), nodeID: n.cfg.NodeID,
+		name: metaName, dir: filepath.Join(n.cfg.DataDir, metaName), nodeID: n.cfg.NodeID,
 		fsm: m, mux: n.mux, rnet: n.rnet, wal: n.wal, grid: n.grid, onLeader: n.leaderChanged, cfg: n.cfg, addrs: addrBook{n},
 	})
 	if err != nil {

@@ -23,6 +23,8 @@ const (
 	snapshotsRetained = 2
 	// walDir is the node's shared Raft log under its data dir.
 	walDir = "raftlog"
+	// metaName names the meta group: in the shared log, and its directory.
+	metaName = "meta"
 	// snapshotsDir is where raft.FileSnapshotStore keeps a group's
 	// snapshots, under the group's directory.
 	snapshotsDir = "snapshots"
