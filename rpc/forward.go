@@ -452,10 +452,11 @@ func decodeResults(shard int, rs []*peerv1.ForwardResult) ([]policy.Result, erro
 			}
 			errs[i] = fmt.Errorf("%w: refused by the shard leader: %s", cluster.ErrFull, r.Message)
 		case peerv1.ForwardResult_NOT_LEADER:
-			// A check the peer refused alone (checkItem) while it counted
-			// others of the request: the request must not go again whole,
-			// which would count those twice.
-			if slices.ContainsFunc(rs, isOK) {
+			// A check the peer refused alone (checkItem) while others of
+			// the request counted, or may have (written, then the
+			// leadership lost): the request must not go again whole, which
+			// would count those twice.
+			if slices.ContainsFunc(rs, mayHaveCounted) {
 				if errs == nil {
 					errs = make([]error, len(rs))
 				}
@@ -473,4 +474,13 @@ func decodeResults(shard int, rs []*peerv1.ForwardResult) ([]policy.Result, erro
 	return nil, cluster.NewPartialError(out, errs)
 }
 
-func isOK(r *peerv1.ForwardResult) bool { return r.Code == peerv1.ForwardResult_OK }
+// mayHaveCounted reports whether a forwarded check's answer leaves open
+// that it counted: answered, or failed after it reached the log (every
+// code but those of a check refused before it was written).
+func mayHaveCounted(r *peerv1.ForwardResult) bool {
+	switch r.Code {
+	case peerv1.ForwardResult_NOT_LEADER, peerv1.ForwardResult_INVALID, peerv1.ForwardResult_MOVED, peerv1.ForwardResult_FULL:
+		return false
+	}
+	return true
+}

@@ -25,18 +25,33 @@ import (
 // meanwhile) while the shard's other checks are submitted and counted.
 // The sender must then not retry the whole request: decodeResults turned
 // one NOT_LEADER into a NotLeaderError for all of the request's checks,
-// which onLeader retries, counting the OK ones twice.
+// which onLeader retries, counting twice the OK ones, and the ones written
+// whose leadership was lost before their answer (UNAVAILABLE). Only a
+// request none of whose checks was written goes again whole.
 func TestDecodeMixedOKAndNotLeaderIsNotRetried(t *testing.T) {
-	rs := []*peerv1.ForwardResult{
-		forwardResult([]policy.Result{{Allowed: true, Remaining: 4}}, 0, nil), // counted
-		forwardResult(nil, 0, fmt.Errorf("%w: group 7 is not known here yet", cluster.ErrNotReady)),
+	ok := forwardResult([]policy.Result{{Allowed: true, Remaining: 4}}, 0, nil)
+	notReady := forwardResult(nil, 0, fmt.Errorf("%w: group 7 is not known here yet", cluster.ErrNotReady))
+	lost := forwardResult(nil, 0, fmt.Errorf("shard-7: %w: %w", cluster.ErrUnavailable, raft.ErrLeadershipLost))
+	moved := forwardResult(nil, 0, fmt.Errorf("%w: slot 9", cluster.ErrMoved))
+	if notReady.Code != peerv1.ForwardResult_NOT_LEADER || lost.Code != peerv1.ForwardResult_UNAVAILABLE || moved.Code != peerv1.ForwardResult_MOVED {
+		t.Fatalf("peer encodes a not-ready check as %v, a lost one as %v, a moved one as %v", notReady.Code, lost.Code, moved.Code)
 	}
-	if rs[1].Code != peerv1.ForwardResult_NOT_LEADER {
-		t.Fatalf("peer encodes a not-ready check as %v", rs[1].Code)
-	}
-	_, err := decodeResults(7, rs)
-	if cluster.Retryable(err) {
-		t.Fatalf("a request one of whose checks was counted decodes to a retryable error: %v", err)
+	for _, tc := range []struct {
+		name  string
+		rs    []*peerv1.ForwardResult
+		retry bool
+	}{
+		{"counted, then not ready", []*peerv1.ForwardResult{ok, notReady}, false},
+		{"not ready, then counted", []*peerv1.ForwardResult{notReady, ok}, false},
+		{"not ready, then written and lost", []*peerv1.ForwardResult{notReady, lost}, false},
+		{"written and lost, then not ready", []*peerv1.ForwardResult{lost, notReady}, false},
+		{"not ready, moved", []*peerv1.ForwardResult{notReady, moved}, true},
+		{"not ready alone", []*peerv1.ForwardResult{notReady, notReady}, true},
+	} {
+		_, err := decodeResults(7, tc.rs)
+		if cluster.Retryable(err) != tc.retry {
+			t.Errorf("%s: decoded as %v, retryable %v, want %v", tc.name, err, cluster.Retryable(err), tc.retry)
+		}
 	}
 }
 
