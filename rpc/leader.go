@@ -22,10 +22,13 @@ type leaders interface {
 // until it succeeds or fails for good, for at most wait. It retries only
 // what cluster.Retryable says was written nowhere (not the leader, no
 // leader yet, not ready, not sent), following a not-leader hint at once;
-// with idempotent (a reset, a restore), it retries any failure but a bad
-// request or a group without room, since doing it twice does no harm. The wait bounds the whole call, a
-// stalled leader included: its callers get Unavailable, not the stall.
-func onLeader(ctx context.Context, node leaders, shard int, wait time.Duration, idempotent bool,
+// with readOnly (a backup's export), it retries any failure but a bad
+// request or one too large, since reading twice does no harm. A write
+// that may have been applied is never sent again, a reset or a restore no
+// more than a check: applied twice, it would erase what was counted
+// between the two. The wait bounds the whole call, a stalled leader
+// included: its callers get Unavailable, not the stall.
+func onLeader(ctx context.Context, node leaders, shard int, wait time.Duration, readOnly bool,
 	call func(ctx context.Context, rt cluster.Route) error) error {
 	deadline := time.Now().Add(wait)
 	parent := ctx
@@ -64,7 +67,7 @@ func onLeader(ctx context.Context, node leaders, shard int, wait time.Duration, 
 			if errors.As(err, &nl) && nl.LeaderAddr != "" && nl.LeaderID != node.ID() {
 				hint = cluster.Route{NodeID: nl.LeaderID, Addr: nl.LeaderAddr, Hint: true}
 			}
-		case !idempotent, codeOf(err) == codeOf(ErrInvalid), codeOf(err) == codes.ResourceExhausted:
+		case !readOnly, codeOf(err) == codeOf(ErrInvalid), codeOf(err) == codes.ResourceExhausted:
 			return err // a full group, a message too large: the same again
 		}
 		last = err

@@ -16,10 +16,12 @@ import (
 	"github.com/floodgate/floodgate/rpc/validate"
 )
 
-// ResetKey implements pb.AdminServer. A reset is idempotent, so it is
-// retried until the shard's leader has applied it, and routed again, as a
-// check is, while the group turns out not to own the key (a slot moving,
-// or this node's slot table behind).
+// ResetKey implements pb.AdminServer. A reset is sent again, as a check
+// is, only while it was written nowhere (no leader yet, not the leader),
+// and routed again while the group turns out not to own the key (a slot
+// moving, or this node's slot table behind). One whose entry may have been
+// applied fails Unavailable: applied twice, it would erase what was
+// counted between the two.
 func (a *AdminServer) ResetKey(ctx context.Context, req *pb.ResetKeyRequest) (*pb.ResetKeyResponse, error) {
 	zero := int64(0)
 	c, err := validate.Request(&pb.AllowRequest{
@@ -30,7 +32,7 @@ func (a *AdminServer) ResetKey(ctx context.Context, req *pb.ResetKeyRequest) (*p
 	}
 	var n int
 	err = routedToOwner(ctx, a.node, c.Key, a.cfg.LeaderWait, func(ctx context.Context, shard int, wait time.Duration) error {
-		return onLeader(ctx, a.node, shard, wait, true, func(ctx context.Context, rt cluster.Route) error {
+		return onLeader(ctx, a.node, shard, wait, false, func(ctx context.Context, rt cluster.Route) error {
 			if rt.Local {
 				var err error
 				n, err = a.node.ResetKey(ctx, shard, c.Key, c.Policy)

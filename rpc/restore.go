@@ -275,7 +275,7 @@ func (a *AdminServer) restoreRouted(ctx context.Context, g int, piece []byte, de
 // commit are bounded by the caller's ctx, as exportGroup's.
 func (a *AdminServer) restoreGroup(ctx context.Context, g int, states []byte) error {
 	bulk := ctx
-	return onLeader(ctx, a.node, g, a.cfg.LeaderWait, true, func(_ context.Context, rt cluster.Route) error {
+	return onLeader(ctx, a.node, g, a.cfg.LeaderWait, false, func(_ context.Context, rt cluster.Route) error {
 		if rt.Local {
 			_, err := a.node.RestoreGroup(bulk, g, states)
 			return err
