@@ -31,6 +31,11 @@ func (s *takingSeeds) AddNode(_ context.Context, addr string, _ *metav1.Node, _ 
 	return "cafebabecafebabe", nil, nil
 }
 
+// Hello answers as a member (n1) of cluster "cafebabe".
+func (s *takingSeeds) Hello(context.Context, string) (string, string, error) {
+	return "n1", "cafebabecafebabe", nil
+}
+
 func (s *takingSeeds) asked() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -152,5 +157,36 @@ func TestARefusedUnfinishedJoinCreatesItsOwnCluster(t *testing.T) {
 	if peers.calls != 1 || n.View().ClusterID == "" || joiningVia(dir) != nil {
 		t.Fatalf("%d AddNode calls, cluster %q, mark %q: want one refused call, then a cluster of its own, no mark",
 			peers.calls, n.View().ClusterID, joiningVia(dir))
+	}
+}
+
+// A join through addresses where no member of a cluster answers (a typo,
+// a forged call) is refused before anything is discarded: the node keeps
+// its cluster, its counts and its readiness, and a restart resumes it.
+// Before, it discarded them, then tried the addresses at every start.
+func TestAJoinNobodyAnswersDiscardsNothing(t *testing.T) {
+	n, cfg, _ := startedNode(t, t.TempDir())
+	own := n.View().ClusterID
+	for !n.CaughtUp() {
+		time.Sleep(10 * time.Millisecond) // a real node's watcher
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := n.JoinCluster(ctx, []string{"127.0.0.1:7700"})
+	if !errors.Is(err, ErrNoLeader) || !Retryable(err) {
+		t.Fatalf("JoinCluster where nobody answers: %v, want ErrNoLeader", err)
+	}
+	if !n.Ready() || !n.CaughtUp() || n.View().ClusterID != own || joiningVia(cfg.DataDir) != nil {
+		t.Fatalf("after the refused join: ready %v, caught up %v, cluster %q (was %q), joining %q",
+			n.Ready(), n.CaughtUp(), n.View().ClusterID, own, joiningVia(cfg.DataDir))
+	}
+	n.Close()
+	n2, err := Open(cfg, &deadSeeds{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n2.Close()
+	if err := n2.Start(context.Background()); err != nil || n2.View().ClusterID != own {
+		t.Fatalf("restart: %v, cluster %q, want %q", err, n2.View().ClusterID, own)
 	}
 }

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -262,7 +264,8 @@ func (n *Node) Fresh() bool {
 }
 
 // JoinCluster moves a fresh node into the cluster at addrs: its own
-// single-node cluster (and any counts in it) is discarded first.
+// single-node cluster (and any counts in it) is discarded first, once a
+// member of that cluster has answered at one of them (reachCluster).
 func (n *Node) JoinCluster(ctx context.Context, addrs []string) (string, error) {
 	if len(addrs) == 0 || len(addrs) > maxJoinAddrs {
 		return "", fmt.Errorf("%w: addrs: give 1 to %d cluster addresses, got %d", ErrConfig, maxJoinAddrs, len(addrs))
@@ -279,6 +282,9 @@ func (n *Node) JoinCluster(ctx context.Context, addrs []string) (string, error) 
 	}
 	if !n.Fresh() {
 		return "", fmt.Errorf("%w: %s already has other members; only a node that never joined another can", ErrNotFresh, n.cfg.NodeID)
+	}
+	if err := n.reachCluster(ctx, addrs); err != nil {
+		return "", err
 	}
 	n.recon.pause.Lock()
 	defer n.recon.pause.Unlock()
@@ -299,7 +305,37 @@ func (n *Node) JoinCluster(ctx context.Context, addrs []string) (string, error) 
 	if err := joined(n.cfg.DataDir); err != nil {
 		return "", fmt.Errorf("data-dir: %w", err)
 	}
+	// Ready again once its replicas of the cluster it joined caught up.
+	n.wg.Add(1)
+	go n.watchCaughtUp()
 	return n.View().ClusterID, nil
+}
+
+// reachCluster asks each of addrs, all at once and for joinCheckTimeout at
+// most, which cluster it belongs to, and refuses (ErrNoLeader) unless one
+// answers as a member of a cluster other than this node's: JoinCluster
+// discards this node's own cluster only then. Before, an address where
+// nothing answered (a typo, or a forged call) discarded the node's counts
+// and left it joining that address at every start, serving nothing.
+func (n *Node) reachCluster(ctx context.Context, addrs []string) error {
+	ctx, cancel := context.WithTimeout(ctx, joinCheckTimeout)
+	defer cancel()
+	resolved, err := n.resolveJoin(ctx, addrs)
+	clusters := make([]string, len(resolved))
+	var wg sync.WaitGroup
+	for i, addr := range resolved {
+		wg.Go(func() { clusters[i] = n.clusterAt(ctx, addr) })
+	}
+	wg.Wait()
+	own := n.ownCluster()
+	if slices.ContainsFunc(clusters, func(c string) bool { return c != "" && c != own }) {
+		return nil
+	}
+	why := "no member of a cluster answered"
+	if err != nil {
+		why += fmt.Sprintf(" (%v)", err)
+	}
+	return fmt.Errorf("%w: addrs: %s at %s within %s; nothing was discarded", ErrNoLeader, why, strings.Join(addrs, ","), joinCheckTimeout)
 }
 
 // reset discards the node's own cluster: every group is stopped and its
@@ -311,6 +347,7 @@ func (n *Node) reset(why string) error {
 	n.shards = map[int]*replica{}
 	n.member = false
 	n.mu.Unlock()
+	n.synced.Store(false) // not ready until caught up with the next cluster
 	for _, r := range shards {
 		if err := r.destroy(); err != nil {
 			return err
