@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/floodgate/floodgate/fsm"
 	"github.com/floodgate/floodgate/policy"
 )
 
@@ -95,11 +96,22 @@ func (r *rates) localRates(now time.Time) map[string]int64 {
 	return out
 }
 
-// learn records a node's gossiped rates.
-func (r *rates) learn(m rateMessage, now time.Time) {
+// learn records a node's gossiped rates, and forgets the figures of
+// nodes that stopped sending them.
+func (r *rates) learn(node string, rates map[string]int64, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.remote[m.Node] = remoteRates{at: now, rates: m.Rates}
+	r.dropStale(now)
+	r.remote[node] = remoteRates{at: now, rates: rates}
+}
+
+// dropStale forgets the figures older than rateStale. Callers hold mu.
+func (r *rates) dropStale(now time.Time) {
+	for node, rr := range r.remote {
+		if now.Sub(rr.at) > rateStale {
+			delete(r.remote, node)
+		}
+	}
 }
 
 // cluster returns the policy's admitted cost per second across the
@@ -108,11 +120,8 @@ func (r *rates) cluster(name string, now time.Time) int64 {
 	total := r.localRates(now)[name]
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for node, rr := range r.remote {
-		if now.Sub(rr.at) > rateStale {
-			delete(r.remote, node)
-			continue
-		}
+	r.dropStale(now)
+	for _, rr := range r.remote {
 		total += rr.rates[name]
 	}
 	return total
@@ -159,11 +168,31 @@ func (n *Node) every(d time.Duration, fn func()) {
 	}
 }
 
-// learnRates takes in another node's gossiped rates.
+// learnRates takes in another node's gossiped rates (judgeRates).
 func (n *Node) learnRates(b []byte) {
-	var m rateMessage
-	if err := json.Unmarshal(b, &m); err != nil || m.Node == "" || m.Node == n.cfg.NodeID {
-		return
+	if node, kept, ok := judgeRates(n.View(), n.cfg.NodeID, b); ok {
+		n.rates.learn(node, kept, time.Now())
 	}
-	n.rates.learn(m, time.Now())
+}
+
+// judgeRates decodes a rate message and keeps what may count. Gossip
+// without a --gossip-key is not authenticated, so a message is judged as
+// a peer's call would be: only another member's figures count (an
+// invented node name would add a node to the sum, and to memory), and
+// only for elastic policies the meta state v holds, each between 0 and
+// the policy's capacity (a figure above it says no more than the
+// capacity; a negative one, or a sum that wrapped, would make room under
+// overload).
+func judgeRates(v *fsm.MetaView, self string, b []byte) (node string, kept map[string]int64, ok bool) {
+	var m rateMessage
+	if err := json.Unmarshal(b, &m); err != nil || m.Node == self || v.Node(m.Node) == nil {
+		return "", nil, false
+	}
+	kept = make(map[string]int64, min(len(m.Rates), len(v.Policies)))
+	for name, rate := range m.Rates {
+		if p := v.Policy(name); p != nil && p.Mode == policy.Elastic && rate > 0 {
+			kept[name] = min(rate, p.ElasticCapacity)
+		}
+	}
+	return m.Node, kept, true
 }
