@@ -32,6 +32,14 @@ func logPolicy(limit int64, c policy.Consistency) []byte {
 	return p.AppendBinary(nil)
 }
 
+// colocated encodes an hourly sliding log of 100 that colocates its keys
+// under name.
+func colocated(name string, c policy.Consistency) []byte {
+	p := policy.Policy{Name: name, Colocate: true, Limits: []policy.Limit{{Limit: window.Limit{
+		Algorithm: window.SlidingLog, Limit: 100, Window: int64(time.Hour)}}}, Consistency: c}
+	return p.AppendBinary(nil)
+}
+
 // remaining peeks at key under an inline hourly sliding log of limit.
 func remaining(t *testing.T, n *inproc.Node, key string, limit int64) int64 {
 	t.Helper()
@@ -76,6 +84,15 @@ func TestForwardRefusesInvalidChecksAlone(t *testing.T) {
 				{Shard: uint32(shard), Key: key, Policy: good, Cost: 101},
 				{Shard: uint32(shards + 5), Key: key, Policy: good, Cost: 1},
 				{Shard: uint32(shard), Key: strings.Repeat("k", validate.MaxStoredKeyLen+1), Policy: good, Cost: 1},
+				// A client's key rules, as the policy stores keys: no NUL
+				// first, no longer than a client's, the hash tag exactly
+				// when the policy colocates, and its own.
+				{Shard: uint32(shard), Key: "\x00", Policy: good, Cost: 1},
+				{Shard: uint32(shard), Key: "\x00shop\x00k", Policy: good, Cost: 1},
+				{Shard: uint32(shard), Key: strings.Repeat("k", validate.MaxKeyLen+1), Policy: good, Cost: 1},
+				{Shard: uint32(shard), Key: key, Policy: colocated("shop", tc.consistency), Cost: 1},
+				{Shard: uint32(shard), Key: "\x00cart\x00k", Policy: colocated("shop", tc.consistency), Cost: 1},
+				{Shard: uint32(shard), Key: "\x00shop\x00", Policy: colocated("shop", tc.consistency), Cost: 1},
 			}}
 			resp, err := peer.Forward(context.Background(), req)
 			if err != nil {
@@ -83,7 +100,8 @@ func TestForwardRefusesInvalidChecksAlone(t *testing.T) {
 			}
 			wantField := map[int]string{1: "checks[1].cost", 2: "checks[2].policy.limits[0].limit.limit",
 				3: "checks[3].shard", 5: "checks[5].key", 6: "checks[6].policy", 7: "checks[7].cost",
-				8: "checks[8].shard", 9: "checks[9].key"}
+				8: "checks[8].shard", 9: "checks[9].key", 10: "checks[10].key", 11: "checks[11].key", 12: "checks[12].key",
+				13: "checks[13].key", 14: "checks[14].key", 15: "checks[15].key"}
 			for i, r := range resp.Results {
 				field, bad := wantField[i]
 				switch {

@@ -119,6 +119,9 @@ func (p *PeerServer) checkItem(ctx context.Context, c *peerv1.ForwardCheck, d de
 	case d.err != nil:
 		return fsm.Check{}, validate.AtField(field+"policy.", d.err)
 	}
+	if err := validate.StoredKey(c.Key, d.p, field); err != nil {
+		return fsm.Check{}, err
+	}
 	if err := d.p.ValidateCost(c.Cost); err != nil {
 		return fsm.Check{}, validate.AtField(field, err)
 	}

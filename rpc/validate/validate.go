@@ -200,22 +200,46 @@ func keyOf(key string, descriptors map[string]string, p *policy.Policy, field, d
 		default:
 			return "", fmt.Errorf("%w: %s: the key they make is %d bytes, longer than %d", ErrInvalid, descs, len(key), MaxKeyLen)
 		}
-	case key == "":
-		return "", fmt.Errorf("%w: %skey: must not be empty", ErrInvalid, field)
 	}
-	if len(key) > MaxKeyLen {
-		return "", fmt.Errorf("%w: %skey: %d bytes is longer than %d", ErrInvalid, field, len(key), MaxKeyLen)
-	}
-	if !utf8.ValidString(key) {
-		// gRPC refuses it on decoding; the HTTP API and the SDK's local
-		// checks come here with it, and an answer could not carry it.
-		return "", fmt.Errorf("%w: %skey: must be valid UTF-8", ErrInvalid, field)
-	}
-	if key[0] == 0 {
-		// Reserved for the hash tag of colocated policies' keys.
-		return "", fmt.Errorf("%w: %skey: must not start with a NUL byte", ErrInvalid, field)
+	if err := checkKey(key, field); err != nil {
+		return "", err
 	}
 	return p.ColocatedKey(key), nil
+}
+
+// checkKey checks a key as a client's request gives it (or its
+// descriptors make it).
+func checkKey(key, field string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: %skey: must not be empty", ErrInvalid, field)
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("%w: %skey: %d bytes is longer than %d", ErrInvalid, field, len(key), MaxKeyLen)
+	case !utf8.ValidString(key):
+		// gRPC refuses it on decoding; the HTTP API and the SDK's local
+		// checks come here with it, and an answer could not carry it.
+		return fmt.Errorf("%w: %skey: must be valid UTF-8", ErrInvalid, field)
+	case key[0] == 0:
+		// Reserved for the hash tag of colocated policies' keys.
+		return fmt.Errorf("%w: %skey: must not start with a NUL byte", ErrInvalid, field)
+	}
+	return nil
+}
+
+// StoredKey checks a key as node-to-node calls carry it, to be counted
+// under p: one a client's request could have made, behind p's hash tag
+// exactly when p colocates its keys. A peer is held to a client's rules:
+// an untagged key of a colocated policy, or one tagged as another
+// policy's, would be counted where no client's check of it is.
+func StoredKey(key string, p *policy.Policy, field string) error {
+	if p.Colocate {
+		tag := p.ColocatedKey("")
+		if !strings.HasPrefix(key, tag) {
+			return fmt.Errorf("%w: %skey: policy %s colocates its keys, and this key lacks its hash tag", ErrInvalid, field, p.Name)
+		}
+		key = key[len(tag):]
+	}
+	return checkKey(key, field)
 }
 
 // MaxStoredKeyLen is the longest key a node counts under: MaxKeyLen and a
