@@ -136,8 +136,9 @@ func (f *fastLane) decideSet(ctx context.Context, set []fsm.Check, elastic bool)
 // lane has room (its pending cost is under maxPending), and the shard owns
 // every key. On error f.mu is not held and nothing was counted. A check
 // is let in whatever its own cost, so the pending cost stays under
-// maxPending plus one decision's cost: waiting for room for the whole of a
-// costly check would starve it behind cheaper ones under load.
+// maxPending plus one decision's cost (an atomic set's: its checks'
+// summed, README's bound): waiting for room for the whole of a costly
+// check would starve it behind cheaper ones under load.
 func (f *fastLane) lock(ctx context.Context, keys ...string) error {
 	term, err := f.leading(ctx)
 	if err != nil {
