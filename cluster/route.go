@@ -215,7 +215,7 @@ func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]pol
 	most := fsm.Room{States: n.cfg.MaxKeyStates, Bytes: n.cfg.MaxStateBytes}
 	for i, j := range sets(checks) {
 		v, adds := r.fsm.Vet(checks[i:j], most, call)
-		if (v == fsm.Full || v == fsm.FullBytes) && r.group.raft.State() != raft.Leader {
+		if v != fsm.Take && v != fsm.NotOwned && r.group.raft.State() != raft.Leader {
 			v = fsm.Take // a follower's judgment: the batcher answers not-leader
 		}
 		if v == fsm.Take {
@@ -246,6 +246,9 @@ func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]pol
 				out[k] = policy.Result{Allowed: true, WouldDeny: true, Limit: p.Limits[0].Limit.Limit}
 			}
 			continue
+		case v == fsm.FullSlot:
+			err = fmt.Errorf("%s: %w: key: its slot's states would hold more than %d bytes, the most a slot moves with (every key of a colocated policy is in one slot); checks that add or grow its states are refused until old ones expire",
+				shardName(shard), ErrFull, fsm.MaxSlotBytes)
 		case v == fsm.FullBytes:
 			err = fmt.Errorf("%s: %w: the group's key states would hold more than --max-state-mib allows (%d bytes); checks that add or grow states are refused until old ones expire",
 				shardName(shard), ErrFull, n.cfg.MaxStateBytes)

@@ -133,7 +133,7 @@ func (c *capture) keep(n uint32) {
 	// state at once would have made then.
 	before := l.HeapBytes(&r.st)
 	l.Check(&r.st, c.snap.now, 0)
-	c.tab.bytes += int64(l.HeapBytes(&r.st) - before) // a ring shrunk or freed
+	c.tab.resize(r, l.HeapBytes(&r.st)-before) // a ring shrunk or freed
 	c.scratch = l.AppendState(c.scratch[:0], &r.st)
 	c.snap.addEncoded(r.id, c.scratch)
 }

@@ -243,6 +243,9 @@ func captureEveryOperation(t *testing.T, seed uint64) {
 			if got, want := s.Stats().Bytes, recountBytes(s); got != want {
 				t.Fatalf("step %d (op %d): the table counts %d bytes, its records hold %d", step, op, got, want)
 			}
+			if drift := slotBytesDrift(s); drift != "" {
+				t.Fatalf("step %d (op %d): %s", step, op, drift)
+			}
 		}
 		if snap != nil {
 			if a.Stats().Orphans > 0 {

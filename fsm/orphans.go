@@ -26,9 +26,12 @@ const orphanSweep = 1024
 // Freeing an orphan changes memory, never an answer or a snapshot, so
 // replicas may free them at different paces, as they do expired states.
 type slotCounts struct {
-	n       []uint32 // live records per slot
-	gone    []bool   // dropped slots with records left
-	orphans int      // records in gone slots
+	n []uint32 // live records per slot
+	// bytes is what each slot's live records hold (table.bytes, by
+	// slot): what MaxSlotBytes bounds.
+	bytes   []int64
+	gone    []bool // dropped slots with records left
+	orphans int    // records in gone slots
 	// step is what the sweeper looks at per call while there are orphans:
 	// orphanSweep, or less in tests that keep orphans about.
 	step int
@@ -40,8 +43,12 @@ type slotCounts struct {
 // a restore, outside the lock, and at a group's init entry, its first,
 // when the table is empty.
 func (t *table) countSlots(own *ownership) {
-	c := &slotCounts{n: make([]uint32, len(own.state)), gone: make([]bool, len(own.state)), step: orphanSweep}
-	t.each(func(r *record) { c.n[c.slotOf(r.id)]++ })
+	c := newSlotCounts(len(own.state))
+	t.each(func(r *record) {
+		x := c.slotOf(r.id)
+		c.n[x]++
+		c.bytes[x] += recordSize(r)
+	})
 	for x, k := range c.n {
 		if k > 0 && own.state[x] == slotAbsent {
 			c.gone[x], c.orphans = true, c.orphans+int(k)
@@ -50,20 +57,28 @@ func (t *table) countSlots(own *ownership) {
 	t.counts = c
 }
 
+// newSlotCounts counts nothing yet, in slots slots.
+func newSlotCounts(slots int) *slotCounts {
+	return &slotCounts{n: make([]uint32, slots), bytes: make([]int64, slots), gone: make([]bool, slots), step: orphanSweep}
+}
+
 // slotOf returns the slot of a state identity.
 func (c *slotCounts) slotOf(id string) int { return slotOfID(id, len(c.n)) }
 
-// added counts a record inserted with identity id, and returns its slot.
-func (c *slotCounts) added(id string) int {
+// added counts a record inserted with identity id, holding size bytes,
+// and returns its slot.
+func (c *slotCounts) added(id string, size int64) int {
 	x := c.slotOf(id)
 	c.n[x]++
+	c.bytes[x] += size
 	return x
 }
 
-// removed uncounts a record freed with identity id.
-func (c *slotCounts) removed(id string) {
+// removed uncounts a record freed with identity id, which held size bytes.
+func (c *slotCounts) removed(id string, size int64) {
 	x := c.slotOf(id)
 	c.n[x]--
+	c.bytes[x] -= size
 	if c.gone[x] {
 		c.orphans--
 		c.gone[x] = c.n[x] > 0

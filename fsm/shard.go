@@ -273,7 +273,7 @@ func (s *Shard) gather(t *touched, p *policy.Policy, key []byte, forget bool) {
 				t.states[i], t.found[i] = &t.fresh[i], false
 				continue
 			}
-			s.tab.bytes -= int64(l.HeapBytes(&r.st))
+			s.tab.resize(r, -l.HeapBytes(&r.st))
 			r.st, t.stale[i] = window.State{}, true
 		}
 		if forget {
@@ -292,7 +292,7 @@ func (s *Shard) settle(t *touched, p *policy.Policy) {
 	for i := 0; i < t.n; i++ {
 		if t.found[i] {
 			l, _ := limitOf(p, i)
-			s.tab.bytes += int64(l.HeapBytes(t.states[i]) - t.heap[i])
+			s.tab.resize(s.tab.rec(t.recs[i]), l.HeapBytes(t.states[i])-t.heap[i])
 		}
 	}
 }

@@ -143,10 +143,11 @@ func (t *table) insert(id []byte, st window.State) uint32 {
 	}
 	r := t.write(n) // a free record: a capture notes it needs nothing
 	*r = record{id: string(id), st: st}
-	t.bytes += recordBytes + int64(len(id)) + heapOf(r)
+	size := recordSize(r)
+	t.bytes += size
 	t.idx.put(t.hash(r.id), n)
 	if t.counts != nil {
-		t.noteAdded(t.counts.added(r.id), n)
+		t.noteAdded(t.counts.added(r.id, size), n)
 	}
 	t.live++
 	t.added++
@@ -154,10 +155,27 @@ func (t *table) insert(id []byte, st window.State) uint32 {
 	return n
 }
 
+// resize counts a change of delta bytes in what record r's state's
+// buffer holds (a sliding log's ring grown, shrunk or freed).
+func (t *table) resize(r *record, delta int) {
+	if delta == 0 {
+		return
+	}
+	t.bytes += int64(delta)
+	if t.counts != nil {
+		t.counts.bytes[t.counts.slotOf(r.id)] += int64(delta)
+	}
+}
+
+// recordSize is what record r holds: the record, its identity and its
+// state's buffer.
+func recordSize(r *record) int64 { return recordBytes + int64(len(r.id)) + heapOf(r) }
+
 // remove deletes record n from the index and frees it.
 func (t *table) remove(n uint32) {
 	r := t.write(n)
-	t.bytes -= recordBytes + int64(len(r.id)) + heapOf(r)
+	size := recordSize(r)
+	t.bytes -= size
 	h := t.hash(r.id)
 	if i, ok := t.idx.where(h, n); ok {
 		t.idx.del(t, i)
@@ -168,7 +186,7 @@ func (t *table) remove(n uint32) {
 		}
 	}
 	if t.counts != nil {
-		t.counts.removed(r.id)
+		t.counts.removed(r.id, size)
 	}
 	*r = record{}
 	t.free = append(t.free, n)

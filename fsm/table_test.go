@@ -238,3 +238,22 @@ func recountBytes(s *Shard) int64 {
 	s.tab.each(func(r *record) { n += recordBytes + int64(len(r.id)) + heapOf(r) })
 	return n
 }
+
+// slotBytesDrift says where s's bytes by slot differ from its records
+// counted anew, or "" (also without slots).
+func slotBytesDrift(s *Shard) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.tab.counts
+	if c == nil {
+		return ""
+	}
+	want := make([]int64, len(c.bytes))
+	s.tab.each(func(r *record) { want[c.slotOf(r.id)] += recordBytes + int64(len(r.id)) + heapOf(r) })
+	for x := range want {
+		if want[x] != c.bytes[x] {
+			return fmt.Sprintf("slot %d: counted %d bytes, its records hold %d", x, c.bytes[x], want[x])
+		}
+	}
+	return ""
+}

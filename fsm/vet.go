@@ -22,7 +22,20 @@ const (
 	// FullBytes: the states the checks would add or grow would hold more
 	// bytes than the bound.
 	FullBytes
+	// FullSlot: a key's slot would hold more than MaxSlotBytes.
+	FullSlot
 )
+
+// MaxSlotBytes bounds what the states of one slot may hold, whatever the
+// group's bound: a slot moves whole (a join, a leave), its states in one
+// export of at most MaxExport, and a slot that could not be exported
+// would stay frozen, its checks refused, until its states expire. Every
+// key of a colocated policy is in one slot. Three quarters of MaxExport:
+// a state's export is never over 9/8 of what it holds (a sliding log's
+// timestamps take at most 9 bytes each there, at least 8 in its ring;
+// the record's 40 bytes cover the rest), and checks on their way are
+// not counted.
+const MaxSlotBytes = MaxExport * 3 / 4
 
 // Room is a group's bound (0 in a field: none), or what checks add to
 // what it holds: key states, and the bytes they hold (records, their
@@ -84,21 +97,18 @@ var logSeed = maphash.MakeSeed()
 func (s *Shard) Vet(checks []Check, most Room, call *Call) (v Verdict, adds Room) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.own != nil {
-		for i := range checks {
-			if s.own.state[s.own.slotOf(checks[i].Key)] != slotOwned {
-				return NotOwned, Room{}
-			}
-		}
+	fullest, owned := s.fullestSlot(checks)
+	if !owned {
+		return NotOwned, Room{}
 	}
-	if most.States <= 0 && most.Bytes <= 0 {
+	if most.States <= 0 && most.Bytes <= 0 && s.tab.counts == nil {
 		return Take, Room{}
 	}
 	if most.Bytes <= 0 {
 		call = nil // only the byte bound tells logs met again apart
 	}
 	adds = s.adds(checks, call)
-	if v = s.fits(most, adds); v != Take {
+	if v = s.fits(most, adds, fullest); v != Take {
 		if s.refusalSweep == s.applied {
 			return v, Room{} // swept since the last entry: nothing newly expired
 		}
@@ -108,8 +118,9 @@ func (s *Shard) Vet(checks []Check, most Room, call *Call) (v Verdict, adds Room
 			return v, Room{}
 		}
 		// Freed records may include this set's own expired ones: count again.
+		fullest, _ = s.fullestSlot(checks)
 		adds = s.adds(checks, call)
-		if v = s.fits(most, adds); v != Take {
+		if v = s.fits(most, adds, fullest); v != Take {
 			return v, Room{}
 		}
 	}
@@ -144,10 +155,35 @@ func (s *Shard) reserved() Room {
 	return Room{States: int(s.reservedStates.Load()), Bytes: s.reservedBytes.Load()}
 }
 
+// fullestSlot returns what the fullest of the checks' slots holds (0
+// without slots), and whether the group owns every one; s.mu is held.
+func (s *Shard) fullestSlot(checks []Check) (fullest int64, owned bool) {
+	if s.own == nil {
+		return 0, true
+	}
+	c := s.tab.counts
+	for i := range checks {
+		x := s.own.slotOf(checks[i].Key)
+		if s.own.state[x] != slotOwned {
+			return 0, false
+		}
+		if c != nil {
+			fullest = max(fullest, c.bytes[x])
+		}
+	}
+	return fullest, true
+}
+
 // fits judges adds beyond what the group holds and has reserved against
-// most; s.mu is held.
-func (s *Shard) fits(most, adds Room) Verdict {
+// most, and against MaxSlotBytes in the fullest of the checks' slots,
+// with every reservation on its way as if it were that slot's (a slot's
+// bound is a safety net: a call of many checks of one slot must not pass
+// it by what it adds itself); s.mu is held.
+func (s *Shard) fits(most, adds Room, fullest int64) Verdict {
 	reserved := s.reserved()
+	if adds.Bytes > 0 && fullest+reserved.Bytes+adds.Bytes > MaxSlotBytes {
+		return FullSlot
+	}
 	if most.Bytes > 0 && adds.Bytes > 0 && s.tab.bytes+reserved.Bytes+adds.Bytes > most.Bytes {
 		return FullBytes
 	}

@@ -395,3 +395,73 @@ func TestVetBytesBoundHolds(t *testing.T) {
 		}
 	})
 }
+
+// One slot's states are bounded by MaxSlotBytes whatever the group's
+// bound, so a slot can always move (its export fits MaxExport): a
+// colocated policy's keys, all in one slot, are refused FullSlot once it
+// is full, while checks of other slots and peeks are taken. Before, a
+// slot grew past MaxExport within the group's bounds, and a move of it
+// stayed frozen, its checks refused, until its states expired.
+func TestVetSlotBound(t *testing.T) {
+	g := newGroup(t, 1, 4, 0, 1, 2, 3)
+	shop := &policy.Policy{Name: "shop", Colocate: true, Limits: []policy.Limit{{Limit: window.Limit{
+		Algorithm: window.SlidingLog, Limit: 10_000, Window: 3600 * sec}}}}
+	slot := uint32(slotOfID(shop.ColocatedKey("u"), 4))
+	other := keyIn((int(slot)+1)%4, 4, 0)
+	most := Room{States: 1 << 30, Bytes: 1 << 40}
+	// The checks of one call, on their way together, are judged with one
+	// another: before, each was judged against the slot as it was, and a
+	// call of 1,000 logs passed the bound by 80 MB.
+	var onTheirWay Room
+	for i := 0; ; i++ {
+		if i == 1500 {
+			t.Fatalf("one call reserved %d bytes in one slot, never refused", onTheirWay.Bytes)
+		}
+		c := Check{Key: shop.ColocatedKey(fmt.Sprintf("call%d", i)), Policy: shop, Cost: 10_000}
+		v, adds := g.s.Vet([]Check{c}, most, &Call{})
+		if v == FullSlot {
+			break
+		}
+		onTheirWay.Bytes += adds.Bytes
+	}
+	if onTheirWay.Bytes > MaxSlotBytes {
+		t.Fatalf("one call reserved %d bytes in one slot, over %d", onTheirWay.Bytes, MaxSlotBytes)
+	}
+	g.s.Release(onTheirWay)
+	full := false
+	for i := 0; !full; i++ {
+		if i == 1500 { // 1,500 logs of 10,000 timestamps: 120 MB
+			t.Fatalf("%d bytes in one slot, never refused", g.s.tab.counts.bytes[slot])
+		}
+		c := Check{Key: shop.ColocatedKey(fmt.Sprintf("u%d", i)), Policy: shop, Cost: 10_000}
+		v, adds := g.s.Vet([]Check{c}, most, nil)
+		switch v {
+		case FullSlot:
+			full = true
+		case Take:
+			g.now += 1000
+			if r, ok := g.apply(EncodeAllow(nil, g.now, []Check{c})).([]policy.Result); !ok || !r[0].Allowed {
+				t.Fatalf("check %d: %v", i, r)
+			}
+			g.s.Release(adds)
+		default:
+			t.Fatalf("check %d: %v", i, v)
+		}
+	}
+	held := g.s.tab.counts.bytes[slot]
+	if held > MaxSlotBytes || held < MaxSlotBytes*9/10 {
+		t.Fatalf("the slot holds %d bytes at its refusal, want just under %d", held, MaxSlotBytes)
+	}
+	p := inline(window.Limit{Algorithm: window.SlidingLog, Limit: 10_000, Window: 3600 * sec})
+	if v := judge(g.s, []Check{{Key: other, Policy: p, Cost: 10_000}}, most); v != Take {
+		t.Fatalf("a key of another slot: %v, want Take", v)
+	}
+	if v := judge(g.s, []Check{{Key: shop.ColocatedKey("u0"), Policy: shop, Cost: 0}}, most); v != Take {
+		t.Fatalf("a peek in the full slot: %v, want Take", v)
+	}
+	g.mustApply(EncodeFreeze(1, []uint32{slot}))
+	exp, err := g.s.ExportSlots(1, []uint32{slot})
+	if err != nil || len(exp) > MaxExport {
+		t.Fatalf("the full slot's export: %d bytes, %v; want it to fit %d", len(exp), err, MaxExport)
+	}
+}

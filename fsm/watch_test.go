@@ -53,7 +53,7 @@ func TestWatchListsEverySlotRecord(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 17))
 		const slots = 16
 		tab := newTable()
-		tab.counts = &slotCounts{n: make([]uint32, slots), gone: make([]bool, slots), step: orphanSweep}
+		tab.counts = newSlotCounts(slots)
 		next := 0
 		add := func(exp int64) {
 			id := testID(fmt.Sprintf("w%d", next))
@@ -140,7 +140,7 @@ func TestWatchListsEverySlotRecord(t *testing.T) {
 func TestGrownWatchIsDropped(t *testing.T) {
 	const slots = 4
 	tab := newTable()
-	tab.counts = &slotCounts{n: make([]uint32, slots), gone: make([]bool, slots), step: orphanSweep}
+	tab.counts = newSlotCounts(slots)
 	for i := range 2000 {
 		tab.insert(testID(fmt.Sprintf("s%d", i)), expiringAt(1<<40))
 	}

@@ -232,3 +232,55 @@ func TestMaxStateBytesRefusesLargeStates(t *testing.T) {
 		t.Fatalf("floodgate_key_state_bytes %.0f for %d states of 80 KB under %d MiB", held, taken, mib)
 	}
 }
+
+// One slot's states are bounded (48 MiB, the most a slot move carries)
+// whatever the group's bound: a colocated policy, all of whose keys share
+// one slot, has its checks that add states refused ResourceExhausted
+// naming the slot once it is full, while keys of other slots are taken.
+// Before, such a slot grew until a join or leave could not move it, and
+// stayed frozen, its checks refused, until its states expired.
+func TestOneSlotIsBounded(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 1)
+	setPolicies(t, c, `
+policies:
+  - name: shop
+    colocate: true
+    limits:
+      - {algorithm: sliding_log, limit: 10000, window: 1h}
+`)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	taken, refused := 0, 0
+	for b := range 8 { // 800 logs of 10,000 timestamps: 64 MB
+		var reqs []*pb.AllowRequest
+		for i := range 100 {
+			reqs = append(reqs, &pb.AllowRequest{Key: fmt.Sprintf("u-%d-%d", b, i), Policy: "shop", Cost: proto.Int64(10_000)})
+		}
+		resp, err := c.Nodes[0].Limiter().AllowBatch(ctx, &pb.AllowBatchRequest{Requests: reqs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range resp.Results {
+			switch {
+			case r.Error == nil && r.Response.GetAllowed():
+				taken++
+			case r.Error != nil && codes.Code(r.Error.Code) == codes.ResourceExhausted && strings.Contains(r.Error.Message, "slot"):
+				refused++
+			default:
+				t.Fatalf("batch %d item %d: %v", b, i, r)
+			}
+		}
+	}
+	// 80 KB a log: about 600 in 48 MiB.
+	if taken < 500 || taken > 630 || refused != 800-taken {
+		t.Fatalf("%d taken and %d refused of 800 logs of 80 KB in one slot", taken, refused)
+	}
+	big := &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 10_000, WindowMs: 3_600_000}
+	if resp, err := c.Nodes[0].Limiter().Allow(ctx, &pb.AllowRequest{Key: "elsewhere", Limit: big, Cost: proto.Int64(10_000)}); err != nil || !resp.Allowed {
+		t.Fatalf("a log of another slot: %v, %v", resp, err)
+	}
+	if resp, err := c.Nodes[0].Limiter().Allow(ctx, &pb.AllowRequest{Key: "u-0-0", Policy: "shop", Cost: proto.Int64(0)}); err != nil || resp.Remaining != 0 {
+		t.Fatalf("a peek at a full log of the full slot: %v, %v", resp, err)
+	}
+}
