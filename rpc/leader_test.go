@@ -2,13 +2,16 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/cluster"
@@ -63,5 +66,44 @@ func TestOnLeaderRetries(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// A peer's failure of a write sent on this node's behalf (a reset, a
+// restore's group) is sent again only when it was written nowhere: never
+// sent, or refused before the peer wrote it (the peer's message names
+// why). One whose outcome is unknown, a refusal of the request, or of
+// this node's credentials, is final; a group that no longer owns the key
+// is routed again. Before, every remote refusal was final once resets
+// stopped resending unknown outcomes: a reset reaching a stale leader
+// failed instead of following the new one.
+func TestPeerWriteError(t *testing.T) {
+	sentTo := &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 7000}}
+	unavailable := func(msg string) error { return status.Error(codes.Unavailable, msg) }
+	notLeader := (&cluster.NotLeaderError{Group: "shard-0", LeaderID: "n3", LeaderAddr: "127.0.0.1:7003"}).Error()
+	for _, tc := range []struct {
+		name  string
+		err   error
+		p     *peer.Peer
+		retry bool
+		moved bool
+		code  codes.Code
+	}{
+		{"never sent", unavailable("connection refused"), &peer.Peer{}, true, false, codes.Unavailable},
+		{"not the leader", unavailable(notLeader), sentTo, true, false, codes.Unavailable},
+		{"no leader", unavailable("shard-0: " + cluster.ErrNoLeader.Error()), sentTo, true, false, codes.Unavailable},
+		{"not ready", unavailable(cluster.ErrNotReady.Error()), sentTo, true, false, codes.Unavailable},
+		{"written and lost", unavailable(fmt.Sprintf("shard-0: %v: %v", cluster.ErrUnavailable, raft.ErrLeadershipLost)), sentTo, false, false, codes.Unavailable},
+		{"lost, after a not-leader", unavailable(fmt.Sprintf("%s: %v", notLeader, cluster.ErrUnavailable)), sentTo, false, false, codes.Unavailable},
+		{"moved", unavailable("reset k: shard-1: " + cluster.ErrMoved.Error()), sentTo, false, true, codes.Unavailable},
+		{"invalid", status.Error(codes.InvalidArgument, "key: must not be empty"), sentTo, false, false, codes.InvalidArgument},
+		{"credentials", status.Error(codes.PermissionDenied, "no"), sentTo, false, false, codes.Unavailable},
+	} {
+		got := peerWriteError("n2", tc.err, tc.p)
+		moved := errors.Is(got, cluster.ErrMoved)
+		retry := cluster.Retryable(got) && !moved // a moved key is routed again, not resent
+		if retry != tc.retry || moved != tc.moved || codeOf(got) != tc.code {
+			t.Errorf("%s: %v: resent %v, moved %v, code %v; want %v, %v, %v", tc.name, got, retry, moved, codeOf(got), tc.retry, tc.moved, tc.code)
+		}
 	}
 }

@@ -7,12 +7,15 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/cluster"
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
+	"github.com/floodgate/floodgate/rpc/sent"
 	"github.com/floodgate/floodgate/rpc/validate"
 )
 
@@ -38,12 +41,13 @@ func (a *AdminServer) ResetKey(ctx context.Context, req *pb.ResetKeyRequest) (*p
 				n, err = a.node.ResetKey(ctx, shard, c.Key, c.Policy)
 				return err
 			}
+			var p peer.Peer
 			resp, err := peerv1.NewPeerClient(a.peers.conn(rt.Addr)).ResetKey(ctx,
-				&peerv1.PeerResetRequest{Shard: uint32(shard), Key: c.Key, Policy: c.Policy.AppendBinary(nil)})
+				&peerv1.PeerResetRequest{Shard: uint32(shard), Key: c.Key, Policy: c.Policy.AppendBinary(nil)}, grpc.Peer(&p))
 			if err == nil {
 				n = int(resp.States)
 			}
-			return peerOwnerError(rt.Addr, err)
+			return peerWriteError(rt.Addr, err, &p)
 		})
 	})
 	if err != nil {
@@ -104,6 +108,30 @@ func awaitTable(ctx context.Context, changed <-chan struct{}, deadline time.Time
 	case <-t.C:
 	}
 	return nil
+}
+
+// peerWriteError classifies a peer's failure of a write sent on this
+// node's behalf (a reset, a restore's group) for onLeader, which sends a
+// write again only when cluster.Retryable says it was written nowhere:
+// a call that never left this node (sent.Never), or that the peer
+// refused before writing (not the leader, no leader, not ready: a status
+// whose message names it, and not an unknown outcome) may go again, to
+// the leader as this node routes it; a group that does not own the key is
+// peerOwnerError's; anything else is final.
+func peerWriteError(addr string, err error, p *peer.Peer) error {
+	if sent.Never(err, p) {
+		return fmt.Errorf("%s: %w: %w", addr, errNotSent, err)
+	}
+	if st, ok := status.FromError(err); ok && err != nil && st.Code() == codes.Unavailable {
+		msg := st.Message()
+		for _, e := range []error{cluster.ErrNotLeader, cluster.ErrNoLeader, cluster.ErrNotReady} {
+			if strings.Contains(msg, e.Error()) && !strings.Contains(msg, cluster.ErrUnavailable.Error()) &&
+				!strings.Contains(msg, cluster.ErrMoved.Error()) {
+				return fmt.Errorf("%s: %w: %s", addr, e, msg)
+			}
+		}
+	}
+	return peerOwnerError(addr, err)
 }
 
 // peerOwnerError is a peer's refusal of a call about keys (a reset, a

@@ -16,6 +16,8 @@ import (
 	peerv1 "github.com/floodgate/floodgate/proto/floodgate/peer/v1"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 	"github.com/floodgate/floodgate/rpc/validate"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
 )
 
 // restorePiece is about the most bytes of states a restore sends to a
@@ -280,7 +282,8 @@ func (a *AdminServer) restoreGroup(ctx context.Context, g int, states []byte) er
 			_, err := a.node.RestoreGroup(bulk, g, states)
 			return err
 		}
-		_, err := peerv1.NewPeerClient(a.peers.conn(rt.Addr)).RestoreGroup(bulk, &peerv1.RestoreGroupRequest{Group: uint32(g), States: states})
-		return peerOwnerError(rt.Addr, err)
+		var p peer.Peer
+		_, err := peerv1.NewPeerClient(a.peers.conn(rt.Addr)).RestoreGroup(bulk, &peerv1.RestoreGroupRequest{Group: uint32(g), States: states}, grpc.Peer(&p))
+		return peerWriteError(rt.Addr, err, &p)
 	})
 }
