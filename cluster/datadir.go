@@ -159,7 +159,8 @@ func checkIncarnation(old, node *metav1.Node) error {
 }
 
 // keyCurrentTerm is the stable key under which hashicorp/raft keeps a
-// group's term: written at bootstrap and at the first message of a leader.
+// group's term: written each time the group opens (0 until it has one),
+// and at every new term.
 var keyCurrentTerm = []byte("CurrentTerm")
 
 // checkStateKept refuses a data dir the cluster took (acceptedFile) whose
@@ -167,12 +168,13 @@ var keyCurrentTerm = []byte("CurrentTerm")
 // dir kept. Its incarnation would let it back in as the member it was, a
 // voter that forgot its votes and the entries it acknowledged: a quorum
 // counting it could elect a leader without an acknowledged strict check,
-// and the limit be exceeded. A member's meta group holds a term from its
-// bootstrap or its first leader's message on; an accepted dir without one
-// lost it, unless a join is still under way (joiningFile: nothing
-// acknowledged yet) or the state is in an older layout that opening the
-// meta group moves into the shared log. Checked before any group opens,
-// so no peer writes a term into the empty log first.
+// and the limit be exceeded. Raft writes the meta group's term each time
+// the group opens, and a dir is accepted only once its meta group is
+// open: an accepted dir whose log holds none lost it, unless a join is
+// still under way (joiningFile: nothing acknowledged yet; a fresh node's
+// JoinCluster marks it before it drops its own meta log) or the state is
+// in an older layout that opening the meta group moves into the shared
+// log. Checked before any group opens, which would write the term again.
 func checkStateKept(dir string, wal *raftlog.Store) error {
 	if !accepted(dir) || joiningVia(dir) != nil {
 		return nil
@@ -185,7 +187,6 @@ func checkStateKept(dir string, wal *raftlog.Store) error {
 		return err
 	}
 	return fmt.Errorf("%w: data-dir: %s was taken by its cluster (%s) but its Raft log (%s) holds no state: it was deleted or replaced, and with it this member's votes and acknowledged entries. "+
-		"Take the member out (floodgatectl leave %s, from any other node), empty %s, and start it again with --join: its replicas come back from its peers. "+
-		"(A node whose very first start stopped before it held anything: empty the dir and start it again.)",
+		"Take the member out (floodgatectl leave %s, from any other node), empty %s, and start it again with --join: its replicas come back from its peers",
 		ErrDamaged, dir, acceptedFile, filepath.Join(dir, walDir), ReadNodeID(dir), dir)
 }

@@ -293,6 +293,13 @@ func (n *Node) JoinCluster(ctx context.Context, addrs []string) (string, error) 
 		// have moved the node already.
 		return "", fmt.Errorf("%w: %s already joined a cluster", ErrNotFresh, n.cfg.NodeID)
 	}
+	// The join is marked before the discard: a node stopped part-way
+	// through it (its meta log dropped, no new one yet) finishes the join
+	// at its next start, rather than being taken for a member that lost
+	// its log (checkStateKept).
+	if err := markJoining(n.cfg.DataDir, addrs); err != nil {
+		return "", fmt.Errorf("data-dir: recording the join: %w", err)
+	}
 	if err := n.reset("discarding this node's own single-node cluster to join another"); err != nil {
 		return "", err
 	}
