@@ -75,23 +75,25 @@ func (n *Node) RestoreGroup(ctx context.Context, group int, states []byte) (int,
 		return 0, err
 	}
 	r.fast.drain()
-	// Applies never check --max-key-states or --max-state-mib (the leader
-	// vets what it proposes): a restore beyond them went through, and the
-	// group then refused every check of a new key until restored states
-	// expired.
-	if most := (fsm.Room{States: n.cfg.MaxKeyStates, Bytes: n.cfg.MaxStateBytes}); most != (fsm.Room{}) {
-		held, err := r.fsm.HeldAfterRestore(parts[group])
-		if err != nil {
-			return 0, fmt.Errorf("%w: states: %w", ErrConfig, err)
-		}
-		if most.States > 0 && held.States > most.States {
-			return 0, fmt.Errorf("%s: %w: restoring the states of %d keys would make the group hold %d key states, over --max-key-states (%d): "+
-				"raise it on every node (0: no bound), or restore into a cluster of more groups", shardName(group), ErrFull, sp.Keys, held.States, most.States)
-		}
-		if most.Bytes > 0 && held.Bytes > most.Bytes {
-			return 0, fmt.Errorf("%s: %w: restoring the states of %d keys would make the group's states hold %d bytes, over --max-state-mib (%d bytes): "+
-				"raise it on every node (0: no bound), or restore into a cluster of more groups", shardName(group), ErrFull, sp.Keys, held.Bytes, most.Bytes)
-		}
+	// Applies never check --max-key-states, --max-state-mib or one slot's
+	// bound (the leader vets what it proposes): a restore beyond them went
+	// through, and the group then refused every check of a new key until
+	// restored states expired (or a slot could not move).
+	most := fsm.Room{States: n.cfg.MaxKeyStates, Bytes: n.cfg.MaxStateBytes}
+	held, fullest, err := r.fsm.HeldAfterRestore(parts[group])
+	if err != nil {
+		return 0, fmt.Errorf("%w: states: %w", ErrConfig, err)
+	}
+	switch {
+	case fullest > fsm.MaxSlotBytes:
+		return 0, fmt.Errorf("%s: %w: restoring the states of %d keys would make a slot's states hold %d bytes, over the %d bytes one slot may hold (the most a slot moves with; every key of a colocated policy is in one slot)",
+			shardName(group), ErrFull, sp.Keys, fullest, fsm.MaxSlotBytes)
+	case most.States > 0 && held.States > most.States:
+		return 0, fmt.Errorf("%s: %w: restoring the states of %d keys would make the group hold %d key states, over --max-key-states (%d): "+
+			"raise it on every node (0: no bound), or restore into a cluster of more groups", shardName(group), ErrFull, sp.Keys, held.States, most.States)
+	case most.Bytes > 0 && held.Bytes > most.Bytes:
+		return 0, fmt.Errorf("%s: %w: restoring the states of %d keys would make the group's states hold %d bytes, over --max-state-mib (%d bytes): "+
+			"raise it on every node (0: no bound), or restore into a cluster of more groups", shardName(group), ErrFull, sp.Keys, held.Bytes, most.Bytes)
 	}
 	if err := n.applyShard(ctx, r, fsm.EncodeRestore(states)); err != nil {
 		if errors.Is(err, fsm.ErrNotOwned) {

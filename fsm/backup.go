@@ -105,22 +105,36 @@ func (s *Shard) forgetOverlayOf(keys map[string]bool) {
 // reserved. A restored key's records the states do not hold are dropped,
 // so both may be over, never under: the leader refuses a restore beyond
 // --max-key-states or --max-state-mib by them (applies never check those
-// bounds: the leader vets what it proposes).
-func (s *Shard) HeldAfterRestore(states []byte) (Room, error) {
+// bounds: the leader vets what it proposes). fullest is what the fullest
+// slot the states fill would hold (0 in a group without slots), which
+// the leader holds to MaxSlotBytes.
+func (s *Shard) HeldAfterRestore(states []byte) (held Room, fullest int64, err error) {
 	restored, _, _, err := decodeShardSnapshot(states)
 	if err != nil {
-		return Room{}, err
+		return Room{}, 0, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	reserved := s.reserved()
-	held := Room{States: s.held() + reserved.States, Bytes: s.tab.bytes + reserved.Bytes + restored.bytes}
+	held = Room{States: s.held() + reserved.States, Bytes: s.tab.bytes + reserved.Bytes + restored.bytes}
+	var slots map[int]int64
+	if s.tab.counts != nil {
+		slots = map[int]int64{}
+	}
 	restored.each(func(r *record) {
 		if !s.tab.holds([]byte(r.id)) && s.ov.entries[r.id] == nil {
 			held.States++
 		}
+		if slots != nil {
+			x := s.tab.counts.slotOf(r.id)
+			if _, ok := slots[x]; !ok {
+				slots[x] = s.tab.counts.bytes[x]
+			}
+			slots[x] += recordSize(r)
+			fullest = max(fullest, slots[x])
+		}
 	})
-	return held, nil
+	return held, fullest, nil
 }
 
 // CountStates returns how many key states (one per key and limit) states

@@ -357,7 +357,7 @@ func TestHeldAfterRestoreLeavesOrphansOut(t *testing.T) {
 	if n, err := CountStates(states); err != nil || n.States != len(bySlot[1]) {
 		t.Fatalf("the export holds %+v states (%v), want %d", n, err, len(bySlot[1]))
 	}
-	held, err := g.s.HeldAfterRestore(states)
+	held, _, err := g.s.HeldAfterRestore(states)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ type Shard struct {
 	// stack it escaped (it points into itself), an allocation per check.
 	tt touched
 	// vetLogs is Vet's scratch: the sliding logs a set grows (Call).
-	vetLogs []uint64
+	vetLogs []vetLog
 	// reservedStates and reservedBytes are what Vet took and the caller
 	// has not yet released: a leader's checks on their way to the log
 	// (Vet). Atomic, so that Release takes no lock on the Allow path;

@@ -46,13 +46,22 @@ type Room struct {
 }
 
 // Call is what Vet knows of a call's sets taken so far: the sliding logs
-// they grow (by a hash of their identities). A log grown by two sets of
-// one call may grow by more than each would grow it alone (the second
-// grows the ring the first grew, by a quarter of it), so a log met again
-// in a call is judged at the most it can ever hold. The zero Call is
-// empty.
+// they grow (by a hash of their identities), with what was reserved for
+// each one's buffer, and the bytes they add in all. A log grown by two
+// sets of one call may grow by more than each would grow it alone (the
+// second grows the ring the first grew, by a quarter of it), so a log met
+// again in a call is reserved up to the most it can ever hold, and no
+// more however often it comes back. The zero Call is empty.
 type Call struct {
-	logs map[uint64]struct{}
+	logs  map[uint64]int64
+	bytes int64
+}
+
+// vetLog is a sliding log a set grows, and what Vet reserves for its
+// buffer (Shard.vetLogs).
+type vetLog struct {
+	hash uint64
+	buf  int64
 }
 
 // logSeed hashes identities for Call.logs; a collision only judges a log
@@ -104,11 +113,11 @@ func (s *Shard) Vet(checks []Check, most Room, call *Call) (v Verdict, adds Room
 	if most.States <= 0 && most.Bytes <= 0 && s.tab.counts == nil {
 		return Take, Room{}
 	}
-	if most.Bytes <= 0 {
-		call = nil // only the byte bound tells logs met again apart
+	if most.Bytes <= 0 && s.tab.counts == nil {
+		call = nil // only the byte bounds tell logs met again apart
 	}
 	adds = s.adds(checks, call)
-	if v = s.fits(most, adds, fullest); v != Take {
+	if v = s.fits(most, adds, fullest, call); v != Take {
 		if s.refusalSweep == s.applied {
 			return v, Room{} // swept since the last entry: nothing newly expired
 		}
@@ -120,7 +129,7 @@ func (s *Shard) Vet(checks []Check, most Room, call *Call) (v Verdict, adds Room
 		// Freed records may include this set's own expired ones: count again.
 		fullest, _ = s.fullestSlot(checks)
 		adds = s.adds(checks, call)
-		if v = s.fits(most, adds, fullest); v != Take {
+		if v = s.fits(most, adds, fullest, call); v != Take {
 			return v, Room{}
 		}
 	}
@@ -129,11 +138,12 @@ func (s *Shard) Vet(checks []Check, most Room, call *Call) (v Verdict, adds Room
 		s.reservedBytes.Add(adds.Bytes)
 	}
 	if call != nil {
-		for _, h := range s.vetLogs {
+		call.bytes += adds.Bytes
+		for _, l := range s.vetLogs {
 			if call.logs == nil {
-				call.logs = make(map[uint64]struct{})
+				call.logs = make(map[uint64]int64)
 			}
-			call.logs[h] = struct{}{}
+			call.logs[l.hash] += l.buf
 		}
 	}
 	return Take, adds
@@ -176,14 +186,23 @@ func (s *Shard) fullestSlot(checks []Check) (fullest int64, owned bool) {
 
 // fits judges adds beyond what the group holds and has reserved against
 // most, and against MaxSlotBytes in the fullest of the checks' slots,
-// with every reservation on its way as if it were that slot's (a slot's
-// bound is a safety net: a call of many checks of one slot must not pass
-// it by what it adds itself); s.mu is held.
-func (s *Shard) fits(most, adds Room, fullest int64) Verdict {
-	reserved := s.reserved()
-	if adds.Bytes > 0 && fullest+reserved.Bytes+adds.Bytes > MaxSlotBytes {
-		return FullSlot
+// with what the call's earlier sets add as if it were that slot's (a
+// call of many checks of one slot must not pass it by what it adds
+// itself). Other calls' reservations are not counted against a slot: a
+// call adding to other slots would then refuse this one's checks; calls
+// on their way together can pass a slot's bound by what they carry,
+// which MaxSlotBytes leaves room for. s.mu is held.
+func (s *Shard) fits(most, adds Room, fullest int64, call *Call) Verdict {
+	if adds.Bytes > 0 && s.tab.counts != nil {
+		before := int64(0)
+		if call != nil {
+			before = call.bytes
+		}
+		if fullest+before+adds.Bytes > MaxSlotBytes {
+			return FullSlot
+		}
 	}
+	reserved := s.reserved()
 	if most.Bytes > 0 && adds.Bytes > 0 && s.tab.bytes+reserved.Bytes+adds.Bytes > most.Bytes {
 		return FullBytes
 	}
@@ -212,7 +231,8 @@ func (s *Shard) held() int {
 }
 
 // adds counts what checks would add (a peek adds nothing); with a call,
-// it lists the sliding logs they grow in s.vetLogs. s.mu is held.
+// it lists the sliding logs they grow, and what it reserves for each, in
+// s.vetLogs. s.mu is held.
 func (s *Shard) adds(checks []Check, call *Call) Room {
 	var adds Room
 	s.vetLogs = s.vetLogs[:0]
@@ -264,18 +284,23 @@ func (s *Shard) add(r *Room, p *policy.Policy, key string, cost int64, call *Cal
 		} else {
 			r.States++
 		}
-		grown := p.HeapBound(i, st, s.now, cost)
+		held := 0 // the buffer's bytes, counted in what the group holds
+		if stored {
+			held = l.HeapBytes(st)
+		}
+		buf := int64(max(p.HeapBound(i, st, s.now, cost)-held, 0))
 		if call != nil && l.Algorithm == window.SlidingLog {
 			h := maphash.Bytes(logSeed, s.ids)
-			if _, again := call.logs[h]; again {
-				grown = max(grown, p.HeapMax(i))
+			if before, again := call.logs[h]; again {
+				// Up to the most it can hold, counting what the call's
+				// earlier sets reserved for it.
+				buf = max(int64(p.HeapMax(i)-held)-before, 0)
 			}
-			s.vetLogs = append(s.vetLogs, h)
+			s.vetLogs = append(s.vetLogs, vetLog{hash: h, buf: buf})
 		}
-		if stored {
-			r.Bytes += int64(max(grown-l.HeapBytes(st), 0))
-		} else {
-			r.Bytes += recordBytes + int64(len(s.ids)) + int64(grown)
+		r.Bytes += buf
+		if !stored {
+			r.Bytes += recordBytes + int64(len(s.ids))
 		}
 	}
 }

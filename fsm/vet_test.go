@@ -413,12 +413,13 @@ func TestVetSlotBound(t *testing.T) {
 	// another: before, each was judged against the slot as it was, and a
 	// call of 1,000 logs passed the bound by 80 MB.
 	var onTheirWay Room
+	call := &Call{}
 	for i := 0; ; i++ {
 		if i == 1500 {
 			t.Fatalf("one call reserved %d bytes in one slot, never refused", onTheirWay.Bytes)
 		}
 		c := Check{Key: shop.ColocatedKey(fmt.Sprintf("call%d", i)), Policy: shop, Cost: 10_000}
-		v, adds := g.s.Vet([]Check{c}, most, &Call{})
+		v, adds := g.s.Vet([]Check{c}, most, call)
 		if v == FullSlot {
 			break
 		}
@@ -463,5 +464,74 @@ func TestVetSlotBound(t *testing.T) {
 	exp, err := g.s.ExportSlots(1, []uint32{slot})
 	if err != nil || len(exp) > MaxExport {
 		t.Fatalf("the full slot's export: %d bytes, %v; want it to fit %d", len(exp), err, MaxExport)
+	}
+}
+
+// A log met again and again in one call (a forwarded batch of many
+// callers' checks of one hot key) is reserved up to the most it can hold
+// in all, not that much again at each meeting: before, 614 checks of cost
+// 1 of one 10,000 log reserved 48 MiB and met the slot's bound, with the
+// slot empty. And other calls' reservations do not count against a slot:
+// another caller's checks of an empty slot are taken meanwhile.
+func TestVetHotLogInOneCall(t *testing.T) {
+	g := newGroup(t, 1, 4, 0, 1, 2, 3)
+	p := inline(window.Limit{Algorithm: window.SlidingLog, Limit: 10_000, Window: 3600 * sec})
+	most := Room{States: 2_000_000, Bytes: 1 << 30}
+	hot := keyIn(0, 4, 0)
+	call := &Call{}
+	var taken Room
+	for i := range 2000 {
+		v, adds := g.s.Vet([]Check{{Key: hot, Policy: p, Cost: 1}}, most, call)
+		if v != Take {
+			t.Fatalf("check %d of one call of one key: %v, having reserved %d bytes", i, v, taken.Bytes)
+		}
+		taken.States, taken.Bytes = taken.States+adds.States, taken.Bytes+adds.Bytes
+	}
+	// The log's most, and a record and identity at each meeting (a new
+	// key's state is counted at each, as it is not stored yet).
+	if limit := int64(p.HeapMax(0)) + 2000*(recordBytes+64); taken.Bytes > limit {
+		t.Fatalf("one call of one log reserved %d bytes, over %d", taken.Bytes, limit)
+	}
+	other, call2 := keyIn(3, 4, 1), &Call{}
+	for i := range 2 {
+		if v, adds := g.s.Vet([]Check{{Key: other, Policy: p, Cost: 10_000}}, most, call2); v != Take {
+			t.Fatalf("check %d of another caller's call, in an empty slot: %v", i, v)
+		} else {
+			g.s.Release(adds)
+		}
+	}
+	g.s.Release(taken)
+}
+
+// A restore is judged against one slot's bound as a check is: what the
+// fullest slot it fills would hold, its states beside the slot's own.
+func TestHeldAfterRestoreFullestSlot(t *testing.T) {
+	shop := &policy.Policy{Name: "shop", Colocate: true, Limits: []policy.Limit{{Limit: window.Limit{
+		Algorithm: window.SlidingLog, Limit: 10_000, Window: 3600 * sec}}}}
+	slot := uint32(slotOfID(shop.ColocatedKey("u"), 4))
+	fill := func(g *group, prefix string, logs int) {
+		for i := range logs {
+			g.now += 1000
+			c := Check{Key: shop.ColocatedKey(fmt.Sprintf("%s%d", prefix, i)), Policy: shop, Cost: 10_000}
+			if r, ok := g.apply(EncodeAllow(nil, g.now, []Check{c})).([]policy.Result); !ok || !r[0].Allowed {
+				t.Fatalf("%s%d: %v", prefix, i, r)
+			}
+		}
+	}
+	src := newGroup(t, 1, 4, 0, 1, 2, 3)
+	fill(src, "a", 360) // about 29 MiB
+	src.mustApply(EncodeFreeze(1, []uint32{slot}))
+	states, err := src.s.ExportSlots(1, []uint32{slot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := newGroup(t, 1, 4, 0, 1, 2, 3)
+	if _, fullest, err := empty.s.HeldAfterRestore(states); err != nil || fullest > MaxSlotBytes || fullest < 25<<20 {
+		t.Fatalf("into an empty group: the slot would hold %d bytes (%v), want about 29 MiB", fullest, err)
+	}
+	busy := newGroup(t, 1, 4, 0, 1, 2, 3)
+	fill(busy, "b", 300) // about 24 MiB more
+	if _, fullest, err := busy.s.HeldAfterRestore(states); err != nil || fullest <= MaxSlotBytes {
+		t.Fatalf("beside the slot's own 24 MiB: %d bytes (%v), want over %d", fullest, err, MaxSlotBytes)
 	}
 }
