@@ -191,27 +191,9 @@ func TestMaxStateBytesRefusesLargeStates(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	big := &pb.Limit{Algorithm: pb.Algorithm_SLIDING_LOG, Limit: 10_000, WindowMs: 3_600_000}
-	taken, refused := 0, 0
-	for b := range 4 {
-		var reqs []*pb.AllowRequest
-		for i := range 10 {
-			reqs = append(reqs, &pb.AllowRequest{Key: fmt.Sprintf("big-%d-%d", b, i), Limit: big, Cost: proto.Int64(10_000)})
-		}
-		resp, err := c.Nodes[0].Limiter().AllowBatch(ctx, &pb.AllowBatchRequest{Requests: reqs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, r := range resp.Results {
-			switch {
-			case r.Error == nil && r.Response.GetAllowed():
-				taken++
-			case r.Error != nil && codes.Code(r.Error.Code) == codes.ResourceExhausted && strings.Contains(r.Error.Message, "--max-state-mib"):
-				refused++
-			default:
-				t.Fatalf("batch %d item %d: %v", b, i, r)
-			}
-		}
-	}
+	taken, refused := floodBatches(ctx, t, c.Nodes[0], 4, 10, "--max-state-mib", func(key string) *pb.AllowRequest {
+		return &pb.AllowRequest{Key: "big-" + key, Limit: big, Cost: proto.Int64(10_000)}
+	})
 	// 80 KB a state (its ring as the allocator rounds it up): 12 fit in a
 	// MiB, judged at most a quarter more each.
 	if taken < 9 || taken > 12 || refused != 40-taken {
@@ -251,27 +233,10 @@ policies:
 `)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	taken, refused := 0, 0
-	for b := range 8 { // 800 logs of 10,000 timestamps: 64 MB
-		var reqs []*pb.AllowRequest
-		for i := range 100 {
-			reqs = append(reqs, &pb.AllowRequest{Key: fmt.Sprintf("u-%d-%d", b, i), Policy: "shop", Cost: proto.Int64(10_000)})
-		}
-		resp, err := c.Nodes[0].Limiter().AllowBatch(ctx, &pb.AllowBatchRequest{Requests: reqs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, r := range resp.Results {
-			switch {
-			case r.Error == nil && r.Response.GetAllowed():
-				taken++
-			case r.Error != nil && codes.Code(r.Error.Code) == codes.ResourceExhausted && strings.Contains(r.Error.Message, "slot"):
-				refused++
-			default:
-				t.Fatalf("batch %d item %d: %v", b, i, r)
-			}
-		}
-	}
+	// 800 logs of 10,000 timestamps: 64 MB.
+	taken, refused := floodBatches(ctx, t, c.Nodes[0], 8, 100, "slot", func(key string) *pb.AllowRequest {
+		return &pb.AllowRequest{Key: "u-" + key, Policy: "shop", Cost: proto.Int64(10_000)}
+	})
 	// 80 KB a log: about 600 in 48 MiB.
 	if taken < 500 || taken > 630 || refused != 800-taken {
 		t.Fatalf("%d taken and %d refused of 800 logs of 80 KB in one slot", taken, refused)
@@ -283,4 +248,33 @@ policies:
 	if resp, err := c.Nodes[0].Limiter().Allow(ctx, &pb.AllowRequest{Key: "u-0-0", Policy: "shop", Cost: proto.Int64(0)}); err != nil || resp.Remaining != 0 {
 		t.Fatalf("a peek at a full log of the full slot: %v, %v", resp, err)
 	}
+}
+
+// floodBatches sends batches calls of AllowBatch of size checks each to
+// n, the checks made by req from keys "B-I", and counts those taken and
+// those refused ResourceExhausted with a message naming refusal; any other
+// answer fails the test.
+func floodBatches(ctx context.Context, t *testing.T, n *Node, batches, size int, refusal string, req func(key string) *pb.AllowRequest) (taken, refused int) {
+	t.Helper()
+	for b := range batches {
+		var reqs []*pb.AllowRequest
+		for i := range size {
+			reqs = append(reqs, req(fmt.Sprintf("%d-%d", b, i)))
+		}
+		resp, err := n.Limiter().AllowBatch(ctx, &pb.AllowBatchRequest{Requests: reqs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range resp.Results {
+			switch {
+			case r.Error == nil && r.Response.GetAllowed():
+				taken++
+			case r.Error != nil && codes.Code(r.Error.Code) == codes.ResourceExhausted && strings.Contains(r.Error.Message, refusal):
+				refused++
+			default:
+				t.Fatalf("batch %d item %d: %v", b, i, r)
+			}
+		}
+	}
+	return taken, refused
 }
