@@ -33,8 +33,8 @@ const (
 // key of a colocated policy is in one slot. Three quarters of MaxExport:
 // a state's export is never over 9/8 of what it holds (a sliding log's
 // timestamps take at most 9 bytes each there, at least 8 in its ring;
-// the record's 40 bytes cover the rest), and checks on their way are
-// not counted.
+// the record's 40 bytes cover the rest), and calls on their way at once
+// are judged each with its own checks only (Shard.fits).
 const MaxSlotBytes = MaxExport * 3 / 4
 
 // Room is a group's bound (0 in a field: none), or what checks add to
