@@ -42,6 +42,16 @@ func TestClockStepIsNotStamped(t *testing.T) {
 	if err := n1.WaitServing(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The guard holds a step from the cluster's first reading of n1's clock
+	// on (before it, a node's clock is its own: one that starts off is the
+	// clock watch's to stop). On a busy machine that reading came after the
+	// step, which was then stamped and the test failed.
+	waitFor(t, ctx, "n1's clock read against its peers'", func() error {
+		if len(seriesOf(scrape(t, n1), "floodgate_clock_offset_seconds", nil)) == 0 {
+			return fmt.Errorf("no reading yet")
+		}
+		return nil
+	})
 	// A key of a group n1 leads: the leader stamps its checks.
 	var key string
 	group := -1
