@@ -17,8 +17,10 @@ import (
 
 const (
 	// logCacheSize is how many recent entries each group keeps in memory,
-	// so replication reads them without going back to the log file.
-	logCacheSize = 512
+	// so replication reads them without going back to the log file, and
+	// logCacheBytes the most they may hold (logCache).
+	logCacheSize  = 512
+	logCacheBytes = 16 << 20
 	// snapshotsRetained is how many file snapshots each group keeps.
 	snapshotsRetained = 2
 	// walDir is the node's shared Raft log under its data dir.
@@ -73,11 +75,7 @@ func openGroupStore(dir, name string, wal *raftlog.Store, logger hclog.Logger) (
 		return nil, fmt.Errorf("open snapshots in %s: %w", dir, err)
 	}
 	g := wal.Group(name)
-	logs, err := raft.NewLogCache(logCacheSize, g)
-	if err != nil {
-		return nil, err
-	}
-	return &groupStore{logs: logs, state: g, snaps: snaps}, nil
+	return &groupStore{logs: newLogCache(g, logCacheSize, logCacheBytes), state: g, snaps: snaps}, nil
 }
 
 // dropUnfinishedSnapshots removes the snapshots a process died writing

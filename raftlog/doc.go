@@ -49,7 +49,7 @@
 // are kept on disk rather than in memory because shard entries carry whole
 // batches and a group keeps thousands of them (raft's TrailingLogs plus up
 // to SnapshotThreshold): with 64 groups that would be hundreds of megabytes
-// of copies of what raft.LogCache already keeps hot. Stable keys are kept
+// of copies of what the log cache in front of it keeps hot. Stable keys are kept
 // in memory.
 //
 // # Recovery
