@@ -28,10 +28,10 @@ type logCache struct {
 // the raft.Log struct and its slices' headers.
 const entryOverhead = 96
 
-// newLogCache caches up to entries entries of store, holding up to
-// maxBytes.
+// newLogCache caches up to entries entries of store (at least one),
+// holding up to maxBytes.
 func newLogCache(store raft.LogStore, entries int, maxBytes int64) *logCache {
-	return &logCache{store: store, maxBytes: maxBytes, ring: make([]*raft.Log, entries)}
+	return &logCache{store: store, maxBytes: maxBytes, ring: make([]*raft.Log, max(entries, 1))}
 }
 
 // entrySize is what an entry holds in memory.
@@ -80,7 +80,13 @@ func (c *logCache) StoreLogs(logs []*raft.Log) error {
 		if c.n == len(c.ring) {
 			c.dropOldest()
 		}
-		c.ring[l.Index%uint64(len(c.ring))] = l
+		// A copy of the entry, not raft's: a leader's is a field of its
+		// future, which holds the state machine's answer (64 bytes a
+		// check), and a follower's an element of its AppendEntries
+		// batch, which holds every entry of the batch; kept, either
+		// would keep far more alive than entrySize counts.
+		cp := *l
+		c.ring[l.Index%uint64(len(c.ring))] = &cp
 		c.n++
 		c.bytes += entrySize(l)
 		for c.n > 0 && c.bytes > c.maxBytes {

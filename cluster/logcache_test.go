@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 
@@ -154,16 +155,87 @@ func TestLogCacheConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for range 5000 {
 				last, _ := c.LastIndex()
-				if last == 0 {
+				if last < 20 {
 					continue
 				}
+				i := last - uint64(rand.IntN(20)) // cached, or just dropped
 				var l raft.Log
-				if err := c.GetLog(last, &l); err == nil && l.Index != last {
-					t.Errorf("GetLog(%d) read %d", last, l.Index)
+				if err := c.GetLog(i, &l); err == nil && l.Index != i {
+					t.Errorf("GetLog(%d) read %d", i, l.Index)
 					return
 				}
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// The cache keeps its own copy of each entry, never the one raft gave it:
+// a leader's is a field of its future, which holds the state machine's
+// answer, and a follower's an element of its whole AppendEntries batch.
+// Kept, 300 small entries on a leader held 79 MB where the cache counted
+// 59 KB, and a follower's cache counting 16 MB held 24 MB.
+func TestLogCacheKeepsNoEntryOfRaft(t *testing.T) {
+	c := newLogCache(raft.NewInmemStore(), 8, 1<<20)
+	batch := make([]raft.Log, 2)
+	batch[0] = raft.Log{Index: 1, Term: 1, Data: []byte("a")}
+	batch[1] = raft.Log{Index: 2, Term: 1, Data: []byte("b")}
+	if err := c.StoreLogs([]*raft.Log{&batch[0], &batch[1]}); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range c.ring {
+		if l == &batch[0] || l == &batch[1] {
+			t.Fatal("the cache keeps the entry raft gave it")
+		}
+	}
+}
+
+// Any appends (anywhere, as a follower's after a conflict), compactions,
+// truncations and deletes in the middle: every entry the cache holds is
+// the store's.
+func TestLogCacheMatchesTheStore(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for run := range 300 {
+		s := raft.NewInmemStore()
+		c := newLogCache(s, 1+rng.IntN(8), int64(entryOverhead*(1+rng.IntN(10))+rng.IntN(200)))
+		term := uint64(0)
+		for op := range 200 {
+			first, _ := s.FirstIndex()
+			last, _ := s.LastIndex()
+			if rng.IntN(2) == 0 {
+				start := last + 1
+				if rng.IntN(4) == 0 && last > 0 {
+					start = 1 + uint64(rng.IntN(int(last)+3))
+				}
+				var ls []*raft.Log
+				for i := range 1 + rng.IntN(5) {
+					term++
+					ls = append(ls, &raft.Log{Index: start + uint64(i), Term: term, Data: make([]byte, rng.IntN(60))})
+				}
+				if err := c.StoreLogs(ls); err != nil {
+					t.Fatal(err)
+				}
+			} else if last > 0 {
+				lo := first + uint64(rng.IntN(int(last-first)+1))
+				hi := lo + uint64(rng.IntN(int(last-lo)+2))
+				if rng.IntN(3) == 0 {
+					lo = first
+				}
+				if rng.IntN(5) == 0 && lo > 1 {
+					lo--
+				}
+				if err := c.DeleteRange(lo, hi); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range c.n {
+				idx := c.first + uint64(i)
+				var st raft.Log
+				cl := c.ring[idx%uint64(len(c.ring))]
+				if cl == nil || cl.Index != idx || s.GetLog(idx, &st) != nil || st.Term != cl.Term {
+					t.Fatalf("run %d op %d: cached %d (%v), the store's %+v", run, op, idx, cl, st)
+				}
+			}
+		}
+	}
 }
