@@ -107,6 +107,21 @@ func (p *Policy) ColocatedKey(key string) string {
 	return "\x00" + p.Name + "\x00" + key
 }
 
+// UserKey undoes ColocatedKey: the key a check of p counted under stored
+// was made from, and whether stored is a key p's checks count under at
+// all (behind p's own hash tag when p colocates its keys). Without an
+// allocation: peers' forwarded checks are judged by it.
+func (p *Policy) UserKey(stored string) (key string, ok bool) {
+	if p == nil || !p.Colocate {
+		return stored, true
+	}
+	n := len(p.Name)
+	if len(stored) < n+2 || stored[0] != 0 || stored[n+1] != 0 || stored[1:n+1] != p.Name {
+		return "", false
+	}
+	return stored[n+2:], true
+}
+
 // DisplayKey is the key as the request built it: ColocatedKey's tag, if
 // any, removed.
 func DisplayKey(key string) string {

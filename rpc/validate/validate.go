@@ -232,14 +232,11 @@ func checkKey(key, field string) error {
 // an untagged key of a colocated policy, or one tagged as another
 // policy's, would be counted where no client's check of it is.
 func StoredKey(key string, p *policy.Policy, field string) error {
-	if p.Colocate {
-		tag := p.ColocatedKey("")
-		if !strings.HasPrefix(key, tag) {
-			return fmt.Errorf("%w: %skey: policy %s colocates its keys, and this key lacks its hash tag", ErrInvalid, field, p.Name)
-		}
-		key = key[len(tag):]
+	user, ok := p.UserKey(key)
+	if !ok {
+		return fmt.Errorf("%w: %skey: policy %s colocates its keys, and this key lacks its hash tag", ErrInvalid, field, p.Name)
 	}
-	return checkKey(key, field)
+	return checkKey(user, field)
 }
 
 // MaxStoredKeyLen is the longest key a node counts under: MaxKeyLen and a
