@@ -4,6 +4,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
+	"net"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -238,5 +241,78 @@ func TestReopenedGroupTakesTheCalls(t *testing.T) {
 		if resp, err := appendEntries(aT, bAddr, 3, 1); err != nil || resp.LastLog != 3 {
 			t.Fatalf("after reopening: %+v %v", resp, err)
 		}
+	})
+}
+
+// A failed link to a peer that is never dialed again (a node that left,
+// or moved to another address) is forgotten, with its buffers: one was
+// kept for good per departed address, with up to a megabyte of write
+// buffer.
+func TestFailedLinksAreForgotten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pn := newPipeNet()
+		a, _ := bareNet(t, pn, "a", 5*time.Second)
+		aT := mustTransport(t, a, "g")
+		var peers []*Network
+		for _, addr := range []string{"b", "c", "d"} {
+			p := New(Config{Layer: pn.listen(addr), Timeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+			t.Cleanup(func() { p.Close() })
+			answer(mustTransport(t, p, "g"))
+			peers = append(peers, p)
+			if _, err := appendEntries(aT, raft.ServerAddress(addr), 1, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := linkCount(a); got != 3 {
+			t.Fatalf("%d links after calls to 3 peers", got)
+		}
+		var gone *link
+		a.mu.Lock()
+		gone = a.links["b"]
+		a.mu.Unlock()
+		peers[0].Close() // b leaves for good
+		synctest.Wait()
+		time.Sleep(time.Second) // watch's rounds
+		if got := linkCount(a); got != 2 {
+			t.Errorf("%d links a second after b closed, want 2 (c and d)", got)
+		}
+		gone.w.mu.Lock()
+		kept := cap(gone.w.pending) + cap(gone.w.spare)
+		gone.w.mu.Unlock()
+		if kept != 0 {
+			t.Errorf("b's failed link keeps %d bytes of write buffers", kept)
+		}
+		if _, err := appendEntries(aT, "c", 2, 1); err != nil {
+			t.Errorf("a call to c, whose link stays: %v", err)
+		}
+	})
+}
+
+func linkCount(n *Network) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.links)
+}
+
+// An inbound link forgets the sessions of groups that closed when it
+// starts another: it outlives every group moved off or removed from the
+// node, and kept a session of each.
+func TestEndedSessionsAreForgotten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n, _ := bareNet(t, newPipeNet(), "a", 5*time.Second)
+		a, b := net.Pipe()
+		defer a.Close()
+		defer b.Close()
+		w := newWriter(a, time.Second)
+		defer w.close(net.ErrClosed)
+		closed, open := mustTransport(t, n, "old"), mustTransport(t, n, "live")
+		sessions := map[string]*session{"old": newSession(closed, w), "live": newSession(open, w)}
+		closed.Close()
+		synctest.Wait()
+		forgetEnded(sessions)
+		if _, ok := sessions["old"]; ok || sessions["live"] == nil {
+			t.Errorf("sessions after the group old closed: %v, want live alone", slices.Collect(maps.Keys(sessions)))
+		}
+		sessions["live"].close()
 	})
 }

@@ -125,10 +125,23 @@ func (n *Network) serveLink(conn net.Conn) {
 			if s != nil {
 				s.close()
 			}
+			forgetEnded(sessions)
 			s = newSession(t, w)
 			sessions[f.group] = s
 		}
 		s.submit(f.id, cmd)
+	}
+}
+
+// forgetEnded drops the sessions of groups that closed: a link outlives
+// many groups (every group ever moved off or removed from this node).
+func forgetEnded(sessions map[string]*session) {
+	for name, s := range sessions {
+		select {
+		case <-s.done:
+			delete(sessions, name)
+		default:
+		}
 	}
 }
 

@@ -141,7 +141,8 @@ func (n *Network) Close() error {
 	return err
 }
 
-// watch expires calls nobody answered and links that went silent.
+// watch expires calls nobody answered and links that went silent, and
+// forgets failed links and old refusals.
 func (n *Network) watch() {
 	defer n.wg.Done()
 	t := time.NewTicker(max(n.cfg.Silence/4, 10*time.Millisecond))
@@ -153,8 +154,20 @@ func (n *Network) watch() {
 		case now := <-t.C:
 			n.mu.Lock()
 			links := make([]*link, 0, len(n.links))
-			for _, l := range n.links {
+			for addr, l := range n.links {
+				if !l.alive() {
+					// A peer that left, or moved to another address, is
+					// never dialed again: its failed link would be kept,
+					// with its connection and buffers, for good.
+					delete(n.links, addr)
+					continue
+				}
 				links = append(links, l)
+			}
+			for addr, until := range n.legacy {
+				if !now.Before(until) {
+					delete(n.legacy, addr)
+				}
 			}
 			for addr, at := range n.tried {
 				if now.Sub(at) >= redialEvery {

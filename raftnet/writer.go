@@ -112,10 +112,14 @@ func (w *writer) writeOut() {
 		out = nil
 	}
 	w.mu.Lock()
-	w.spare = out[:0]
 	if werr != nil && w.err == nil {
 		w.err = werr
 		w.conn.Close() // the reader sees it and fails the calls
+	}
+	if w.err == nil {
+		w.spare = out[:0]
+	} else {
+		w.pending = nil // a failed writer writes nothing more: keep no buffer
 	}
 }
 
@@ -126,6 +130,7 @@ func (w *writer) close(err error) {
 	if w.err == nil {
 		w.err = err
 	}
+	w.pending, w.spare = nil, nil // unless a write is under way: writeOut drops its own
 }
 
 // isReset reports a connection the peer closed hard.
