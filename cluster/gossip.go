@@ -52,8 +52,8 @@ type gossip struct {
 	// onMsg receives the messages other nodes send (their rates).
 	onMsg func([]byte)
 	// recorded is the incarnation the meta state records for member id
-	// ("" for none, or no such member).
-	recorded func(id string) string
+	// ("" for none), and whether it lists id at all.
+	recorded func(id string) (string, bool)
 }
 
 // hostPort splits host:port with a numeric port.
@@ -66,7 +66,7 @@ func hostPort(addr string) (string, int, error) {
 	return host, port, err
 }
 
-func startGossip(cfg Config, incarnation string, recorded func(id string) string, onMsg func([]byte)) (*gossip, error) {
+func startGossip(cfg Config, incarnation string, recorded func(id string) (string, bool), onMsg func([]byte)) (*gossip, error) {
 	host, port, err := hostPort(cfg.GossipAddr)
 	if err != nil {
 		return nil, err
@@ -179,6 +179,7 @@ func (g *gossip) NotifyJoin(n *memberlist.Node) {
 // NotifyLeave implements memberlist.EventDelegate.
 func (g *gossip) NotifyLeave(n *memberlist.Node) {
 	g.mu.Lock()
+	g.forgetStrangers()
 	g.down[n.Name] = time.Now()
 	delete(g.at, n.Name)
 	g.mu.Unlock()
@@ -186,6 +187,20 @@ func (g *gossip) NotifyLeave(n *memberlist.Node) {
 		g.log.Info("gossip: node down", "node", n.Name)
 	}
 	g.notify()
+}
+
+// forgetStrangers drops the down times of nodes the meta state does not
+// list (members that left for good, names gossip made up): a node outlives
+// every name that ever gossiped with it. g.mu is held.
+func (g *gossip) forgetStrangers() {
+	if g.recorded == nil {
+		return
+	}
+	for id := range g.down {
+		if _, member := g.recorded(id); !member {
+			delete(g.down, id)
+		}
+	}
 }
 
 // NotifyUpdate implements memberlist.EventDelegate.
@@ -227,7 +242,7 @@ func (g *gossip) notMember(name string, meta []byte) error {
 	if json.Unmarshal(meta, &m) != nil || m.Incarnation == "" {
 		return nil
 	}
-	if rec := g.recorded(name); rec != "" && rec != m.Incarnation {
+	if rec, _ := g.recorded(name); rec != "" && rec != m.Incarnation {
 		return fmt.Errorf("not member %s: its data dir is another (incarnation %s, the member's %s)", name, m.Incarnation, rec)
 	}
 	return nil

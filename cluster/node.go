@@ -362,18 +362,18 @@ func (n *Node) metaState() *fsm.Meta {
 	return n.metaFSM
 }
 
-// self describes this node as the meta group stores it.
 // recordedIncarnation is the incarnation the meta state records for
-// member id, "" when none (or no such member).
-func (n *Node) recordedIncarnation(id string) string {
+// member id ("" when none) and whether it lists id.
+func (n *Node) recordedIncarnation(id string) (string, bool) {
 	if m := n.metaState(); m != nil {
 		if rec := m.View().Node(id); rec != nil {
-			return rec.Incarnation
+			return rec.Incarnation, true
 		}
 	}
-	return ""
+	return "", false
 }
 
+// self describes this node as the meta group stores it.
 func (n *Node) self() *metav1.Node {
 	return &metav1.Node{
 		Id: n.cfg.NodeID, GrpcAddr: n.cfg.GRPCAddr, HttpAddr: n.cfg.HTTPAddr,

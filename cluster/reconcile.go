@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -147,7 +148,9 @@ func (n *Node) reconcileOnce() bool {
 	// Judged before this pass spawns its steps (which find nothing to do
 	// in a cluster at rest), with the steps of earlier passes that still run.
 	rest := atRest(v, pl, n.slotsToMove(v)) && n.localAtRest(v, pl)
-	for _, r := range n.replicas() {
+	local := n.replicas()
+	n.recon.forgetGone(local)
+	for _, r := range local {
 		n.watchMoves(r, v)
 		if !r.group.isLeader() {
 			n.recon.mu.Lock()
@@ -240,6 +243,25 @@ func (n *Node) spawn(key int, fn func(ctx context.Context)) {
 			signal(n.recon.kick)
 		}
 	}()
+}
+
+// forgetGone drops what the reconciler keeps of groups that have no
+// replica here any more (a node outlives every group moved off or removed
+// from it), and transfers older than their cooldown, which hold nothing
+// back.
+func (rc *reconcileState) forgetGone(local []*replica) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	for id := range rc.leaderSince {
+		if !slices.ContainsFunc(local, func(r *replica) bool { return r.id == id }) {
+			delete(rc.leaderSince, id)
+		}
+	}
+	for id, at := range rc.lastTransfer {
+		if time.Since(at) >= transferCooldown {
+			delete(rc.lastTransfer, id)
+		}
+	}
 }
 
 // reconcileShard runs on a shard's leader: it reports the group to the
