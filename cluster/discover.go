@@ -62,12 +62,15 @@ func (n *Node) resolveJoin(ctx context.Context, addrs []string) ([]string, error
 
 // joinOrBootstrap starts a node of a fleet started with the same
 // arguments (--join, --bootstrap-expect N). At each attempt it joins any
-// join address that belongs to a cluster; when none does, and it sees at
-// least N fresh nodes (itself included) and its id is the smallest of all
-// it sees, it creates the cluster, which the others then join. With N the
-// fleet's initial size, every node sees the same N ids before anyone
-// creates, so exactly one does; a node that starts later finds the
-// cluster and joins.
+// join address that belongs to a cluster; when none does, every address
+// answered, it sees at least N fresh nodes (itself included) and its id is
+// the smallest of all it sees, it creates the cluster, which the others
+// then join. With N the fleet's initial size, every node sees the same N
+// ids before anyone creates, so exactly one does; a node that starts later
+// finds the cluster and joins. An address that does not answer may be a
+// member down or restarting: new nodes added while every member was (a
+// StatefulSet scaled up during an outage) would otherwise create a second
+// cluster behind the same Service, each counting on its own.
 func (n *Node) joinOrBootstrap(ctx context.Context) error {
 	start := time.Now()
 	var last error
@@ -75,12 +78,14 @@ func (n *Node) joinOrBootstrap(ctx context.Context) error {
 		addrs, err := n.resolveJoin(ctx, n.cfg.Join)
 		last = err
 		fresh := []string{n.cfg.NodeID}
+		silent := 0 // addresses that did not answer: members, for all this node knows
 		for _, addr := range addrs {
 			hctx, cancel := context.WithTimeout(ctx, joinAttemptTimeout)
 			id, clusterID, err := n.peers.Hello(hctx, addr)
 			cancel()
 			switch {
 			case err != nil:
+				silent++
 				last = fmt.Errorf("%s: %w", addr, err)
 			case id == n.cfg.NodeID:
 				// This node, under another address.
@@ -103,13 +108,13 @@ func (n *Node) joinOrBootstrap(ctx context.Context) error {
 		}
 		slices.Sort(fresh)
 		fresh = slices.Compact(fresh)
-		if len(fresh) >= n.cfg.BootstrapExpect && fresh[0] == n.cfg.NodeID {
+		if len(fresh) >= n.cfg.BootstrapExpect && fresh[0] == n.cfg.NodeID && silent == 0 {
 			n.log.Info("creating the cluster: the smallest id of the nodes expected", "expect", n.cfg.BootstrapExpect, "nodes", strings.Join(fresh, ","))
 			return n.bootstrap(ctx)
 		}
 		wait := backoff(attempt, 500*time.Millisecond, 5*time.Second)
 		n.log.Info("waiting for the cluster to form", "expect", n.cfg.BootstrapExpect, "fresh", strings.Join(fresh, ","),
-			"join", strings.Join(n.cfg.Join, ","), "attempt", attempt, "retry_in", wait, "last_err", last)
+			"silent", silent, "join", strings.Join(n.cfg.Join, ","), "attempt", attempt, "retry_in", wait, "last_err", last)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("--join %s: no cluster formed in %s with --bootstrap-expect %d (saw %d fresh nodes): %w; last error: %v",

@@ -16,11 +16,11 @@ import (
 // to a cluster) and refuses AddNode, as nodes that wait to form one do.
 type fleet struct {
 	deadSeeds
-	ids map[string]string // address → node id
+	ids map[string]string // address → node id; "": nothing answers there
 }
 
 func (f *fleet) Hello(_ context.Context, addr string) (string, string, error) {
-	if id, ok := f.ids[addr]; ok {
+	if id := f.ids[addr]; id != "" {
 		return id, "", nil
 	}
 	return "", "", ErrNoLeader
@@ -56,6 +56,9 @@ func TestBootstrapExpect(t *testing.T) {
 		{"not the smallest", map[string]string{"127.0.0.1:11": "n1", "127.0.0.1:12": "n3"}, 3, false},
 		{"too few found", map[string]string{"127.0.0.1:11": "n3"}, 3, false},
 		{"itself under another name does not count", map[string]string{"127.0.0.1:11": "n2", "127.0.0.1:12": "n3"}, 3, false},
+		// A member down, or restarting, answers nothing: new nodes scaled
+		// up meanwhile must not create a cluster beside it.
+		{"an address did not answer", map[string]string{"127.0.0.1:11": "n3", "127.0.0.1:12": "n4", "127.0.0.1:13": ""}, 3, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var log lockedBuffer

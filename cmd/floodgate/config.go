@@ -75,7 +75,7 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 		raftAddr    = fs.String("raft-addr", "127.0.0.1:7702", "Raft address shared by all of the node's groups")
 		gossipAddr  = fs.String("gossip-addr", "127.0.0.1:7703", "memberlist gossip address (TCP and UDP)")
 		join        = fs.String("join", "", "comma-separated gRPC addresses of members to join at first start; dns:NAME:PORT stands for every address NAME resolves to (a headless service)")
-		expect      = fs.Int("bootstrap-expect", 0, "with --join: create the cluster once this many fresh nodes are found there and none belongs to a cluster (the smallest node id creates it), so every node starts with the same arguments")
+		expect      = fs.Int("bootstrap-expect", 0, "with --join: create the cluster once this many fresh nodes are found there, every address answers and none belongs to a cluster (the smallest node id creates it), so every node starts with the same arguments")
 		dnsServer   = fs.String("dns-server", "", "DNS server (host:port) for dns: join names and the host names other nodes advertise (default: the system's resolver)")
 		region      = fs.String("region", "", "region label of this node")
 		advHost     = fs.String("advertise-host", "", "host name or IP other nodes and clients reach this node at, with the ports of the *-addr flags (default: the host of each, or this machine's one address when it is 0.0.0.0); in Kubernetes, the pod's stable DNS name")
