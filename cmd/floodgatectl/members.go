@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -101,7 +102,8 @@ func leaveCmd(g *globals) *cobra.Command {
 }
 
 // waitGone polls status until node id is no longer a member. It asks the
-// other members once it knows them: the leaving node shuts itself down.
+// other members too once it knows them: the leaving node shuts itself
+// down.
 func waitGone(g *globals, id string, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	addrs := []string{g.addr}
@@ -129,7 +131,7 @@ func waitGone(g *globals, id string, wait time.Duration) error {
 			if !member {
 				return nil
 			}
-			addrs = append(others, addrs...)
+			addrs = pollOrder(g.addr, others)
 			last = "still a member"
 			break
 		}
@@ -138,6 +140,19 @@ func waitGone(g *globals, id string, wait time.Duration) error {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// pollOrder is the addresses waitGone asks, each once: the operator's
+// first (a port-forward reaches what the members' own addresses, names
+// inside the cluster, may not), then the other members'.
+func pollOrder(first string, others []string) []string {
+	out := []string{first}
+	for _, a := range others {
+		if !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // statusAt asks the node at addr for the cluster status.

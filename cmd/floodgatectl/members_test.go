@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -39,5 +40,15 @@ func TestLeaveRefusesANegativeWait(t *testing.T) {
 	root.SetArgs([]string{"--addr", addr, "leave", "n2", "--wait", "0"})
 	if err := root.Execute(); err != nil || a.leaves.Load() != 1 {
 		t.Fatalf("leave --wait 0: %v, %d calls", err, a.leaves.Load())
+	}
+}
+
+// leave --wait asks the operator's address first and each member once: it
+// put the members' addresses (names a laptop's port-forward cannot
+// resolve) first and added them again at every poll.
+func TestPollOrder(t *testing.T) {
+	got := pollOrder("127.0.0.1:7700", []string{"n1:7700", "127.0.0.1:7700", "n2:7700", "n1:7700"})
+	if want := []string{"127.0.0.1:7700", "n1:7700", "n2:7700"}; !slices.Equal(got, want) {
+		t.Errorf("poll order %v, want %v", got, want)
 	}
 }
