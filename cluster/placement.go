@@ -16,9 +16,9 @@ type placement struct {
 	shards [][]string
 }
 
-// placementOf places every shard of v on its active nodes by rendezvous
-// hashing, with min(replicas, active nodes) replicas each. Leaving and dead
-// nodes get nothing, so their replicas move away.
+// placementOf places every shard of v on its active nodes, with
+// min(replicas, active nodes) replicas each. Leaving and dead nodes get
+// nothing, so their replicas move away.
 func placementOf(v *fsm.MetaView) *placement {
 	var active []string
 	for _, m := range v.Nodes {
@@ -33,21 +33,90 @@ func placementOf(v *fsm.MetaView) *placement {
 		}
 		return p
 	}
-	// A group's home leads it; the other replicas go by rendezvous. A
-	// group whose home is not active (being rehomed or retired) is placed
-	// by rendezvous alone until the meta leader gives it a new home.
-	for _, g := range v.Groups {
-		if int(g.ID) >= len(p.shards) {
-			continue
-		}
-		if !slices.Contains(active, g.Home) {
-			p.shards[g.ID] = keepDead(v, int(g.ID), hashing.Rendezvous(int(g.ID), active, v.Replicas))
-			continue
-		}
-		others := slices.DeleteFunc(slices.Clone(active), func(id string) bool { return id == g.Home })
-		p.shards[g.ID] = keepDead(v, int(g.ID), append([]string{g.Home}, hashing.Rendezvous(int(g.ID), others, v.Replicas-1)...))
-	}
+	placeGroups(v, active, p)
 	return p
+}
+
+// placeGroups places a cluster of slots' groups. A group's home leads it;
+// its other replicas go by rendezvous hashing, bounded in load: a node
+// takes no more replicas than its even share (rounded up) while another
+// ranked for the group has room, so that every node holds and applies
+// about as many groups as the others. Plain rendezvous gave one of five
+// nodes a replica of every group and another one, and the memory and CPU
+// of a pod must be sized for its busiest. Groups are placed in id order,
+// which every node follows alike. A group whose home is not active (being
+// rehomed or retired) is placed by the same rule among all active nodes
+// until the meta leader gives it a new home.
+func placeGroups(v *fsm.MetaView, active []string, p *placement) {
+	var groups []fsm.GroupInfo
+	for _, g := range v.Groups {
+		if int(g.ID) < len(p.shards) {
+			groups = append(groups, g)
+		}
+	}
+	if len(active) == 0 {
+		for _, g := range groups {
+			p.shards[g.ID] = keepDead(v, int(g.ID), nil)
+		}
+		return
+	}
+	want := min(v.Replicas, len(active))
+	share := (len(groups)*want + len(active) - 1) / len(active)
+	load := make(map[string]int, len(active))
+	for _, g := range groups {
+		if slices.Contains(active, g.Home) {
+			load[g.Home]++
+		}
+	}
+	placed := make([][]string, len(groups))
+	ranks := make([][]string, len(groups))
+	for i, g := range groups {
+		if slices.Contains(active, g.Home) {
+			placed[i] = []string{g.Home}
+			others := slices.DeleteFunc(slices.Clone(active), func(id string) bool { return id == g.Home })
+			ranks[i] = hashing.Rendezvous(int(g.ID), others, len(others))
+		} else {
+			ranks[i] = hashing.Rendezvous(int(g.ID), active, len(active))
+		}
+		// Nodes with room first, in rank order; then, when the groups
+		// placed before took every one with room, the rest in rank order.
+		for _, full := range []bool{false, true} {
+			for _, id := range ranks[i] {
+				if len(placed[i]) < want && (full || load[id] < share) && !slices.Contains(placed[i], id) {
+					placed[i] = append(placed[i], id)
+					load[id]++
+				}
+			}
+		}
+	}
+	rebalance(groups, placed, ranks, load, share, active)
+	for i, g := range groups {
+		p.shards[g.ID] = keepDead(v, int(g.ID), placed[i])
+	}
+}
+
+// rebalance moves replicas the greedy pass put past a node's share (the
+// last groups placed found the nodes with room already in them) to nodes
+// under it: for each node over, in id order, a group it holds but does
+// not lead, in id order, takes instead the best-ranked node under its
+// share that it lacks. A node's home groups stay.
+func rebalance(groups []fsm.GroupInfo, placed, ranks [][]string, load map[string]int, share int, active []string) {
+	for _, over := range active {
+		for i := 0; i < len(groups) && load[over] > share; i++ {
+			at := slices.Index(placed[i], over)
+			if at < 0 || groups[i].Home == over {
+				continue
+			}
+			for _, id := range ranks[i] {
+				if load[id] < share && !slices.Contains(placed[i], id) {
+					placed[i][at] = id
+					load[over]--
+					load[id]++
+					break
+				}
+			}
+		}
+	}
 }
 
 // keepDead keeps in a group's placement one dead node that its last
