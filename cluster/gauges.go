@@ -46,6 +46,10 @@ func (n *Node) Gauges() metrics.NodeGauges {
 		g.ClockOffset = &off
 	}
 	g.ClockHeld = n.ClockHeld()
+	if m := n.metaState(); m != nil && m.View().Slotted() {
+		left := m.View().GroupIDsLeft()
+		g.GroupIDsLeft = &left
+	}
 	g.Members = map[string]int{}
 	for _, m := range n.Status().Nodes {
 		g.Members[m.Health]++

@@ -64,6 +64,10 @@ type SlotMove struct {
 // Slotted reports whether the cluster is a cluster of slots (not legacy).
 func (v *MetaView) Slotted() bool { return v.SlotCount > 0 }
 
+// GroupIDsLeft is how many groups a cluster of slots can still add: ids
+// are never used twice, and a cluster's life has maxShards of them.
+func (v *MetaView) GroupIDsLeft() int { return maxShards - int(v.NextGroup) }
+
 // GroupOf returns the group owning slot: the table's word, or in a legacy
 // cluster the shard itself.
 func (v *MetaView) GroupOf(slot int) uint32 {

@@ -85,7 +85,9 @@ func TestOutcome(t *testing.T) {
 func TestNodeGaugesCollected(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(nodeCollector{func() NodeGauges {
-		return NodeGauges{Replicas: 3, Leading: 1, Keys: 42, KeyBytes: 4096, LogBytes: 8192, KeysRefused: 7, MetaLeader: true, Members: map[string]int{"alive": 2, "dead": 1}}
+		left := 65530
+		return NodeGauges{Replicas: 3, Leading: 1, Keys: 42, KeyBytes: 4096, LogBytes: 8192, KeysRefused: 7, MetaLeader: true, Members: map[string]int{"alive": 2, "dead": 1},
+			GroupIDsLeft: &left}
 	}})
 	fams, err := reg.Gather()
 	if err != nil {
@@ -103,7 +105,8 @@ func TestNodeGaugesCollected(t *testing.T) {
 	}
 	for name, want := range map[string]float64{"floodgate_replicas": 3, "floodgate_groups_led": 1, "floodgate_keys": 42,
 		"floodgate_meta_leader": 1, "floodgate_members/alive": 2, "floodgate_members/dead": 1, "floodgate_groups_leaderless": 0,
-		"floodgate_key_states_refused_total": 7, "floodgate_key_state_bytes": 4096, "floodgate_raft_log_bytes": 8192} {
+		"floodgate_key_states_refused_total": 7, "floodgate_key_state_bytes": 4096, "floodgate_raft_log_bytes": 8192,
+		"floodgate_group_ids_left": 65530} {
 		if got[name] != want {
 			t.Errorf("%s = %v, want %v (all: %v)", name, got[name], want, got)
 		}

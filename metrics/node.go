@@ -20,6 +20,9 @@ type NodeGauges struct {
 	Members     map[string]int // cluster members by health, as gossip sees them
 	ClockOffset *time.Duration // the other nodes' median clock offset from this node's (nil: no reading)
 	ClockHeld   time.Duration  // a step of this node's clock its stamps do not follow yet (0: none)
+	// GroupIDsLeft is how many groups the cluster can still add, by this
+	// node's meta state (nil: a legacy cluster, or none known yet).
+	GroupIDsLeft *int
 }
 
 var (
@@ -34,6 +37,7 @@ var (
 	fastPendingDesc = prometheus.NewDesc("floodgate_fast_pending_cost", "Fast-mode cost answered by leaders here and not yet committed.", nil, nil)
 	clockOffsetDesc = prometheus.NewDesc("floodgate_clock_offset_seconds", "How far the other nodes' clocks are ahead of this node's (their median; negative: behind) at the last reading.", nil, nil)
 	clockHeldDesc   = prometheus.NewDesc("floodgate_clock_step_held_seconds", "How far this node's clock stepped (NTP, date) from the time its checks are stamped with, until a majority of the cluster reads the new time: 0 while the stamps follow the clock.", nil, nil)
+	groupIDsDesc    = prometheus.NewDesc("floodgate_group_ids_left", "Groups the cluster can still add in its life: ids are never used twice, and each node that joins, or comes back after its group was drained away, takes --groups-per-node.", nil, nil)
 	membersDesc     = prometheus.NewDesc("floodgate_members", "Cluster members by health, as this node's gossip sees them.", []string{"state"}, nil)
 )
 
@@ -48,7 +52,7 @@ func RegisterNode(read func() NodeGauges) error {
 
 // Describe implements prometheus.Collector.
 func (nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{replicasDesc, leadingDesc, leaderlessDesc, metaLeaderDesc, keysDesc, keyBytesDesc, logBytesDesc, keysRefusedDesc, fastPendingDesc, clockOffsetDesc, clockHeldDesc, membersDesc} {
+	for _, d := range []*prometheus.Desc{replicasDesc, leadingDesc, leaderlessDesc, metaLeaderDesc, keysDesc, keyBytesDesc, logBytesDesc, keysRefusedDesc, fastPendingDesc, clockOffsetDesc, clockHeldDesc, groupIDsDesc, membersDesc} {
 		ch <- d
 	}
 }
@@ -70,6 +74,9 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(keysRefusedDesc, prometheus.CounterValue, float64(g.KeysRefused))
 	if g.ClockOffset != nil { // absent, not 0, while nothing was read
 		ch <- prometheus.MustNewConstMetric(clockOffsetDesc, prometheus.GaugeValue, g.ClockOffset.Seconds())
+	}
+	if g.GroupIDsLeft != nil {
+		ch <- prometheus.MustNewConstMetric(groupIDsDesc, prometheus.GaugeValue, float64(*g.GroupIDsLeft))
 	}
 	for state, n := range g.Members {
 		ch <- prometheus.MustNewConstMetric(membersDesc, prometheus.GaugeValue, float64(n), state)

@@ -103,6 +103,8 @@ func TestAlertsFire(t *testing.T) {
 		{name: "every pod down", fires: "FloodgateNoMetaLeader", by: 17 * time.Minute, says: "no meta leader",
 			fault: allDown(from)},
 		{name: "a rolling restart", fault: rollingRestart(from)},
+		{name: "group ids running out", fires: "FloodgateGroupIdsRunningOut", by: 23 * time.Minute, says: "more groups in this cluster",
+			fault: map[string]func(float64) float64{`floodgate_group_ids_left{instance="n1"}`: after(from, 60000, 900)}},
 		{name: "a clock off", fires: "FloodgateClockOffset", by: 13 * time.Minute, says: "300ms from the others",
 			fault: map[string]func(float64) float64{`floodgate_clock_offset_seconds{instance="n3"}`: after(from, 0.004, -0.3)}},
 		{name: "checks failing", fires: "FloodgateCheckErrors", by: 20 * time.Minute, says: "% of floodgate checks fail",
@@ -374,6 +376,7 @@ func healthy(minutes int) *memStorage {
 		q.add(`floodgate_key_states_refused_total{`+inst+`}`, func(float64) float64 { return 0 })
 		q.add(`floodgate_other_cluster_refusals_total{`+inst+`}`, func(float64) float64 { return 0 })
 		q.add(`floodgate_leader_changes_total{`+inst+`,group="shard"}`, func(float64) float64 { return 2 })
+		q.add(`floodgate_group_ids_left{`+inst+`}`, func(float64) float64 { return 65530 })
 		for _, cert := range []string{"tls-cert", "peer-tls-cert"} {
 			q.add(`floodgate_tls_certificate_expiration_timestamp_seconds{`+inst+`,cert="`+cert+`"}`, func(float64) float64 { return 60 * 86400 })
 		}
