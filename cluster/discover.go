@@ -62,13 +62,14 @@ func (n *Node) resolveJoin(ctx context.Context, addrs []string) ([]string, error
 
 // joinOrBootstrap starts a node of a fleet started with the same
 // arguments (--join, --bootstrap-expect N). At each attempt it joins any
-// join address that belongs to a cluster; when none does, every address
-// answered, it sees at least N fresh nodes (itself included) and its id is
+// join address that belongs to a cluster; when none does (nor refused it
+// for now), every address answered, it sees at least N fresh nodes (itself included) and its id is
 // the smallest of all it sees, it creates the cluster, which the others
 // then join. With N the fleet's initial size, every node sees the same N
 // ids before anyone creates, so exactly one does; a node that starts later
 // finds the cluster and joins. An address that does not answer may be a
-// member down or restarting: new nodes added while every member was (a
+// member down or restarting, and one whose cluster cannot take the node
+// yet (no meta leader) is a cluster: new nodes added meanwhile (a
 // StatefulSet scaled up during an outage) would otherwise create a second
 // cluster behind the same Service, each counting on its own.
 func (n *Node) joinOrBootstrap(ctx context.Context) error {
@@ -78,7 +79,7 @@ func (n *Node) joinOrBootstrap(ctx context.Context) error {
 		addrs, err := n.resolveJoin(ctx, n.cfg.Join)
 		last = err
 		fresh := []string{n.cfg.NodeID}
-		silent := 0 // addresses that did not answer: members, for all this node knows
+		silent := 0 // addresses that did not answer (members, for all this node knows) or could not take it
 		for _, addr := range addrs {
 			hctx, cancel := context.WithTimeout(ctx, joinAttemptTimeout)
 			id, clusterID, err := n.peers.Hello(hctx, addr)
@@ -103,6 +104,7 @@ func (n *Node) joinOrBootstrap(ctx context.Context) error {
 					_ = joined(n.cfg.DataDir) // nothing was taken
 					return fmt.Errorf("--join %s refused this node: %w", addr, err)
 				}
+				silent++ // a member that cannot take it yet (no meta leader): a cluster is there
 				last = fmt.Errorf("%s: %w", addr, err)
 			}
 		}

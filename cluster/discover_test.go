@@ -12,15 +12,18 @@ import (
 	"github.com/floodgate/floodgate/test/dnstest"
 )
 
-// fleet answers Hello for the fresh nodes at its addresses (none belongs
-// to a cluster) and refuses AddNode, as nodes that wait to form one do.
+// fleet answers Hello for the fresh nodes at its addresses and for
+// members, and refuses AddNode, as nodes that wait to form one do and a
+// cluster with no meta leader does.
 type fleet struct {
 	deadSeeds
-	ids map[string]string // address → node id; "": nothing answers there
+	ids map[string]string // address → node id; "": nothing answers there; "member": a member of a cluster
 }
 
 func (f *fleet) Hello(_ context.Context, addr string) (string, string, error) {
-	if id := f.ids[addr]; id != "" {
+	if id := f.ids[addr]; id == "member" {
+		return id, "cluster-a", nil // AddNode refuses: ErrNotReady, a cluster with no meta leader yet
+	} else if id != "" {
 		return id, "", nil
 	}
 	return "", "", ErrNoLeader
@@ -59,6 +62,9 @@ func TestBootstrapExpect(t *testing.T) {
 		// A member down, or restarting, answers nothing: new nodes scaled
 		// up meanwhile must not create a cluster beside it.
 		{"an address did not answer", map[string]string{"127.0.0.1:11": "n3", "127.0.0.1:12": "n4", "127.0.0.1:13": ""}, 3, false},
+		// A member answers but its cluster cannot take the node yet (no
+		// meta leader after a restart): still a cluster.
+		{"a member answered and could not take it", map[string]string{"127.0.0.1:11": "n3", "127.0.0.1:12": "n4", "127.0.0.1:13": "member"}, 3, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var log lockedBuffer

@@ -3,8 +3,10 @@
 // memberlist gossip, and the reconcilers that move replicas toward the
 // placement.
 //
-// Keys hash to shards (hashing.ShardOf); shards are placed on active nodes
-// by rendezvous hashing (hashing.Rendezvous), preferred leader first. Every
+// Keys hash to slots (hashing.ShardOf), which groups own; a group's home
+// leads it and its other replicas go to active nodes by rendezvous hashing
+// (hashing.Rendezvous) kept to an even share of replicas per node
+// (placement.go); a legacy cluster's shards go by rendezvous alone. Every
 // group of a node shares one Raft TCP port through Mux, and one log and
 // one fsync per flush through the node's raftlog.Store. A shard leader's
 // batcher gathers concurrent checks into one log entry (group commit)

@@ -38,68 +38,90 @@ func placementOf(v *fsm.MetaView) *placement {
 }
 
 // placeGroups places a cluster of slots' groups. A group's home leads it;
-// its other replicas go by rendezvous hashing, bounded in load: a node
-// takes no more replicas than its even share (rounded up) while another
-// ranked for the group has room, so that every node holds and applies
-// about as many groups as the others. Plain rendezvous gave one of five
-// nodes a replica of every group and another one, and the memory and CPU
-// of a pod must be sized for its busiest. Groups are placed in id order,
-// which every node follows alike. A group whose home is not active (being
-// rehomed or retired) is placed by the same rule among all active nodes
-// until the meta leader gives it a new home.
+// its other replicas go by rendezvous hashing, then the nodes past their
+// even share of replicas (rounded up) give replicas to nodes under it
+// (rebalance), so that every node holds and applies about as many groups
+// as the others: plain rendezvous gave one of five nodes a replica of
+// every group and another one, and a pod's memory and CPU must be sized
+// for the busiest. The moves that keep the balance ripple a little
+// through the groups: a join or a death copies up to about twice the
+// replicas plain rendezvous did (TestPlacementMovesLittle), once, where
+// the imbalance was for good. So that passing states ripple less:
+//   - an active node that leads no group yet (one that just joined: its
+//     group comes in the meta leader's next step) is ranked after those
+//     that do;
+//   - groups whose home is not active (being rehomed or retired) are
+//     placed after the others, among all active nodes, within the share
+//     of all groups, and moved alone to keep it: their coming and going
+//     moves no other group.
 func placeGroups(v *fsm.MetaView, active []string, p *placement) {
-	var groups []fsm.GroupInfo
+	var homed, unhomed []fsm.GroupInfo
 	for _, g := range v.Groups {
-		if int(g.ID) < len(p.shards) {
-			groups = append(groups, g)
+		switch {
+		case int(g.ID) >= len(p.shards):
+		case slices.Contains(active, g.Home):
+			homed = append(homed, g)
+		default:
+			unhomed = append(unhomed, g)
 		}
 	}
 	if len(active) == 0 {
-		for _, g := range groups {
+		for _, g := range unhomed {
 			p.shards[g.ID] = keepDead(v, int(g.ID), nil)
 		}
 		return
 	}
 	want := min(v.Replicas, len(active))
-	share := (len(groups)*want + len(active) - 1) / len(active)
 	load := make(map[string]int, len(active))
-	for _, g := range groups {
-		if slices.Contains(active, g.Home) {
-			load[g.Home]++
+	var leaders, idle []string // active nodes home to a group, and the others
+	for _, id := range active {
+		if slices.ContainsFunc(homed, func(g fsm.GroupInfo) bool { return g.Home == id }) {
+			leaders = append(leaders, id)
+		} else {
+			idle = append(idle, id)
 		}
 	}
-	placed := make([][]string, len(groups))
-	ranks := make([][]string, len(groups))
-	for i, g := range groups {
-		if slices.Contains(active, g.Home) {
-			placed[i] = []string{g.Home}
-			others := slices.DeleteFunc(slices.Clone(active), func(id string) bool { return id == g.Home })
-			ranks[i] = hashing.Rendezvous(int(g.ID), others, len(others))
-		} else {
-			ranks[i] = hashing.Rendezvous(int(g.ID), active, len(active))
-		}
-		// Nodes with room first, in rank order; then, when the groups
-		// placed before took every one with room, the rest in rank order.
-		for _, full := range []bool{false, true} {
+	for _, g := range homed {
+		load[g.Home]++
+	}
+	shareOf := func(groups int) int { return (groups*want + len(active) - 1) / len(active) }
+	for _, phase := range []struct {
+		groups []fsm.GroupInfo
+		share  int
+		led    bool
+	}{{homed, shareOf(len(homed)), true}, {unhomed, shareOf(len(homed) + len(unhomed)), false}} {
+		placed := make([][]string, len(phase.groups))
+		ranks := make([][]string, len(phase.groups))
+		for i, g := range phase.groups {
+			if phase.led {
+				placed[i] = []string{g.Home}
+			}
+			ranks[i] = slices.Concat(ranked(int(g.ID), leaders, g.Home), ranked(int(g.ID), idle, g.Home))
 			for _, id := range ranks[i] {
-				if len(placed[i]) < want && (full || load[id] < share) && !slices.Contains(placed[i], id) {
+				if len(placed[i]) < want {
 					placed[i] = append(placed[i], id)
 					load[id]++
 				}
 			}
 		}
+		rebalance(phase.groups, placed, ranks, load, phase.share, active)
+		for i, g := range phase.groups {
+			p.shards[g.ID] = keepDead(v, int(g.ID), placed[i])
+		}
 	}
-	rebalance(groups, placed, ranks, load, share, active)
-	for i, g := range groups {
-		p.shards[g.ID] = keepDead(v, int(g.ID), placed[i])
-	}
+}
+
+// ranked is nodes but home ranked for group by rendezvous hashing.
+func ranked(group int, nodes []string, home string) []string {
+	others := slices.DeleteFunc(slices.Clone(nodes), func(id string) bool { return id == home })
+	return hashing.Rendezvous(group, others, len(others))
 }
 
 // rebalance moves replicas the greedy pass put past a node's share (the
 // last groups placed found the nodes with room already in them) to nodes
-// under it: for each node over, in id order, a group it holds but does
-// not lead, in id order, takes instead the best-ranked node under its
-// share that it lacks. A node's home groups stay.
+// under it: for each node over, in id order, one of groups it holds but
+// does not lead, in id order, takes instead the best-ranked node under
+// its share that it lacks.
 func rebalance(groups []fsm.GroupInfo, placed, ranks [][]string, load map[string]int, share int, active []string) {
 	for _, over := range active {
 		for i := 0; i < len(groups) && load[over] > share; i++ {
