@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"slices"
 	"strings"
@@ -62,10 +63,10 @@ func (n *Node) resolveJoin(ctx context.Context, addrs []string) ([]string, error
 
 // joinOrBootstrap starts a node of a fleet started with the same
 // arguments (--join, --bootstrap-expect N). At each attempt it joins any
-// join address that belongs to a cluster; when none does (nor refused it
-// for now), every address answered, it sees at least N fresh nodes (itself included) and its id is
-// the smallest of all it sees, it creates the cluster, which the others
-// then join. With N the fleet's initial size, every node sees the same N
+// join address that belongs to a cluster; when none does, every address
+// answered, it sees at least N fresh nodes (itself included) and its id
+// is the smallest of all it sees, it creates the cluster, which the
+// others then join. With N the fleet's initial size, every node sees the same N
 // ids before anyone creates, so exactly one does; a node that starts later
 // finds the cluster and joins. An address that does not answer may be a
 // member down or restarting, and one whose cluster cannot take the node
@@ -79,14 +80,16 @@ func (n *Node) joinOrBootstrap(ctx context.Context) error {
 		addrs, err := n.resolveJoin(ctx, n.cfg.Join)
 		last = err
 		fresh := []string{n.cfg.NodeID}
-		silent := 0 // addresses that did not answer (members, for all this node knows) or could not take it
+		// Addresses that hold creation back: silent ones (members, for all
+		// this node knows) and members that could not take it yet.
+		holding := 0
 		for _, addr := range addrs {
 			hctx, cancel := context.WithTimeout(ctx, joinAttemptTimeout)
 			id, clusterID, err := n.peers.Hello(hctx, addr)
 			cancel()
 			switch {
 			case err != nil:
-				silent++
+				holding++
 				last = fmt.Errorf("%s: %w", addr, err)
 			case id == n.cfg.NodeID:
 				// This node, under another address.
@@ -104,19 +107,25 @@ func (n *Node) joinOrBootstrap(ctx context.Context) error {
 					_ = joined(n.cfg.DataDir) // nothing was taken
 					return fmt.Errorf("--join %s refused this node: %w", addr, err)
 				}
-				silent++ // a member that cannot take it yet (no meta leader): a cluster is there
+				holding++ // a member that cannot take it yet (no meta leader): a cluster is there
 				last = fmt.Errorf("%s: %w", addr, err)
 			}
 		}
 		slices.Sort(fresh)
 		fresh = slices.Compact(fresh)
-		if len(fresh) >= n.cfg.BootstrapExpect && fresh[0] == n.cfg.NodeID && silent == 0 {
+		if len(fresh) >= n.cfg.BootstrapExpect && fresh[0] == n.cfg.NodeID && holding == 0 {
 			n.log.Info("creating the cluster: the smallest id of the nodes expected", "expect", n.cfg.BootstrapExpect, "nodes", strings.Join(fresh, ","))
 			return n.bootstrap(ctx)
 		}
 		wait := backoff(attempt, 500*time.Millisecond, 5*time.Second)
-		n.log.Info("waiting for the cluster to form", "expect", n.cfg.BootstrapExpect, "fresh", strings.Join(fresh, ","),
-			"silent", silent, "join", strings.Join(n.cfg.Join, ","), "attempt", attempt, "retry_in", wait, "last_err", last)
+		msg, level := "waiting for the cluster to form", slog.LevelInfo
+		if len(fresh) >= n.cfg.BootstrapExpect && fresh[0] == n.cfg.NodeID {
+			// This node would create it but for them: say so, an address
+			// that never answers (a dead entry in --join) holds it for good.
+			msg, level = "not creating the cluster: some --join addresses did not answer, or belong to a cluster that cannot take this node yet", slog.LevelWarn
+		}
+		n.log.Log(ctx, level, msg, "expect", n.cfg.BootstrapExpect, "fresh", strings.Join(fresh, ","),
+			"holding", holding, "join", strings.Join(n.cfg.Join, ","), "attempt", attempt, "retry_in", wait, "last_err", last)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("--join %s: no cluster formed in %s with --bootstrap-expect %d (saw %d fresh nodes): %w; last error: %v",

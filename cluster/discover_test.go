@@ -49,22 +49,24 @@ func expectingNode(t *testing.T, peers Peers, log *lockedBuffer, expect int, joi
 // Of the fresh nodes found, the smallest id creates the cluster once
 // enough are found; the others wait for it.
 func TestBootstrapExpect(t *testing.T) {
+	const waiting, held = "waiting for the cluster to form", "not creating the cluster: some --join addresses"
 	for _, tc := range []struct {
 		name    string
 		ids     map[string]string
 		expect  int
 		creates bool
+		says    string // in the log of a node that does not create
 	}{
-		{"the smallest of three", map[string]string{"127.0.0.1:11": "n3", "127.0.0.1:12": "n4"}, 3, true},
-		{"not the smallest", map[string]string{"127.0.0.1:11": "n1", "127.0.0.1:12": "n3"}, 3, false},
-		{"too few found", map[string]string{"127.0.0.1:11": "n3"}, 3, false},
-		{"itself under another name does not count", map[string]string{"127.0.0.1:11": "n2", "127.0.0.1:12": "n3"}, 3, false},
+		{"the smallest of three", map[string]string{"127.0.0.1:11": "n3", "127.0.0.1:12": "n4"}, 3, true, ""},
+		{"not the smallest", map[string]string{"127.0.0.1:11": "n1", "127.0.0.1:12": "n3"}, 3, false, waiting},
+		{"too few found", map[string]string{"127.0.0.1:11": "n3"}, 3, false, waiting},
+		{"itself under another name does not count", map[string]string{"127.0.0.1:11": "n2", "127.0.0.1:12": "n3"}, 3, false, waiting},
 		// A member down, or restarting, answers nothing: new nodes scaled
 		// up meanwhile must not create a cluster beside it.
-		{"an address did not answer", map[string]string{"127.0.0.1:11": "n3", "127.0.0.1:12": "n4", "127.0.0.1:13": ""}, 3, false},
+		{"an address did not answer", map[string]string{"127.0.0.1:11": "n3", "127.0.0.1:12": "n4", "127.0.0.1:13": ""}, 3, false, held},
 		// A member answers but its cluster cannot take the node yet (no
 		// meta leader after a restart): still a cluster.
-		{"a member answered and could not take it", map[string]string{"127.0.0.1:11": "n3", "127.0.0.1:12": "n4", "127.0.0.1:13": "member"}, 3, false},
+		{"a member answered and could not take it", map[string]string{"127.0.0.1:11": "n3", "127.0.0.1:12": "n4", "127.0.0.1:13": "member"}, 3, false, held},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var log lockedBuffer
@@ -79,8 +81,8 @@ func TestBootstrapExpect(t *testing.T) {
 			if created := err == nil && n.View().Initialized(); created != tc.creates {
 				t.Fatalf("created %v (err %v), want %v\n%s", created, err, tc.creates, log.String())
 			}
-			if !tc.creates && !strings.Contains(log.String(), "waiting for the cluster to form") {
-				t.Fatalf("a waiting node says nothing:\n%s", log.String())
+			if !tc.creates && !strings.Contains(log.String(), tc.says) {
+				t.Fatalf("a node that does not create says not %q:\n%s", tc.says, log.String())
 			}
 		})
 	}

@@ -117,11 +117,10 @@ func ranked(group int, nodes []string, home string) []string {
 	return hashing.Rendezvous(group, others, len(others))
 }
 
-// rebalance moves replicas the greedy pass put past a node's share (the
-// last groups placed found the nodes with room already in them) to nodes
-// under it: for each node over, in id order, one of groups it holds but
-// does not lead, in id order, takes instead the best-ranked node under
-// its share that it lacks.
+// rebalance moves the replicas rendezvous put past a node's share to
+// nodes under it: for each node over, in id order, one of groups it holds
+// but does not lead, in id order, takes instead the best-ranked node
+// under its share that it lacks.
 func rebalance(groups []fsm.GroupInfo, placed, ranks [][]string, load map[string]int, share int, active []string) {
 	for _, over := range active {
 		for i := 0; i < len(groups) && load[over] > share; i++ {
