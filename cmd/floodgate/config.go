@@ -54,6 +54,8 @@ type options struct {
 
 	// healthAddr is where the plaintext gRPC health listens ("": off).
 	healthAddr string
+	// startWait bounds the node's start (--start-timeout).
+	startWait time.Duration
 }
 
 // parseOptions reads args, then the environment (FLOODGATE_GRPC_ADDR for
@@ -92,6 +94,7 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 		lease       = durationFlag(fs, "raft-lease-timeout", 500*time.Millisecond, "Raft leader lease timeout")
 		maxLog      = fs.Int64("max-log-length", 10_000, "largest limit a sliding log may have")
 		leaderWait  = durationFlag(fs, "leader-wait", 2*time.Second, "how long a check waits for its shard to elect a leader")
+		startWait   = durationFlag(fs, "start-timeout", 2*time.Minute, "how long a start may take to join or form the cluster and open its groups before the node exits with the reason; under an orchestrator's startup probe, a little less than its budget")
 		fastFlush   = durationFlag(fs, "fast-flush-interval", 500*time.Millisecond, "the longest the count of a fast-consistency check waits on its shard leader before it is replicated")
 		maxOffset   = durationFlag(fs, "max-clock-offset", cluster.DefaultMaxClockOffset, "the largest offset allowed between this node's clock and most of the others' before it stops (leaders stamp checks with their clocks); 0: not checked")
 		maxSync     = durationFlag(fs, "max-sync-duration", cluster.DefaultMaxSyncDuration, "how long a write or fsync of the Raft log may hang before the node stops (exit 1) so that its groups fail over: a leader whose disk hangs keeps its followers from electing another; 0: not watched, else at least 1s")
@@ -183,6 +186,9 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 	}
 	if *maxLog < 1 || *maxLog > window.MaxLogLength {
 		return nil, fmt.Errorf("max-log-length: must be between 1 and %d, got %d", window.MaxLogLength, *maxLog)
+	}
+	if *startWait < minStartTimeout || *startWait > maxStartTimeout {
+		return nil, fmt.Errorf("start-timeout: must be between %s and %s, got %s", minStartTimeout, maxStartTimeout, *startWait)
 	}
 	if *leaderWait < minLeaderWait || *leaderWait > maxLeaderWait {
 		// Shorter, a check would give up before its commit: every one
@@ -277,6 +283,7 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 		},
 		rpc:        rpc.Config{MaxLogLength: *maxLog, LeaderWait: *leaderWait},
 		httpAddr:   *httpAddr,
+		startWait:  *startWait,
 		healthAddr: *healthAddr,
 		grpcBind:   *grpcAddr,
 		headers:    headers,
@@ -291,6 +298,14 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 		flagEnv:    flagEnv,
 	}, nil
 }
+
+// minStartTimeout and maxStartTimeout bound --start-timeout: a start
+// opens every group and may wait for the other nodes of a fleet; an hour
+// is past any probe's patience.
+const (
+	minStartTimeout = 10 * time.Second
+	maxStartTimeout = time.Hour
+)
 
 // minLeaderWait is the least --leader-wait: a check must outlast a
 // commit under load.

@@ -39,6 +39,12 @@ func TestOptionsPrecedence(t *testing.T) {
 		strings.Join(c.Join, ",") != "10.0.0.9:7700,10.0.0.8:7700" {
 		t.Fatalf("options %+v", c)
 	}
+	if o.startWait != 2*time.Minute {
+		t.Errorf("start-timeout by default %s, want 2m", o.startWait)
+	}
+	if o, err := parseOptions([]string{"--start-timeout", "280s", "--data-dir", t.TempDir()}, noEnv, io.Discard); err != nil || o.startWait != 280*time.Second {
+		t.Errorf("--start-timeout 280s: %v, %v", o, err)
+	}
 }
 
 func TestOptionsErrorsNameTheSetting(t *testing.T) {
@@ -97,6 +103,8 @@ func TestOptionsErrorsNameTheSetting(t *testing.T) {
 		{[]string{"--leader-wait", "0s"}, nil, "leader-wait: must be between 100ms and 1m0s, got 0s"},
 		{[]string{"--leader-wait", "1ns"}, nil, "leader-wait: must be between 100ms and 1m0s, got 1ns"},
 		{[]string{"--leader-wait", "2h"}, nil, "leader-wait: must be between 100ms and 1m0s, got 2h0m0s"},
+		{[]string{"--start-timeout", "0s"}, nil, "start-timeout: must be between 10s and 1h0m0s, got 0s"},
+		{[]string{"--start-timeout", "2h"}, nil, "start-timeout: must be between 10s and 1h0m0s, got 2h0m0s"},
 		{[]string{"--shards", "5", "--slots", "10"}, nil, "slots: a cluster of --shards (fixed shards) has no slots nor groups per node: give --shards or --slots, not both"},
 		{[]string{"--shards", "5", "--groups-per-node", "3"}, nil, "groups-per-node: a cluster of --shards"},
 		{[]string{"--trace-sample", "NaN"}, nil, "trace-sample: must be between 0 and 1, got NaN"},

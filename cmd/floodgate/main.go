@@ -170,7 +170,7 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 		}
 		return node.Close()
 	}
-	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	startCtx, cancel := context.WithTimeout(ctx, opts.startWait)
 	started := make(chan error, 1)
 	go func() { started <- node.Start(startCtx) }()
 	select {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -150,6 +151,23 @@ func TestManifestsHoldTogether(t *testing.T) {
 		if pr == nil || pr.GRPC == nil || pr.GRPC.Port != ports["grpc"].ContainerPort {
 			t.Errorf("%s probe is not gRPC health on the grpc port", name)
 		}
+	}
+	// A start ends before the startup probe gives up: the node exits with
+	// its reason, not killed mid-sentence, and waits as long as the probe
+	// allows (two minutes by default: pods of a fleet forming while one
+	// is pending restarted, backing off, and waited out of step).
+	budget := time.Duration(c.StartupProbe.PeriodSeconds*c.StartupProbe.FailureThreshold) * time.Second
+	start := 2 * time.Minute
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--start-timeout="); ok {
+			var err error
+			if start, err = time.ParseDuration(v); err != nil {
+				t.Fatalf("--start-timeout=%s: %v", v, err)
+			}
+		}
+	}
+	if start >= budget || start < budget*3/4 {
+		t.Errorf("--start-timeout %s must be a little under the startup probe's %s", start, budget)
 	}
 	if s := c.ReadinessProbe.GRPC.Service; s == nil || *s != "floodgate.v1.RateLimiter" {
 		t.Error("readiness must ask for the RateLimiter service")
