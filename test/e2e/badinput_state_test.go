@@ -95,18 +95,21 @@ func groupKey(node string, g int) string { return fmt.Sprintf("%s/group%d", node
 
 // unchanged fails t if anything moved between before and after, or a
 // watched counter no longer has what it had. A group that changed term
-// meanwhile is not compared: its log grew by the election's entry.
+// meanwhile may have grown by one entry per term, its new leaders' first
+// (a bad input that made it write more, or made a leader of a node whose
+// log was behind, is caught); the meta group hears of a shard group's new
+// leader, so that election shows there too.
 func (f *badFixture) unchanged(t *testing.T, before, after state) {
 	t.Helper()
 	for g := -1; g < f.shards; g++ {
-		if after.term[g] != before.term[g] {
-			t.Logf("group %d held an election (term %d to %d): its log is not compared", g, before.term[g], after.term[g])
-			continue
+		terms := after.term[g] - before.term[g]
+		if terms != 0 {
+			t.Logf("group %d held an election (term %d to %d)", g, before.term[g], after.term[g])
 		}
 		for _, n := range f.c.Nodes {
 			k := groupKey(n.ID, g)
-			if v, ok := before.last[k]; ok && after.last[k] != v {
-				t.Errorf("raft log of %s moved from %d to %d", k, v, after.last[k])
+			if v, ok := before.last[k]; ok && (after.last[k] < v || after.last[k] > v+terms) {
+				t.Errorf("raft log of %s moved from %d to %d over %d elections", k, v, after.last[k], terms)
 			}
 		}
 	}

@@ -27,8 +27,16 @@ type Spec struct {
 	// LoadEnd, if set, is when the load stopped: answers after it (the
 	// final reads, once the harness has let the cluster settle) do not
 	// count toward the longest gap, which is the service's, not the
-	// harness's pause.
+	// harness's pause, and calls made after it do not show a fault
+	// healed.
 	LoadEnd time.Duration
+	// Recovery bounds how soon the hot shard must answer again after a
+	// fault with no bound of its own (Fault.Within); 0: none.
+	Recovery time.Duration
+	// MinAnswered is how many calls each key must have answered (allowed
+	// or denied) during the load: a scenario whose load never reached the
+	// cluster would pass every check.
+	MinAnswered int
 }
 
 // KeyReport is what one key's history shows.
@@ -110,6 +118,9 @@ func Check(name string, ops []Op, faults []Fault, spec Spec, shardOf func(string
 			}
 		}
 		r.checkFinal(kr, spec)
+		if answered := answeredIn(kops, spec.LoadEnd); answered < spec.MinAnswered {
+			r.violate("%s: %d calls answered during the load, want %d at least", key, answered, spec.MinAnswered)
+		}
 		r.Keys = append(r.Keys, kr)
 	}
 	slices.SortFunc(r.Keys, func(a, b KeyReport) int { return cmpString(a.Key, b.Key) })
@@ -122,14 +133,30 @@ func Check(name string, ops []Op, faults []Fault, spec Spec, shardOf func(string
 	}
 	r.Failovers, r.LongestGap, r.GapEnd = failovers(ops, faults, shardOf, hot, spec.LoadEnd)
 	for i, f := range faults {
+		within := f.Within
+		if within == 0 {
+			within = spec.Recovery
+		}
 		switch {
 		case r.Failovers[i] < 0:
 			r.violate("shard %d never answered again after %s", hot, f)
-		case f.Within > 0 && r.Failovers[i] > f.Within:
-			r.violate("shard %d answered again only %s after %s, want within %s", hot, r.Failovers[i].Round(time.Millisecond), f, f.Within)
+		case within > 0 && r.Failovers[i] > within:
+			r.violate("shard %d answered again only %s after %s, want within %s", hot, r.Failovers[i].Round(time.Millisecond), f, within)
 		}
 	}
 	return r
+}
+
+// answeredIn counts the calls of ops made before loadEnd (all with 0) that
+// the cluster answered.
+func answeredIn(ops []Op, loadEnd time.Duration) int {
+	n := 0
+	for _, o := range ops {
+		if o.Outcome != Unknown && (loadEnd == 0 || o.Call < loadEnd) {
+			n++
+		}
+	}
+	return n
 }
 
 // checkFinal: what the cluster counted is what it admitted plus some of
@@ -174,13 +201,14 @@ func subsetSum(costs []int64, target int64) bool {
 }
 
 // failovers returns, per fault, how long after it the hot shard answered a
-// call invoked after it (-1 never), and the longest gap between answers on
-// the hot shard up to loadEnd (0: all of them) and when it ended.
+// call invoked after it and before loadEnd (-1 never; 0: any call), and
+// the longest gap between answers on the hot shard up to loadEnd and when
+// it ended.
 func failovers(ops []Op, faults []Fault, shardOf func(string) int, hot int, loadEnd time.Duration) ([]time.Duration, time.Duration, time.Duration) {
 	out := make([]time.Duration, len(faults))
 	var answered []Op
 	for _, o := range ops {
-		if o.Outcome != Unknown && shardOf(o.Key) == hot {
+		if o.Outcome != Unknown && shardOf(o.Key) == hot && (loadEnd == 0 || o.Call < loadEnd) {
 			answered = append(answered, o)
 		}
 	}

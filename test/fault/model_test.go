@@ -113,3 +113,29 @@ func TestSlackBoundsAShardsExcess(t *testing.T) {
 		}
 	}
 }
+
+// A scenario whose load never reached the cluster, or whose shard
+// answered again only after the load (the final reads), fails: the
+// checker passed a history of final peeks alone, with failovers of 28 s.
+func TestCheckWantsLoadAndRecovery(t *testing.T) {
+	shard := func(string) int { return 0 }
+	spec := Spec{Limit: 5, LinTimeout: 10 * time.Second, LoadEnd: 20 * time.Second, Recovery: 10 * time.Second, MinAnswered: 2}
+	kill := []Fault{{Kind: "kill -9", Target: "n2", At: time.Second}}
+	peeks := []Op{op(28_000, 28_001, 0, Allowed, 5)} // the final read, after the load
+	r := Check("t", peeks, kill, spec, shard, 0, map[string]int64{"k": 0})
+	got := strings.Join(r.Violations, "; ")
+	for _, want := range []string{"never answered again after kill -9 n2", "0 calls answered during the load, want 2"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("final peeks alone: violations %q, want %q", got, want)
+		}
+	}
+	slow := []Op{op(0, 1, 1, Allowed, 4), op(500, 501, 1, Allowed, 3), op(1500, 12_000, 1, Allowed, 2)}
+	r = Check("t", slow, kill, spec, shard, 0, map[string]int64{"k": 3})
+	if got := strings.Join(r.Violations, "; "); !strings.Contains(got, "answered again only 11s after kill -9 n2") {
+		t.Errorf("answered 11s after a kill: violations %q, want the recovery bound", got)
+	}
+	kill[0].Within = 20 * time.Second // a fault's own bound wins
+	if r := Check("t", slow, kill, spec, shard, 0, map[string]int64{"k": 3}); len(r.Violations) != 0 {
+		t.Errorf("within the fault's own bound: %v", r.Violations)
+	}
+}

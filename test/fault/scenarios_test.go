@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
 	"github.com/floodgate/floodgate/test/e2e"
 )
 
@@ -345,28 +346,29 @@ func killMidMove(ctx context.Context, e *env) error {
 		return err
 	}
 	defer e.dropN4(n4)
-	if err := e.killWhileMoving(ctx, n4, false); err != nil {
+	if err := e.killWhileMoving(ctx, n4, false, true); err != nil {
 		return err
 	}
 	l, err := e.n.Leader(ctx)
 	if err != nil {
 		return err
 	}
-	if err := e.killWhileMoving(ctx, l, true); err != nil {
+	if err := e.killWhileMoving(ctx, l, true, false); err != nil {
 		return err
 	}
 	if err := e.n.Settle(ctx, 60*time.Second); err != nil {
 		return err
 	}
 	f := e.h.Inject("leave", "n4", false)
-	if _, err := e.c.Ctl(ctx, e.c.Nodes[0].GRPC, "leave", "n4"); err != nil {
+	// Not waiting for the leave: the kill below comes during its drain.
+	if _, err := e.c.Ctl(ctx, e.c.Nodes[0].GRPC, "leave", "n4", "--wait", "0"); err != nil {
 		return err
 	}
 	if l, err = e.n.Leader(ctx); err != nil {
 		return err
 	}
 	if l != n4 {
-		if err := e.killWhileMoving(ctx, l, true); err != nil {
+		if err := e.killWhileMoving(ctx, l, true, true); err != nil {
 			return err
 		}
 	}
@@ -381,9 +383,10 @@ func killMidMove(ctx context.Context, e *env) error {
 }
 
 // killWhileMoving waits (up to 5s) for a slot move in flight, then kills
-// node with kill -9 and restarts it 0.5–1.5s later. It logs how many moves
-// were in flight: with none left it kills anyway, as a plain restart.
-func (e *env) killWhileMoving(ctx context.Context, node *e2e.Node, leader bool) error {
+// node with kill -9 and restarts it 0.5–1.5s later. A kill that must come
+// mid-move and finds none in flight is a violation: the scenario would
+// pass as a plain restart; others say how many were in flight.
+func (e *env) killWhileMoving(ctx context.Context, node *e2e.Node, leader, must bool) error {
 	deadline := time.Now().Add(5 * time.Second)
 	moves := int32(0)
 	for time.Now().Before(deadline) {
@@ -396,12 +399,19 @@ func (e *env) killWhileMoving(ctx context.Context, node *e2e.Node, leader bool) 
 		}
 	}
 	e.t.Logf("kill -9 %s with %d slot moves in flight", node.ID, moves)
+	if must && moves == 0 {
+		e.violate("no slot move in flight within 5s to kill %s during", node.ID)
+	}
 	return e.n.KillRestart(ctx, node, leader, e.n.Between(500*time.Millisecond, 1500*time.Millisecond))
 }
 
-// diskFull fills the data dir of the hot shard's leader for a few seconds,
-// frees it, then restarts the node with kill -9 so its stores are checked
-// and reopened: it must come back without damage.
+// diskFull fills the data dir of the hot shard's leader under load: it
+// must stop itself (exit 1, naming the full disk), and come back without
+// damage on its data dir once the disk has room, after a kill -9 so that
+// its stores are checked and reopened. Its Raft log reserves room ahead
+// of its writes (raftlog preallocates segments), so a full disk alone
+// would go unseen for thousands of entries: checks of long keys through
+// another node use that room up.
 func diskFull(ctx context.Context, e *env) error {
 	if err := pause(ctx, warmup); err != nil {
 		return err
@@ -415,18 +425,24 @@ func diskFull(ctx context.Context, e *env) error {
 	if err := e.disk[l.ID].Fill(); err != nil {
 		return err
 	}
-	select { // how long the disk stays full; the node may exit meanwhile
+	fillers := fillLog(ctx, e, l)
+	select {
 	case <-l.Exited():
-	case <-time.After(6 * time.Second):
+	case <-time.After(diskFullBound):
 	}
 	exited := exitedNow(l)
+	fillers()
 	if err := e.disk[l.ID].Free(); err != nil {
 		return err
 	}
 	e.h.Heal(f)
 	log := l.Log()[logOff:]
-	e.t.Logf("%s on a full disk: exited %v, %d log lines say ENOSPC", l.ID, exited, strings.Count(strings.ToLower(log), "no space left on device"))
-	if exited && !mentions(log, "no space left on device") {
+	e.t.Logf("%s on a full disk: exited %v (code %d), %d log lines say ENOSPC", l.ID, exited, l.ExitCode(),
+		strings.Count(strings.ToLower(log), "no space left on device"))
+	switch {
+	case !exited:
+		e.violate("%s still running %s after its disk filled under load", l.ID, diskFullBound)
+	case l.ExitCode() != 1 || !mentions(log, "no space left on device"):
 		e.violate("%s exited (code %d) on a full disk without saying so:\n%s", l.ID, l.ExitCode(), tailLines(log, 15))
 	}
 	g := e.h.Inject("kill -9", l.ID, false)
@@ -440,6 +456,45 @@ func diskFull(ctx context.Context, e *env) error {
 		return nil
 	}
 	return e.n.Settle(ctx, 40*time.Second)
+}
+
+// diskFullBound is how long a node whose disk is full may run on under
+// the filler's load: its log's reserve is a few MiB.
+const diskFullBound = 30 * time.Second
+
+// fillLog sends strict checks of long keys (none of the scenario's) to a
+// node other than full, two callers at a time, until the returned stop is
+// called: each batch adds about 200 KB to every replica's Raft log.
+func fillLog(ctx context.Context, e *env, full *e2e.Node) (stop func()) {
+	var via *e2e.Node
+	for _, n := range e.c.Nodes {
+		if n != full && via == nil {
+			via = n
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{}, 2)
+	pad := strings.Repeat("f", 900)
+	lim := &pb.Limit{Algorithm: pb.Algorithm_FIXED_WINDOW, Limit: 1_000_000, WindowMs: 60_000}
+	for w := range 2 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := 0; ctx.Err() == nil; i++ {
+				req := &pb.AllowBatchRequest{}
+				for j := range 200 {
+					req.Requests = append(req.Requests, &pb.AllowRequest{Key: fmt.Sprintf("filler-%d-%d-%d-%s", w, i, j, pad), Limit: lim})
+				}
+				cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+				_, _ = via.Limiter().AllowBatch(cctx, req) // answered or not: only the bytes matter
+				ccancel()
+			}
+		}()
+	}
+	return func() {
+		cancel()
+		<-done
+		<-done
+	}
 }
 
 // stallBound is the disk-stall scenario's --max-sync-duration.

@@ -109,6 +109,15 @@ type env struct {
 	found []string
 }
 
+// recoveryBound is how soon the hot shard must answer a load call again
+// after any fault with no bound of its own: the slowest, a restart of
+// every node, takes about 3.7 s here.
+const recoveryBound = 10 * time.Second
+
+// minAnswered is how many load calls each key must have answered: about
+// 500 to 1,700 are, in 20-40 s of load.
+const minAnswered = 50
+
 // violate records a violation seen by the nemesis.
 func (e *env) violate(format string, args ...any) {
 	e.found = append(e.found, fmt.Sprintf(format, args...))
@@ -377,7 +386,8 @@ func run(t *testing.T, s scenario) {
 		t.Errorf("after the scenario: %v", err)
 	}
 	final := e.finalCounts(ctx, s)
-	spec := Spec{Limit: limit, Linearizable: s.exact, LinTimeout: 60 * time.Second, VisualDir: t.TempDir(), LoadEnd: loadEnd}
+	spec := Spec{Limit: limit, Linearizable: s.exact, LinTimeout: 60 * time.Second, VisualDir: t.TempDir(), LoadEnd: loadEnd,
+		Recovery: recoveryBound, MinAnswered: minAnswered}
 	if !s.exact {
 		for _, f := range e.h.Faults() {
 			if f.LeaderLost {
