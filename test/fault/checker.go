@@ -37,6 +37,9 @@ type Spec struct {
 	// or denied) during the load: a scenario whose load never reached the
 	// cluster would pass every check.
 	MinAnswered int
+	// RunOut are keys the load spends past their limit: each must have
+	// been denied, or no admission past the limit was ever tried.
+	RunOut []string
 }
 
 // KeyReport is what one key's history shows.
@@ -118,6 +121,9 @@ func Check(name string, ops []Op, faults []Fault, spec Spec, shardOf func(string
 			}
 		}
 		r.checkFinal(kr, spec)
+		if slices.Contains(spec.RunOut, key) && kr.Denied == 0 {
+			r.violate("%s: never denied, so its limit was never reached and no over-admission tried", key)
+		}
 		if answered := answeredIn(kops, spec.LoadEnd); answered < spec.MinAnswered {
 			r.violate("%s: %d calls answered during the load, want %d at least", key, answered, spec.MinAnswered)
 		}

@@ -134,6 +134,11 @@ func TestCheckWantsLoadAndRecovery(t *testing.T) {
 	if got := strings.Join(r.Violations, "; "); !strings.Contains(got, "answered again only 11s after kill -9 n2") {
 		t.Errorf("answered 11s after a kill: violations %q, want the recovery bound", got)
 	}
+	spec.RunOut = []string{"k"}
+	if r := Check("t", slow, nil, spec, shard, 0, map[string]int64{"k": 3}); !strings.Contains(strings.Join(r.Violations, "; "), "k: never denied") {
+		t.Errorf("a key meant to run out, never denied: violations %v", r.Violations)
+	}
+	spec.RunOut = nil
 	kill[0].Within = 20 * time.Second // a fault's own bound wins
 	if r := Check("t", slow, kill, spec, shard, 0, map[string]int64{"k": 3}); len(r.Violations) != 0 {
 		t.Errorf("within the fault's own bound: %v", r.Violations)
