@@ -72,6 +72,9 @@ func main() {
 // run serves one node until ctx ends (a signal) or the node leaves its
 // cluster, then shuts down cleanly.
 func run(ctx context.Context, opts *options, log *slog.Logger) error {
+	// The start's budget counts from here: opening the stores (their
+	// check, the log's replay) is part of what a startup probe waits for.
+	startBy := time.Now().Add(opts.startWait)
 	sec, err := newSecurity(opts.security)
 	if err != nil {
 		return err
@@ -170,7 +173,7 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 		}
 		return node.Close()
 	}
-	startCtx, cancel := context.WithTimeout(ctx, opts.startWait)
+	startCtx, cancel := context.WithDeadline(ctx, startBy)
 	started := make(chan error, 1)
 	go func() { started <- node.Start(startCtx) }()
 	select {
@@ -184,7 +187,7 @@ func run(ctx context.Context, opts *options, log *slog.Logger) error {
 	cancel()
 	if err != nil {
 		_ = shutdown()
-		return err
+		return startError(err, startCtx, opts.startWait)
 	}
 	rpc.MarkLive(health)
 	go rpc.WatchReadiness(ctx, health, node)
@@ -264,4 +267,14 @@ func serveHTTP(ln net.Listener, opts *options, sec *security, node *cluster.Node
 		}
 	}()
 	return hs
+}
+
+// startError names --start-timeout when the start ran out of it, so that
+// an operator knows which setting gave up (the node's own error says what
+// it was waiting for).
+func startError(err error, startCtx context.Context, budget time.Duration) error {
+	if errors.Is(startCtx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("start did not finish within --start-timeout %s: %w", budget, err)
+	}
+	return err
 }

@@ -40,6 +40,9 @@ type Spec struct {
 	// RunOut are keys the load spends past their limit: each must have
 	// been denied, or no admission past the limit was ever tried.
 	RunOut []string
+	// Keys are the scenario's keys: each must be in the history (a key no
+	// call reached escapes every per-key check).
+	Keys []string
 }
 
 // KeyReport is what one key's history shows.
@@ -78,7 +81,13 @@ func Check(name string, ops []Op, faults []Fault, spec Spec, shardOf func(string
 		r.Duration = ops[len(ops)-1].Ret - ops[0].Call
 	}
 	over := map[int]int64{} // per shard: admitted above the limits
-	for key, kops := range ByKey(ops) {
+	byKey := ByKey(ops)
+	for _, key := range spec.Keys {
+		if len(byKey[key]) == 0 {
+			r.violate("%s: no call recorded", key)
+		}
+	}
+	for key, kops := range byKey {
 		kr := KeyReport{Key: key, Shard: shardOf(key), Ops: len(kops), Final: -1, Lin: porcupine.Ok}
 		if f, ok := final[key]; ok {
 			kr.Final = f

@@ -139,6 +139,11 @@ func TestCheckWantsLoadAndRecovery(t *testing.T) {
 		t.Errorf("a key meant to run out, never denied: violations %v", r.Violations)
 	}
 	spec.RunOut = nil
+	spec.Keys, spec.RunOut = []string{"k", "other"}, []string{"other"}
+	if r := Check("t", nil, nil, spec, shard, 0, nil); !strings.Contains(strings.Join(r.Violations, "; "), "other: no call recorded") {
+		t.Errorf("an empty history: violations %v, want its keys named", r.Violations)
+	}
+	spec.Keys, spec.RunOut = nil, nil
 	kill[0].Within = 20 * time.Second // a fault's own bound wins
 	if r := Check("t", slow, kill, spec, shard, 0, map[string]int64{"k": 3}); len(r.Violations) != 0 {
 		t.Errorf("within the fault's own bound: %v", r.Violations)

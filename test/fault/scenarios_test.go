@@ -371,6 +371,8 @@ func killMidMove(ctx context.Context, e *env) error {
 		if err := e.killWhileMoving(ctx, l, true, true); err != nil {
 			return err
 		}
+	} else {
+		e.t.Logf("n4, leaving, leads the hot shard: no kill during the drain")
 	}
 	select {
 	case <-n4.Exited():
@@ -382,12 +384,17 @@ func killMidMove(ctx context.Context, e *env) error {
 	return e.n.Settle(ctx, 60*time.Second)
 }
 
-// killWhileMoving waits (up to 5s) for a slot move in flight, then kills
-// node with kill -9 and restarts it 0.5–1.5s later. A kill that must come
-// mid-move and finds none in flight is a violation: the scenario would
-// pass as a plain restart; others say how many were in flight.
+// killWhileMoving waits (up to 30s: a join's moves start once its group
+// has its voters, a few reconcile rounds on a busy machine) for a slot
+// move in flight, then kills node with kill -9 and restarts it 0.5–1.5s
+// later. A kill that must come mid-move and finds none in flight fails
+// the scenario: it would pass as a plain restart; others wait 5s and say
+// how many were in flight.
 func (e *env) killWhileMoving(ctx context.Context, node *e2e.Node, leader, must bool) error {
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	if !must {
+		deadline = time.Now().Add(5 * time.Second)
+	}
 	moves := int32(0)
 	for time.Now().Before(deadline) {
 		if st, err := e.c.Status(ctx); err == nil && st.Moves > 0 {
@@ -400,7 +407,7 @@ func (e *env) killWhileMoving(ctx context.Context, node *e2e.Node, leader, must 
 	}
 	e.t.Logf("kill -9 %s with %d slot moves in flight", node.ID, moves)
 	if must && moves == 0 {
-		e.violate("no slot move in flight within 5s to kill %s during", node.ID)
+		e.violate("no slot move in flight within 30s to kill %s during (the harness's timing, or moves that never started)", node.ID)
 	}
 	return e.n.KillRestart(ctx, node, leader, e.n.Between(500*time.Millisecond, 1500*time.Millisecond))
 }
@@ -426,8 +433,12 @@ func diskFull(ctx context.Context, e *env) error {
 		return err
 	}
 	fillers := fillLog(ctx, e, l)
+	stopped := -1
 	select {
 	case <-l.Exited():
+		// Its shard must answer again as after any leader's death.
+		stopped = e.h.Inject("stopped on a full disk", l.ID, true)
+		e.h.Require(stopped, diskFullFailover)
 	case <-time.After(diskFullBound):
 	}
 	exited := exitedNow(l)
@@ -451,6 +462,9 @@ func diskFull(ctx context.Context, e *env) error {
 		return err
 	}
 	e.h.Heal(g)
+	if stopped >= 0 {
+		e.h.Heal(stopped)
+	}
 	if err := l.WaitServing(ctx); err != nil {
 		e.violate("%s did not come back after its disk was full: %v", l.ID, err)
 		return nil
@@ -461,6 +475,11 @@ func diskFull(ctx context.Context, e *env) error {
 // diskFullBound is how long a node whose disk is full may run on under
 // the filler's load: its log's reserve is a few MiB.
 const diskFullBound = 30 * time.Second
+
+// diskFullFailover is how soon the shard of a leader that stopped on a
+// full disk must answer again: an election, as after a kill (about
+// 0.6 s), with disk-stall's margin.
+const diskFullFailover = 4500 * time.Millisecond
 
 // fillLog sends strict checks of long keys (none of the scenario's) to a
 // node other than full, two callers at a time, until the returned stop is

@@ -387,7 +387,7 @@ func run(t *testing.T, s scenario) {
 	}
 	final := e.finalCounts(ctx, s)
 	spec := Spec{Limit: limit, Linearizable: s.exact, LinTimeout: 60 * time.Second, VisualDir: t.TempDir(), LoadEnd: loadEnd,
-		Recovery: recoveryBound, MinAnswered: minAnswered, RunOut: e.keys[:1]}
+		Recovery: recoveryBound, MinAnswered: minAnswered, RunOut: e.keys[:1], Keys: e.keys}
 	if !s.exact {
 		for _, f := range e.h.Faults() {
 			if f.LeaderLost {
