@@ -536,7 +536,8 @@ func diskStall(ctx context.Context, e *env) error {
 	logOff := len(l.Log())
 	f := e.h.Inject("disk stall", l.ID, true)
 	// The stop (at most 2.5 s), then an election (about 0.6 s).
-	e.h.Require(f, stallBound*5/4+2*time.Second)
+	within := stallBound*5/4 + 2*time.Second
+	e.h.Require(f, within)
 	e.stall[l.ID].Hold()
 	held := time.Now()
 	select {
@@ -556,6 +557,12 @@ func diskStall(ctx context.Context, e *env) error {
 		e.t.Logf("%s stopped %s after its disk hung: %s", l.ID, took.Round(time.Millisecond), tailLines(log, 1))
 	}
 	l.Kill() // reaps it (or stops it, if it ran on)
+	// Its shard must answer from the other replicas: started again at
+	// once, the node stood in their election while it opened (a
+	// candidate that won and could not serve for seconds).
+	if err := pause(ctx, time.Until(held.Add(within))); err != nil {
+		return err
+	}
 	if err := l.Start(); err != nil {
 		return err
 	}
