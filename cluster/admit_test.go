@@ -104,3 +104,39 @@ func TestRaftPortOpensOnceTheClusterTookTheDir(t *testing.T) {
 		t.Fatalf("a member's dir of an earlier release refused a vote request before Start: %v", err)
 	}
 }
+
+// A member's dir of a release before incarnations, its first start on
+// this one stopped before Start took it (a kill, or a SIGTERM while it
+// waited for its meta leader): the next start resumes it. The decision
+// to take the dir as it is was made at the first start, and kept only in
+// memory: the next found an incarnation, Raft state and no mark, and
+// refused the dir as one the cluster never took.
+func TestUpgradedMemberStoppedBeforeStartResumes(t *testing.T) {
+	dir := t.TempDir()
+	n, cfg, _ := startedNode(t, dir)
+	n.Close()
+	for _, f := range []string{incarnationFile, acceptedFile} {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := Open(cfg, &deadSeeds{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !n.newIncarnation {
+		t.Fatal("the dir got no new incarnation")
+	}
+	n.Close() // stopped before Start
+
+	n, err = Open(cfg, &deadSeeds{})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := n.Start(ctx); err != nil {
+		t.Fatalf("second start of an upgraded member: %v", err)
+	}
+}

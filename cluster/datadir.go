@@ -49,9 +49,11 @@ func ReadNodeID(dataDir string) string {
 // release gets one then): a node whose data dir was lost and started
 // afresh under its old --node-id has another, and the cluster then tells
 // it from the member it was (checkIncarnation).
-// created says the id was made now: no member record can hold it yet.
+// created says the id was made now, and is not written yet (Open writes
+// it, saveIncarnation, once it has judged the dir's Raft state): no member
+// record can hold it yet.
 func loadIncarnation(dir string) (id string, created bool, err error) {
-	path := filepath.Join(dir, "incarnation")
+	path := filepath.Join(dir, incarnationFile)
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:
@@ -63,15 +65,22 @@ func loadIncarnation(dir string) (id string, created bool, err error) {
 	case os.IsNotExist(err):
 		var r [16]byte
 		_, _ = rand.Read(r[:])
-		id := hex.EncodeToString(r[:])
-		if err := writeDurable(path, []byte(id+"\n")); err != nil {
-			return "", false, fmt.Errorf("data-dir: %w", err)
-		}
-		return id, true, nil
+		return hex.EncodeToString(r[:]), true, nil
 	default:
 		return "", false, fmt.Errorf("data-dir: %w", err)
 	}
 }
+
+// saveIncarnation writes id, made by loadIncarnation, into dir.
+func saveIncarnation(dir, id string) error {
+	if err := writeDurable(filepath.Join(dir, incarnationFile), []byte(id+"\n")); err != nil {
+		return fmt.Errorf("data-dir: %w", err)
+	}
+	return nil
+}
+
+// incarnationFile holds a data dir's incarnation (loadIncarnation).
+const incarnationFile = "incarnation"
 
 // writeDurable writes a small file whole (a temporary file renamed into
 // place) and syncs it and its directory, so a crash leaves it whole or
@@ -162,6 +171,9 @@ func checkIncarnation(old, node *metav1.Node) error {
 // group's term: written each time the group opens (0 until it has one),
 // and at every new term.
 var keyCurrentTerm = []byte("CurrentTerm")
+
+// keyLastVoteTerm is the stable key of the term of a group's last vote.
+var keyLastVoteTerm = []byte("LastVoteTerm")
 
 // checkStateKept refuses a data dir the cluster took (acceptedFile) whose
 // Raft state is gone: its shared log deleted or replaced, the rest of the

@@ -10,13 +10,19 @@ import (
 	metav1 "github.com/floodgate/floodgate/proto/floodgate/meta/v1"
 )
 
-// A data dir gets its incarnation once, when first opened, and keeps it;
+// A data dir gets its incarnation once, when first saved, and keeps it;
 // another dir gets another; a damaged file is refused, naming it.
 func TestLoadIncarnation(t *testing.T) {
 	dir := t.TempDir()
 	a, created, err := loadIncarnation(dir)
 	if err != nil || len(a) != 32 || !validIncarnation(a) || !created {
 		t.Fatalf("first open: %q %v %v", a, created, err)
+	}
+	if again, created, err := loadIncarnation(dir); err != nil || again == a || !created {
+		t.Fatalf("opened again before it was saved: %q %v %v, want another, made now", again, created, err)
+	}
+	if err := saveIncarnation(dir, a); err != nil {
+		t.Fatal(err)
 	}
 	if again, created, err := loadIncarnation(dir); err != nil || again != a || created {
 		t.Fatalf("reopened: %q %v %v, want %q, not created", again, created, err, a)

@@ -242,14 +242,9 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 	if err := n.openExistingReplicas(); err != nil {
 		return nil, err
 	}
-	if n.mux.Held() && n.newIncarnation {
-		// Raft state in a dir that had no incarnation: a member's dir
-		// of a release before them (a held mux let no peer write it).
-		// It may need its peers' votes to replay its own log.
-		if has, err := n.metaGroup().hasState(); err != nil {
+	if n.newIncarnation {
+		if err := n.adoptIncarnation(); err != nil {
 			return nil, err
-		} else if has {
-			n.mux.Admit()
 		}
 	}
 	if n.gossip, err = startGossip(n.cfg, n.incarnation, n.recordedIncarnation, n.learnRates); err != nil {
@@ -262,6 +257,29 @@ func Open(cfg Config, peers Peers) (*Node, error) {
 	go n.watchClock()
 	go n.every(retainEvery, n.retainAll)
 	return n, nil
+}
+
+// adoptIncarnation writes the incarnation made at this start. A dir that
+// holds Raft state but had none, its mux still held (no peer could write
+// it), is a member's of a release before incarnations: it is taken as it
+// is, and may need its peers' votes to replay its own log. That is
+// recorded (acceptedFile) before the incarnation: a stop between this
+// start and Start's accept would otherwise leave Raft state, an
+// incarnation and no mark, which the next start refuses as a dir the
+// cluster never took.
+func (n *Node) adoptIncarnation() error {
+	if n.mux.Held() {
+		has, err := n.metaGroup().hasState()
+		if err != nil {
+			return err
+		}
+		if has {
+			if err := n.accept(); err != nil {
+				return fmt.Errorf("data-dir: %w", err)
+			}
+		}
+	}
+	return saveIncarnation(n.cfg.DataDir, n.incarnation)
 }
 
 func (n *Node) openMeta() error {

@@ -70,12 +70,44 @@ func openGroupStore(dir, name string, wal *raftlog.Store, logger hclog.Logger) (
 	if err := dropUnfinishedSnapshots(filepath.Join(dir, snapshotsDir), logger); err != nil {
 		return nil, err
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, snapshotsRetained, logger)
+	snaps, err := openSnapshots(dir, logger)
 	if err != nil {
-		return nil, fmt.Errorf("open snapshots in %s: %w", dir, err)
+		return nil, err
 	}
 	g := wal.Group(name)
-	return &groupStore{logs: newLogCache(g, logCacheSize, logCacheBytes), state: g, snaps: snaps}, nil
+	st := &groupStore{logs: newLogCache(g, logCacheSize, logCacheBytes), state: g, snaps: snaps}
+	if err := st.undoTornBootstrap(logger); err != nil {
+		return nil, fmt.Errorf("open group %s: %w", name, err)
+	}
+	return st, nil
+}
+
+// undoTornBootstrap takes back a bootstrap that a crash cut in two.
+// raft.BootstrapCluster writes the term (1) and then the configuration
+// entry, each durable on its own; stopped between them, the group has a
+// term, so raft refuses to bootstrap it again (ErrCantBootstrap, taken for
+// "done"), and no configuration, so it never elects a leader: a meta group
+// that never forms, a shard that never serves. Term 1 with an empty log, no
+// snapshot and no vote comes only from there (a replica added to a group,
+// or voting in it, learns a term of 2 or more, the first election's), so
+// the term goes back to 0, what raft writes for a group it never had, and
+// the bootstrap runs again.
+func (s *groupStore) undoTornBootstrap(logger hclog.Logger) error {
+	term, err := s.state.GetUint64(keyCurrentTerm)
+	if err != nil || term != 1 {
+		return nil // none (a new group), or a group past its bootstrap
+	}
+	if last, err := s.logs.LastIndex(); err != nil || last != 0 {
+		return err
+	}
+	if voted, err := s.state.GetUint64(keyLastVoteTerm); err == nil && voted != 0 {
+		return nil
+	}
+	if snaps, err := s.snaps.List(); err != nil || len(snaps) > 0 {
+		return err
+	}
+	logger.Warn("a crash interrupted this group's bootstrap (a term, no configuration): bootstrapping it again")
+	return s.state.SetUint64(keyCurrentTerm, 0)
 }
 
 // dropUnfinishedSnapshots removes the snapshots a process died writing

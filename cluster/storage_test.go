@@ -77,3 +77,45 @@ func TestDropUnfinishedSnapshotsOfNone(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A snapshot's own directory is synced once raft has renamed it into
+// place (its files are then named there), before Close returns and raft
+// compacts the log on it.
+func TestSnapshotDirIsSyncedWhenClosed(t *testing.T) {
+	dir := t.TempDir()
+	store, err := openSnapshots(dir, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := store.(*syncedSnapshots)
+	var synced []string
+	s.sync = func(d string) error {
+		for _, f := range []string{"meta.json", "state.bin"} {
+			if _, err := os.Stat(filepath.Join(d, f)); err != nil {
+				t.Errorf("synced %s before %s was in it: %v", d, f, err)
+			}
+		}
+		synced = append(synced, d)
+		return nil
+	}
+	sink, err := s.Create(raft.SnapshotVersionMax, 10, 1, raft.Configuration{}, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sink.Write([]byte("state")); err != nil {
+		t.Fatal(err)
+	}
+	if len(synced) != 0 {
+		t.Fatalf("synced before Close: %v", synced)
+	}
+	if err := sink.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, snapshotsDir, sink.ID()); len(synced) != 1 || synced[0] != want {
+		t.Fatalf("synced %v, want [%s]", synced, want)
+	}
+	list, err := s.List()
+	if err != nil || len(list) != 1 || list[0].ID != sink.ID() {
+		t.Fatalf("snapshots: %v, %v", list, err)
+	}
+}
