@@ -1,7 +1,10 @@
 # syntax=docker/dockerfile:1
 # floodgate: both binaries, static, on distroless, as a non-root user.
 #   docker build -t floodgate .
-#   docker run --rm -p 7700:7700 floodgate --grpc-addr 0.0.0.0:7700 ...
+#   docker run --rm -p 7700:7700 -p 7701:7701 floodgate   # a single node
+# With no arguments the node serves gRPC and HTTP on every interface (CMD
+# below); arguments replace CMD, so a node of a cluster names every bind
+# it needs (--grpc-addr 0.0.0.0:7700 --raft-addr 0.0.0.0:7702 ...).
 # The data directory is /var/lib/floodgate (a volume: keep it across
 # restarts, it holds the node's identity and its Raft logs).
 
@@ -31,3 +34,5 @@ EXPOSE 7700 7701 7702 7703 7703/udp
 VOLUME ["/var/lib/floodgate"]
 USER nonroot:nonroot
 ENTRYPOINT ["/usr/local/bin/floodgate", "--data-dir", "/var/lib/floodgate"]
+# floodgate binds loopback by default; in a container that is unreachable.
+CMD ["--grpc-addr", "0.0.0.0:7700", "--http-addr", "0.0.0.0:7701"]

@@ -106,6 +106,13 @@ func TestDockerfileShape(t *testing.T) {
 			t.Errorf(".dockerignore lacks %s", want)
 		}
 	}
+	// A plain docker run -p 7700:7700 reaches the node: floodgate's
+	// defaults bind loopback, unreachable from outside a container.
+	for _, bind := range []string{`"--grpc-addr", "0.0.0.0:7700"`, `"--http-addr", "0.0.0.0:7701"`} {
+		if !strings.Contains(last["CMD"], bind) {
+			t.Errorf("CMD %q lacks %s: with no arguments the image serves on loopback only", last["CMD"], bind)
+		}
+	}
 	exposed := strings.Fields(last["EXPOSE"])
 	for _, p := range []string{"7700", "7701", "7702", "7703", "7703/udp"} {
 		if !slices.Contains(exposed, p) {

@@ -325,7 +325,8 @@ func TestMemoryFitsLimit(t *testing.T) {
 
 // As shipped: no service account token in the pods (floodgate never calls
 // the API), and Raft and gossip reachable from floodgate's own pods only,
-// by a policy that selects them and names container ports they have.
+// gRPC from them whatever the callers' rule admits, by a policy that
+// selects them and names container ports they have.
 func TestLockedDown(t *testing.T) {
 	o := load(t)
 	pod := o.sets[0].Spec.Template
@@ -343,6 +344,7 @@ func TestLockedDown(t *testing.T) {
 		}
 	}
 	reach := map[string]bool{} // port name -> open beyond floodgate's pods
+	peers := map[string]bool{} // port name -> admitted by a rule of floodgate's own pods
 	for _, r := range np.Spec.Ingress {
 		own := len(r.From) > 0
 		for _, f := range r.From {
@@ -355,6 +357,7 @@ func TestLockedDown(t *testing.T) {
 				continue
 			}
 			reach[p.Port.StrVal] = reach[p.Port.StrVal] || !own
+			peers[p.Port.StrVal] = peers[p.Port.StrVal] || own
 		}
 	}
 	for name := range ports {
@@ -363,6 +366,12 @@ func TestLockedDown(t *testing.T) {
 		case "raft", "gossip-tcp", "gossip-udp":
 			if !listed || open {
 				t.Errorf("port %s must be admitted from floodgate's pods only", name)
+			}
+		case "grpc":
+			// The pods' Peer calls: a second rule narrowed to the callers'
+			// namespaces, as the README says to, must not cut them.
+			if !peers[name] {
+				t.Errorf("port %s must be admitted from floodgate's pods by a rule of their own", name)
 			}
 		default:
 			if !listed {
