@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"time"
 
@@ -39,11 +40,26 @@ func main() {
 	fmt.Printf("user 7: allowed %v, %d of %d left, full again in %s\n", d.Allowed, d.Remaining, d.Limit, d.ResetAfter)
 
 	limited := client.HTTPMiddleware(api, client.HTTPOptions{
-		Descriptors: func(r *http.Request) client.D { return client.D{"user": r.Header.Get("X-User")} },
+		Descriptors: byUser,
 		FailOpen:    true, // floodgate unreachable: serve anyway
 	})
 	hello := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "hello") })
 	srv := &http.Server{Addr: *listen, Handler: limited(hello), ReadHeaderTimeout: 5 * time.Second}
 	log.Printf("serving on http://%s (curl -H 'X-User: 7' a few times)", *listen)
 	log.Fatal(srv.ListenAndServe())
+}
+
+// byUser keys a request by its X-User header. A request without one is
+// keyed by its address instead: an empty value is a value, and every
+// caller without the header would otherwise share the key "user=", one
+// of them spending the limit of all.
+func byUser(r *http.Request) client.D {
+	if u := r.Header.Get("X-User"); u != "" {
+		return client.D{"user": u}
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return client.D{"user": "addr:" + host}
 }

@@ -37,7 +37,9 @@ type Options struct {
 	// the rest from them.
 	Addrs []string
 	// FailOpen admits requests the cluster cannot answer (Unavailable,
-	// DeadlineExceeded) instead of returning the error. Invalid requests
+	// DeadlineExceeded) instead of returning the error, from New on: a
+	// client made while no node answers (for up to CallTimeout) starts,
+	// and admits its checks until it reaches one. Invalid requests
 	// still fail, as do checks of new keys a full cluster refuses
 	// (ResourceExhausted, --max-key-states): it answered. So do checks
 	// whose caller's context ended first (canceled, or its own deadline
@@ -106,6 +108,9 @@ type Client struct {
 }
 
 // New connects to the cluster at opts.Addrs and loads its routing table.
+// It fails when no node answers, unless opts.FailOpen: the client is
+// then returned, OnError hears why, and the routes load once a node
+// answers.
 func New(ctx context.Context, opts Options) (*Client, error) {
 	if len(opts.Addrs) == 0 {
 		return nil, fmt.Errorf("%w: no addresses given", ErrNoNodes)
@@ -135,13 +140,29 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 		c.co = newCoalescer(c.allowOn, c.batchOn)
 		c.co.onStall, c.co.probe = c.kick, c.probe
 	}
-	if err := c.loadRoutes(ctx); err != nil {
+	lctx, cancel := c.startContext(ctx)
+	err := c.loadRoutes(lctx)
+	cancel()
+	if err != nil && !(opts.FailOpen && c.failOpen(ctx, err)) {
 		endLife()
 		c.closeConns()
 		return nil, err
 	}
 	go c.refresher(life)
 	return c, nil
+}
+
+// startContext bounds New's first load of the routes. A client that fails
+// open must start while no node answers (a service deployed or restarted
+// during an outage would otherwise fail to start, or wait out its
+// caller's deadline on an unreachable network): it waits one CallTimeout
+// at most, and then admits its checks until the refresher, kicked by each
+// of them, has loaded the routes.
+func (c *Client) startContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if !c.opts.FailOpen {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.opts.CallTimeout)
 }
 
 // Allow checks one request on the leader of its key's shard. An invalid

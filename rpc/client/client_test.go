@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -251,5 +252,55 @@ func TestClosedClientFails(t *testing.T) {
 	}
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("after Close a check took %v", took)
+	}
+}
+
+// A fail-open client starts while no node answers (a service deployed
+// during an outage), admits its checks unasked until a node is back, and
+// from then on counts them; a fail-closed one refuses to start.
+func TestFailOpenClientStartsWhileTheClusterIsDown(t *testing.T) {
+	nodes := inproc.Cluster(t, 1)
+	addr := nodes[0].Cfg.GRPCAddr
+	nodes[0].Stop()
+	ctx := context.Background()
+	if c, err := client.New(ctx, client.Options{Addrs: []string{addr}}); !errors.Is(err, client.ErrNoNodes) {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("a fail-closed client with no node up: %v, want ErrNoNodes", err)
+	}
+	var heard atomic.Int64
+	c, err := client.New(ctx, client.Options{Addrs: []string{addr}, FailOpen: true, RefreshInterval: 100 * time.Millisecond,
+		OnError: func(error) { heard.Add(1) }})
+	if err != nil {
+		t.Fatalf("a fail-open client with no node up: %v", err)
+	}
+	defer c.Close()
+	if heard.Load() != 1 {
+		t.Fatalf("OnError heard %d errors from New, want 1", heard.Load())
+	}
+	lim := &pb.Limit{Algorithm: pb.Algorithm_FIXED_WINDOW, Limit: 1, WindowMs: 3_600_000}
+	for range 3 {
+		resp, err := c.Allow(ctx, &pb.AllowRequest{Key: "k", Limit: lim})
+		if err != nil || !resp.Allowed || resp.Remaining != -1 {
+			t.Fatalf("a check with no node up: %v, %v; want admitted unasked", resp, err)
+		}
+	}
+	nodes[0].Restart()
+	inproc.Eventually(t, 30*time.Second, "the client's first answered check", func() error {
+		resp, err := c.Allow(ctx, &pb.AllowRequest{Key: "k", Limit: lim})
+		if err != nil {
+			return err
+		}
+		if resp.Remaining == -1 {
+			return errors.New("still admitted unasked")
+		}
+		if !resp.Allowed {
+			return fmt.Errorf("denied (%v): the unasked checks were counted", resp)
+		}
+		return nil
+	})
+	if resp, err := c.Allow(ctx, &pb.AllowRequest{Key: "k", Limit: lim}); err != nil || resp.Allowed {
+		t.Fatalf("the check after the limit's one: %v, %v; want denied", resp, err)
 	}
 }

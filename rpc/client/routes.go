@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate/policy"
 	pb "github.com/floodgate/floodgate/proto/floodgate/v1"
@@ -118,7 +120,8 @@ func (c *Client) fetch(ctx context.Context, addr string) (*view, error) {
 		return nil, err
 	}
 	if st.Shards == 0 {
-		return nil, fmt.Errorf("%s is not a cluster member yet", addr)
+		// Unavailable: a node that cannot answer yet (FailOpen admits).
+		return nil, status.Errorf(codes.Unavailable, "%s is not a cluster member yet", addr)
 	}
 	v := &view{shards: int(st.Shards), leaders: make(map[int]string, len(st.ShardStatus)), table: slotTable(st)}
 	addrOf := map[string]string{}
