@@ -129,7 +129,10 @@ func TestClockStepIsNotStamped(t *testing.T) {
 		}
 		stepped++
 		ok, err := allow(n1)
-		if err == nil && ok {
+		// Admitted and answered before the window could have ended (first
+		// is before the first check was sent): a call that took its 5s
+		// past the window's end may rightly be admitted.
+		if err == nil && ok && time.Now().Before(first.Add(window)) {
 			t.Fatalf("admitted by n1 %v after the step, %v into a window of %v: its clock's hour was stamped",
 				time.Since(last).Round(time.Millisecond), time.Since(first).Round(time.Millisecond), window)
 		}

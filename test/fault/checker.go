@@ -148,15 +148,18 @@ func Check(name string, ops []Op, faults []Fault, spec Spec, shardOf func(string
 	}
 	r.Failovers, r.LongestGap, r.GapEnd = failovers(ops, faults, shardOf, hot, spec.LoadEnd)
 	for i, f := range faults {
-		within := f.Within
+		within, split := f.Within, ""
 		if within == 0 {
 			within = spec.Recovery
+		} else if f.Elections > 1 {
+			within += splitVoteAllowance
+			split = fmt.Sprintf(" (%d elections: a split vote)", f.Elections)
 		}
 		switch {
 		case r.Failovers[i] < 0:
 			r.violate("shard %d never answered again after %s", hot, f)
 		case within > 0 && r.Failovers[i] > within:
-			r.violate("shard %d answered again only %s after %s, want within %s", hot, r.Failovers[i].Round(time.Millisecond), f, within)
+			r.violate("shard %d answered again only %s after %s, want within %s%s", hot, r.Failovers[i].Round(time.Millisecond), f, within, split)
 		}
 	}
 	return r

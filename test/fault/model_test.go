@@ -149,3 +149,32 @@ func TestCheckWantsLoadAndRecovery(t *testing.T) {
 		t.Errorf("within the fault's own bound: %v", r.Violations)
 	}
 }
+
+// A failover held to its own bound gets splitVoteAllowance more only when
+// its first new leader came after more than one election, and the report
+// names the split vote when even that is exceeded.
+func TestSplitVoteAllowance(t *testing.T) {
+	shard := func(string) int { return 0 }
+	spec := Spec{Limit: 5, LinTimeout: 10 * time.Second, LoadEnd: 20 * time.Second, Recovery: 10 * time.Second, MinAnswered: 2}
+	history := func(answerAt int) []Op {
+		return []Op{op(0, 1, 1, Allowed, 4), op(500, 501, 1, Allowed, 3), op(1100, answerAt, 1, Allowed, 2)}
+	}
+	for _, tc := range []struct {
+		elections int
+		answerAt  int // ms; the fault is at 1 s, bound 1.5 s
+		want      string
+	}{
+		{0, 2400, ""},
+		{1, 2400, ""},
+		{1, 3200, "answered again only 2.2s after SIGSTOP n1 at 1s, want within 1.5s"},
+		{0, 3200, "want within 1.5s"},
+		{2, 3200, ""},
+		{2, 3600, "want within 2.5s (2 elections: a split vote)"},
+	} {
+		f := []Fault{{Kind: "SIGSTOP", Target: "n1", At: time.Second, Within: 1500 * time.Millisecond, Elections: tc.elections}}
+		got := strings.Join(Check("t", history(tc.answerAt), f, spec, shard, 0, map[string]int64{"k": 3}).Violations, "; ")
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%d elections, answered at %dms: violations %q, want %q", tc.elections, tc.answerAt, got, tc.want)
+		}
+	}
+}

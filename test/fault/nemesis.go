@@ -22,12 +22,18 @@ type Fault struct {
 	LeaderLost bool
 	// Within, if set, is how soon the hot shard must answer again.
 	Within time.Duration
+	// Elections is how many terms the hot shard's first new leader came
+	// after (0: not counted); more than one is a split vote.
+	Elections int
 }
 
 func (f Fault) String() string {
 	s := fmt.Sprintf("%s %s at %s", f.Kind, f.Target, f.At.Round(time.Millisecond))
 	if f.Healed > 0 {
 		s += fmt.Sprintf(", healed at %s", f.Healed.Round(time.Millisecond))
+	}
+	if f.Elections > 1 {
+		s += fmt.Sprintf(", %d elections", f.Elections)
 	}
 	return s
 }
@@ -141,10 +147,16 @@ func (n *Nemesis) KillRestart(ctx context.Context, node *e2e.Node, leader bool, 
 // Pause stops node with SIGSTOP for d, then resumes it with SIGCONT. With
 // within set, the hot shard must answer again that soon, paused or not.
 func (n *Nemesis) Pause(ctx context.Context, node *e2e.Node, d, within time.Duration) error {
-	i := n.H.Inject(fmt.Sprintf("SIGSTOP %.1fs", d.Seconds()), node.ID, false)
-	n.H.Require(i, within)
+	before, _ := n.HotTerm(ctx, "")
 	if err := node.Signal(syscall.SIGSTOP); err != nil {
 		return err
+	}
+	// Recorded once the signal is sent: a call answered before it is no
+	// failover.
+	i := n.H.Inject(fmt.Sprintf("SIGSTOP %.1fs", d.Seconds()), node.ID, false)
+	n.H.Require(i, within)
+	if within > 0 {
+		n.CountElections(ctx, i, node.ID, before)
 	}
 	err := pause(ctx, d)
 	if cerr := node.Signal(syscall.SIGCONT); cerr != nil && err == nil {

@@ -37,11 +37,15 @@ func oneWay(ctx context.Context, e *env) error {
 		if out {
 			kind, cut = "cut out of", e.net.CutOut
 		}
-		f := e.h.Inject(kind, l.ID, false)
-		e.h.Require(f, failoverBound)
+		before, _ := e.n.HotTerm(ctx, "")
 		if err := cut(idx); err != nil {
 			return err
 		}
+		// Recorded once the cut is in place (its second command): a call
+		// answered while the commands ran is no failover.
+		f := e.h.Inject(kind, l.ID, false)
+		e.h.Require(f, failoverBound)
+		e.n.CountElections(ctx, f, l.ID, before)
 		err = pause(ctx, e.n.Between(10*time.Second, 12*time.Second))
 		if uerr := e.net.Uncut(idx); uerr != nil {
 			return uerr

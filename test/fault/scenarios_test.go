@@ -137,11 +137,15 @@ func partition(ctx context.Context, e *env) error {
 			return err
 		}
 		idx := slices.Index(e.c.Nodes, node)
-		f := e.h.Inject("partition", node.ID, false)
-		e.h.Require(f, failoverBound)
+		before, _ := e.n.HotTerm(ctx, "")
 		if err := e.net.Isolate(idx); err != nil {
 			return err
 		}
+		// Recorded once the cut is in place: a call answered while the
+		// commands ran is no failover.
+		f := e.h.Inject("partition", node.ID, false)
+		e.h.Require(f, failoverBound)
+		e.n.CountElections(ctx, f, node.ID, before)
 		err = pause(ctx, e.n.Between(3*time.Second, 5*time.Second))
 		if rerr := e.net.Rejoin(idx); rerr != nil {
 			return rerr

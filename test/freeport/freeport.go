@@ -6,9 +6,11 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // lowest is the lowest port handed out: clear of well-known services.
@@ -39,6 +41,9 @@ func Addr() (string, error) {
 		if cursor++; cursor >= hi {
 			cursor = lowest
 		}
+		if !reserve(cursor) {
+			continue // another test process handed it out
+		}
 		addr := "127.0.0.1:" + strconv.Itoa(cursor)
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -52,6 +57,35 @@ func Addr() (string, error) {
 		}
 	}
 	return "", errors.New("freeport: no free port")
+}
+
+// reserveDir holds a lock file per port handed out by a test process.
+var reserveDir = filepath.Join(os.TempDir(), "floodgate-freeport")
+
+// held keeps the reserved ports' lock files open, and so locked, for the
+// life of the process.
+var held []*os.File
+
+// reserve locks port for this process, for good: a node stopped and
+// started again on its ports (a restart) leaves them free meanwhile, and
+// another test process, walking its own ports, could otherwise take one
+// (go test runs packages at once), and the restart fail on a taken port.
+// The lock goes with the process, however it ends. Where no lock can be
+// taken at all (no temp dir), the port is only checked free.
+func reserve(port int) bool {
+	if err := os.MkdirAll(reserveDir, 0o777); err != nil {
+		return true
+	}
+	f, err := os.OpenFile(filepath.Join(reserveDir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return true
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return false
+	}
+	held = append(held, f)
+	return true
 }
 
 // ephemeralLow is the first port of the kernel's ephemeral range (Linux),

@@ -2,7 +2,10 @@ package freeport
 
 import (
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 )
 
@@ -33,5 +36,42 @@ func TestAddr(t *testing.T) {
 			t.Fatalf("udp %s: %v", addr, err)
 		}
 		u.Close()
+	}
+}
+
+// A port another test process holds (its lock file locked) is not handed
+// out, and a port handed out stays held by this process: a node restarted
+// on it later finds it free of other processes' nodes.
+func TestAddrSkipsPortsHeldElsewhere(t *testing.T) {
+	if _, err := Addr(); err != nil { // sets the cursor
+		t.Fatal(err)
+	}
+	mu.Lock()
+	next := cursor + 1
+	mu.Unlock()
+	other, err := os.OpenFile(filepath.Join(reserveDir, strconv.Itoa(next)), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	// A lock of another open file: flock treats it as another process's.
+	if err := syscall.Flock(int(other.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := Addr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addr == "127.0.0.1:"+strconv.Itoa(next) {
+		t.Fatalf("%s handed out while another process held it", addr)
+	}
+	_, p, _ := net.SplitHostPort(addr)
+	f, err := os.OpenFile(filepath.Join(reserveDir, p), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatalf("no lock file for %s: %v", addr, err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+		t.Fatalf("%s, handed out, is not held", addr)
 	}
 }
