@@ -109,17 +109,7 @@ func TestRestartAfterATornMetaBootstrap(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.Close()
-
-	n, err = Open(tornBootCfg(t, dir), &deadSeeds{})
-	if err != nil {
-		t.Fatalf("reopen: %v", err)
-	}
-	defer n.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := n.Start(ctx); err != nil {
-		t.Fatalf("restart after a crash inside the meta group's bootstrap: %v", err)
-	}
+	restartTorn(t, dir)
 }
 
 // The same cut inside shard group 0's bootstrap: the group elects a
@@ -138,19 +128,27 @@ func TestRestartAfterATornShardBootstrap(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.Close()
-
-	n, err = Open(tornBootCfg(t, dir), &deadSeeds{})
-	if err != nil {
-		t.Fatalf("reopen: %v", err)
-	}
-	defer n.Close()
+	n = restartTorn(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := n.Start(ctx); err != nil {
-		t.Fatalf("restart: %v", err)
-	}
 	if err := n.replica(0).group.waitLeader(ctx); err != nil {
 		cfg, _ := n.replica(0).group.configuration()
 		t.Fatalf("group 0 after the restart: %v (configuration %v)", err, cfg.Servers)
 	}
+}
+
+// restartTorn opens and starts the node of dir again after the crash.
+func restartTorn(t *testing.T, dir string) *Node {
+	t.Helper()
+	n, err := Open(tornBootCfg(t, dir), &deadSeeds{})
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	t.Cleanup(func() { n.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := n.Start(ctx); err != nil {
+		t.Fatalf("restart after a crash inside a bootstrap: %v", err)
+	}
+	return n
 }
