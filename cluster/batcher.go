@@ -47,6 +47,7 @@ type batcher struct {
 
 // request is one caller's checks, answered together.
 type request struct {
+	ctx     context.Context // the caller's: once it ends, unwritten checks are dropped
 	checks  []fsm.Check
 	results []policy.Result
 	err     error
@@ -94,7 +95,11 @@ func (b *batcher) submitReq(ctx context.Context, checks []fsm.Check) (res []poli
 		}
 		span.End()
 	}()
-	req := &request{checks: checks, done: make(chan struct{})}
+	if err := ctx.Err(); err != nil {
+		// Gone already: select below picks at random among ready cases.
+		return nil, nil, fmt.Errorf("%w: %w", ErrNoLeader, err)
+	}
+	req := &request{ctx: ctx, checks: checks, done: make(chan struct{})}
 	select {
 	case b.in <- req:
 	case <-b.stop:
@@ -140,6 +145,9 @@ func (b *batcher) loop() {
 			if inflight == 0 {
 				queue = linger.Gather(&lg, queue, requestChecks, b.in, b.stop) // the stop case below refuses them
 			}
+			if queue = dropGone(queue); len(queue) == 0 {
+				continue
+			}
 			n, size, queued := 0, 0, linger.Total(queue, requestChecks)
 			for n < len(queue) && (n == 0 || size+len(queue[n].checks) <= b.maxBatch) {
 				size += len(queue[n].checks)
@@ -169,6 +177,26 @@ func (b *batcher) loop() {
 			return
 		}
 	}
+}
+
+// dropGone answers the queued requests whose callers gave up, as not
+// written (they never reached Raft), and returns the others. Past its
+// capacity a leader would otherwise write a backlog nobody waits for (each
+// caller gives up at --leader-wait), counting checks nobody was told of
+// against their limits, while every caller still there timed out behind
+// it: with them dropped, the log carries only checks someone waits for.
+func dropGone(queue []*request) []*request {
+	keep := queue[:0]
+	for _, req := range queue {
+		if err := req.ctx.Err(); err != nil {
+			req.err = fmt.Errorf("%w: %w", ErrNoLeader, err)
+			close(req.done)
+			continue
+		}
+		keep = append(keep, req)
+	}
+	clear(queue[len(keep):])
+	return keep
 }
 
 // requestChecks is a request's size for linger.

@@ -125,15 +125,16 @@ func (f *fastLane) settle(ctx context.Context, checks []fsm.Check) error {
 
 // submitStrict writes checks through the log (the batcher), once the fast
 // decisions pending on their states have committed, and answers them.
-func (r *replica) submitStrict(ctx context.Context, checks []fsm.Check) ([]policy.Result, error) {
-	return submitStrict(ctx, r.fast, r.batcher, checks)
+func (r *replica) submitStrict(ctx context.Context, checks []fsm.Check, late *lateDecisions) ([]policy.Result, error) {
+	return submitStrict(ctx, r.fast, r.batcher, checks, late)
 }
 
 // submitStrict is replica.submitStrict on lane f and batcher b. The checks
 // stay recorded until they are decided, not only until their caller gives
 // up: written and not yet applied, they must still turn fast checks of
-// their keys into strict ones.
-func submitStrict(ctx context.Context, f *fastLane, b *batcher, checks []fsm.Check) ([]policy.Result, error) {
+// their keys into strict ones. A request its caller gave up on undecided
+// is added to late (when not nil), for what the call holds besides.
+func submitStrict(ctx context.Context, f *fastLane, b *batcher, checks []fsm.Check, late *lateDecisions) ([]policy.Result, error) {
 	anon, pending := f.holdStrict(checks)
 	if pending {
 		if err := f.settle(ctx, checks); err != nil {
@@ -150,5 +151,36 @@ func submitStrict(ctx context.Context, f *fastLane, b *batcher, checks []fsm.Che
 		b.undecided(undecided)
 		f.releaseStrict(checks, anon)
 	}()
+	if late != nil {
+		late.b = b
+		late.reqs = append(late.reqs, undecided)
+	}
 	return res, err
+}
+
+// lateDecisions are the batcher requests of one call whose caller gave up
+// before they were decided (written and not yet applied, or dropped later):
+// what the call holds for them, the key states Vet reserved, is let go only
+// once they are. Let go at once, later callers were vetted against states
+// not counting them, and a slow commit's backlog went past the bound.
+type lateDecisions struct {
+	b    *batcher
+	reqs []*request
+}
+
+// release lets go of taken, what Vet reserved in s for the call, once
+// every late request is decided: at once when none is (the common case,
+// with nothing allocated).
+func (l *lateDecisions) release(s *fsm.Shard, taken fsm.Room) {
+	if len(l.reqs) == 0 {
+		s.Release(taken)
+		return
+	}
+	b, reqs := l.b, l.reqs
+	go func() {
+		for _, req := range reqs {
+			b.undecided(req)
+		}
+		s.Release(taken)
+	}()
 }

@@ -155,7 +155,7 @@ func TestStrictCheckGivenUpHoldsFastChecksOfItsKeyUntilDecided(t *testing.T) {
 				strict.Consistency = policy.Strict
 				rig.g.gate = make(chan struct{}) // commits stall from now on
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				_, err := submitStrict(ctx, lane, rig.b, []fsm.Check{{Key: "k", Policy: &strict, Cost: 1}})
+				_, err := submitStrict(ctx, lane, rig.b, []fsm.Check{{Key: "k", Policy: &strict, Cost: 1}}, nil)
 				cancel()
 				if !errors.Is(err, ErrUnavailable) {
 					t.Fatalf("seen %v: a strict check whose commit stalled: %v, want ErrUnavailable (outcome unknown)", seen, err)

@@ -211,7 +211,8 @@ func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]pol
 	if len(checks) > 1 {
 		call = &seen
 	}
-	defer func() { r.fsm.Release(taken) }() // written or failed by then
+	var late lateDecisions
+	defer func() { late.release(r.fsm, taken) }() // once written, or failed unwritten
 	most := fsm.Room{States: n.cfg.MaxKeyStates, Bytes: n.cfg.MaxStateBytes}
 	for i, j := range sets(checks) {
 		v, adds := r.fsm.Vet(checks[i:j], most, call)
@@ -261,14 +262,14 @@ func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]pol
 		}
 	}
 	if owned == nil {
-		return n.submit(ctx, shard, r, checks)
+		return n.submit(ctx, shard, r, checks, &late)
 	}
 	if len(owned) > 0 {
 		sub := make([]fsm.Check, len(owned))
 		for j, i := range owned {
 			sub[j] = checks[i]
 		}
-		res, err := n.submit(ctx, shard, r, sub)
+		res, err := n.submit(ctx, shard, r, sub, &late)
 		var pe *PartialError
 		if errors.As(err, &pe) {
 			res, err = pe.Results, nil
@@ -298,8 +299,9 @@ func (n *Node) Submit(ctx context.Context, shard int, checks []fsm.Check) ([]pol
 	return nil, NewPartialError(out, errs)
 }
 
-// submit is Submit of checks whose keys the group owned when they came.
-func (n *Node) submit(ctx context.Context, shard int, r *replica, checks []fsm.Check) ([]policy.Result, error) {
+// submit is Submit of checks whose keys the group owned when they came;
+// late gathers the requests its caller gave up on undecided.
+func (n *Node) submit(ctx context.Context, shard int, r *replica, checks []fsm.Check, late *lateDecisions) ([]policy.Result, error) {
 	fast := 0
 	for _, c := range checks {
 		if c.Policy.Consistency == policy.Fast {
@@ -308,7 +310,7 @@ func (n *Node) submit(ctx context.Context, shard int, r *replica, checks []fsm.C
 	}
 	if fast == 0 {
 		// The common case: all strict, answered in order by the batcher.
-		res, err := r.submitStrict(ctx, checks)
+		res, err := r.submitStrict(ctx, checks, late)
 		if err != nil {
 			return nil, err
 		}
@@ -327,7 +329,7 @@ func (n *Node) submit(ctx context.Context, shard int, r *replica, checks []fsm.C
 	}
 	var errs []error // per check of checks, when some strict ones were refused at apply
 	if len(strict) > 0 {
-		res, err := r.submitStrict(ctx, strict)
+		res, err := r.submitStrict(ctx, strict, late)
 		var pe *PartialError
 		if errors.As(err, &pe) {
 			// Indexed by strict: answer each check of the call at its own
@@ -370,7 +372,7 @@ func (n *Node) submit(ctx context.Context, shard int, r *replica, checks []fsm.C
 		if errors.Is(err, errTakeStrict) {
 			// Strict checks of its keys are in flight (mixGuard): decided
 			// in the log after them, as one of them.
-			err = takeStrict(ctx, r, checks[i:j], out[i:j])
+			err = takeStrict(ctx, r, checks[i:j], out[i:j], late)
 		}
 		if err != nil {
 			if decided {
@@ -397,8 +399,8 @@ func (n *Node) submit(ctx context.Context, shard int, r *replica, checks []fsm.C
 // moved) fails them all, as a refused set, counted nowhere.
 // The batcher judges an elastic policy's room for the entry, as for any
 // strict check.
-func takeStrict(ctx context.Context, r *replica, set []fsm.Check, out []policy.Result) error {
-	res, err := r.submitStrict(ctx, set)
+func takeStrict(ctx context.Context, r *replica, set []fsm.Check, out []policy.Result, late *lateDecisions) error {
+	res, err := r.submitStrict(ctx, set, late)
 	var pe *PartialError
 	if errors.As(err, &pe) {
 		for _, e := range pe.Errs {

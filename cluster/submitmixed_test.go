@@ -48,7 +48,7 @@ func TestMixedCallRefusedAtApplyKeepsIndices(t *testing.T) {
 		{Key: key(0), Policy: strict, Cost: 1}, // strict, owned
 	}
 	// submit is what Submit calls once its ownership check passed.
-	res, err := n.submit(ctx, 0, r, checks)
+	res, err := n.submit(ctx, 0, r, checks, nil)
 	var pe *PartialError
 	if errors.As(err, &pe) {
 		if len(pe.Errs) != len(checks) || len(pe.Results) != len(checks) {

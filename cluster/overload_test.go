@@ -1,0 +1,106 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/floodgate/floodgate/fsm"
+	"github.com/floodgate/floodgate/policy"
+	"github.com/floodgate/floodgate/window"
+)
+
+// Checks whose callers gave up while they waited behind a slow entry are
+// never written: past its capacity a leader wrote that backlog, counting
+// checks nobody was told of (the callers' limits spent) while the callers
+// still there timed out behind it.
+func TestBatcherDropsChecksWhoseCallersGaveUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rig := newBatcherRig(t, 4096, true)
+		defer rig.stop(t)
+		p := &policy.Policy{Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 1000, Window: int64(time.Hour)}}}}
+		first := rig.submit(t.Context(), p, "k", 1) // in flight, its apply held at the gate
+		var gone []chan submitted
+		for range 200 {
+			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+			defer cancel()
+			gone = append(gone, rig.submit(ctx, p, "k", 1))
+		}
+		time.Sleep(time.Second) // they give up
+		for _, ch := range gone {
+			if s := <-ch; !errors.Is(s.err, ErrUnavailable) && !errors.Is(s.err, ErrNoLeader) {
+				t.Fatalf("a caller that gave up: %v", s.err)
+			}
+		}
+		live := rig.submit(t.Context(), p, "k", 1) // still waiting when the gate opens
+		close(rig.g.gate)
+		if s := <-first; s.err != nil {
+			t.Fatal(s.err)
+		}
+		s := <-live
+		if s.err != nil || s.res[0].Remaining != 998 {
+			t.Fatalf("the caller still there: %+v %v; want allowed with 998 left (the first check, then its own)", s.res, s.err)
+		}
+		if sizes := rig.g.entrySizes(); fmt.Sprint(sizes) != "[1 1]" {
+			t.Fatalf("entries written: %v, want [1 1]: the given-up callers' checks were written", sizes)
+		}
+	})
+}
+
+// What Vet reserved for checks whose caller gave up once they were written
+// is held until they are applied: let go at once, a later call was vetted
+// against states that did not count them, and the group went past
+// --max-key-states when the slow entry and the later one applied.
+func TestReservationOfAGivenUpCallHeldUntilDecided(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rig := newBatcherRig(t, 4096, true)
+		defer rig.stop(t)
+		lane := newFastLane(rig.r, rig.g.shard, testFastConfig(), nil, func() error { return rig.nl })
+		defer lane.close()
+		const bound = 50
+		most := fsm.Room{States: bound}
+		p := &policy.Policy{Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 10, Window: int64(time.Hour)}}}}
+		sh := rig.g.shard
+		keys := func(prefix string) []fsm.Check {
+			checks := make([]fsm.Check, bound)
+			for i := range checks {
+				checks[i] = fsm.Check{Key: fmt.Sprint(prefix, i), Policy: p, Cost: 1}
+			}
+			return checks
+		}
+		// As Node.Submit does: vet, submit, release.
+		call := func(ctx context.Context, checks []fsm.Check) error {
+			v, adds := sh.Vet(checks, most, &fsm.Call{})
+			if v != fsm.Take {
+				return errVetRefused
+			}
+			var late lateDecisions
+			defer late.release(sh, adds)
+			_, err := submitStrict(ctx, lane, rig.b, checks, &late)
+			return err
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		if err := call(ctx, keys("a")); !errors.Is(err, ErrUnavailable) { // written, held at the gate
+			t.Fatalf("a call whose entry stalled: %v, want ErrUnavailable (outcome unknown)", err)
+		}
+		later, cancelLater := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancelLater()
+		if err := call(later, keys("b")); !errors.Is(err, errVetRefused) {
+			t.Fatalf("a second call of %d new keys while the first is in flight: %v, want it refused by vet (the bound is %d)", bound, err, bound)
+		}
+		close(rig.g.gate)
+		synctest.Wait()
+		if got := sh.Stats().States; got != bound {
+			t.Fatalf("the group holds %d states, want the first call's %d", got, bound)
+		}
+		if err := call(t.Context(), keys("a")); err != nil {
+			t.Fatalf("the first call's keys again, once applied: %v", err)
+		}
+	})
+}
+
+var errVetRefused = errors.New("refused by vet")
