@@ -40,8 +40,11 @@ func (s *Shard) applyRestore(body []byte) error {
 	tab, now, _, err := decodeShardSnapshot(body[1:])
 	if err != nil {
 		if !errors.Is(err, ErrCorrupt) {
-			// A states format this binary does not know, inside a body
-			// it does: refused like any bad body, by every replica alike.
+			// A states format this binary does not know, inside a body it
+			// does: refused like any bad body, by every replica alike,
+			// unless it is a newer one (Shard.apply stops on it). The
+			// leader decodes the states before it proposes the entry
+			// (HeldAfterRestore), so a client's file never gets this far.
 			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
 		return fmt.Errorf("restore: %w", err)

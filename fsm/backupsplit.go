@@ -150,7 +150,9 @@ func walkExport(data []byte) (exportEntries, error) {
 	if len(data) < len(shardMagic)+1+4 || string(data[:len(shardMagic)]) != shardMagic {
 		return w, fmt.Errorf("%w: not a shard snapshot", ErrCorrupt)
 	}
-	if v := data[len(shardMagic)]; v != shardVersionNoOwn {
+	if v := data[len(shardMagic)]; v > shardVersion {
+		return w, fmt.Errorf("%w: %w: an export of shard snapshot version %d, this binary reads up to %d", ErrSnapshotVersion, errNewer, v, shardVersion)
+	} else if v != shardVersionNoOwn {
 		return w, fmt.Errorf("%w: an export of shard snapshot version %d", ErrSnapshotVersion, v)
 	}
 	body := data[:len(data)-4]

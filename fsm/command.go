@@ -213,6 +213,13 @@ func (r *reader) fail(what string) {
 	}
 }
 
+// newer records that the body holds what only a newer floodgate writes.
+func (r *reader) newer(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %w: %s at byte %d", ErrCorrupt, errNewer, what, r.off)
+	}
+}
+
 func (r *reader) byte(what string) byte {
 	if r.err != nil || r.off >= len(r.b) {
 		r.fail(what)
@@ -333,6 +340,9 @@ func decodeAllow(b []byte) (allowEntry, error) {
 		c.key = r.bytes("check key")
 		c.cost = int64(r.uvarint("check cost", uint64(window.MaxLimit)))
 		flags := r.byte("check flags")
+		if flags&^(checkElastic|checkJoined) != 0 {
+			r.newer("check flags") // a flag this binary would drop
+		}
 		c.elastic = flags&checkElastic != 0
 		c.joined = version >= 2 && flags&checkJoined != 0
 		if c.joined && (i == 0 || e.checks[i-1].policy != c.policy) {

@@ -118,7 +118,7 @@ func applyFuzzed(t *testing.T, s *Shard, data []byte) (resp any, stopped bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			err, _ := r.(error)
-			if !stopsNode(data) || !errors.Is(err, ErrUnknownEntry) || !strings.Contains(err.Error(), "newer floodgate") {
+			if !(stopsNode(data) || newerFormat(err)) || !errors.Is(err, ErrUnknownEntry) || !strings.Contains(err.Error(), "newer floodgate") {
 				panic(r)
 			}
 			stopped = true

@@ -180,6 +180,9 @@ func (m *Meta) Apply(l *raft.Log) interface{} {
 	defer m.seen.Store(l.Index) // after the view is published
 	cur := m.view.Load()
 	next, err := applyMeta(cur, l.Data[0], l.Data[1:])
+	if err != nil && newerFormat(err) {
+		stopNewer("meta", l.Index, l.Data[0], err)
+	}
 	if err != nil {
 		return err
 	}
@@ -429,6 +432,9 @@ func (m *Meta) Restore(rc io.ReadCloser) error {
 	v.Policies = map[string]*policy.Policy{}
 	for i, b := range st.Policies {
 		p, err := decodeStoredPolicy(b)
+		if err != nil && newerFormat(err) {
+			return fmt.Errorf("%w: meta snapshot policy %d: %w", ErrSnapshotVersion, i, err)
+		}
 		if err != nil {
 			return fmt.Errorf("%w: meta snapshot policy %d: %w", ErrCorrupt, i, err)
 		}

@@ -105,6 +105,14 @@ func (s *Shard) ApplyBatch(logs []*raft.Log) []interface{} {
 }
 
 func (s *Shard) apply(l *raft.Log) interface{} {
+	res := s.applyEntry(l)
+	if err, ok := res.(error); ok && newerFormat(err) {
+		stopNewer("shard", l.Index, l.Data[0], err)
+	}
+	return res
+}
+
+func (s *Shard) applyEntry(l *raft.Log) interface{} {
 	if l.Type != raft.LogCommand || len(l.Data) == 0 {
 		return nil
 	}

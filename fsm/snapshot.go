@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -133,6 +134,9 @@ func (s *Shard) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	tab, now, own, err := decodeShardSnapshot(data)
+	if err != nil && newerFormat(err) && !errors.Is(err, ErrSnapshotVersion) {
+		return fmt.Errorf("%w: %w", ErrSnapshotVersion, err) // a key state's
+	}
 	if err != nil {
 		return err
 	}
@@ -150,6 +154,9 @@ func decodeShardSnapshot(data []byte) (*table, int64, *ownership, error) {
 		return nil, 0, nil, fmt.Errorf("%w: not a shard snapshot", ErrCorrupt)
 	}
 	version := data[len(shardMagic)]
+	if version > shardVersion {
+		return nil, 0, nil, fmt.Errorf("%w: %w: shard snapshot version %d, this binary reads up to %d", ErrSnapshotVersion, errNewer, version, shardVersion)
+	}
 	if version != shardVersion && version != shardVersionNoOwn {
 		return nil, 0, nil, fmt.Errorf("%w: shard snapshot version %d", ErrSnapshotVersion, version)
 	}

@@ -9,7 +9,9 @@ import (
 )
 
 // codecVersion is the first byte of an encoded policy. Bump it when the
-// encoding changes; decoders keep reading every older version.
+// encoding changes; decoders keep reading every older version, and refuse
+// newer ones with ErrNewerVersion (the state machines then stop: ship a
+// new version readable one release before it is written).
 const codecVersion = 1
 
 // Flags of the encoding.
@@ -20,6 +22,10 @@ const (
 	// colocated policy's keys untagged): upgrade every node before
 	// creating a colocated policy.
 	flagColocate = 1 << 2
+	// knownFlags are the flags this binary reads; another one is a newer
+	// release's (ErrNewerVersion), never ignored: its meaning would be
+	// lost from every policy this binary encodes again (a meta snapshot).
+	knownFlags = flagCountDenied | flagReduced | flagColocate
 )
 
 // AppendBinary appends p's encoding, as carried in shard log entries and
@@ -74,12 +80,18 @@ func appendLimit(dst []byte, l *Limit) []byte {
 // from outside.
 func Decode(src []byte) (Policy, int, error) {
 	d := decoder{src: src}
-	if v := d.byte(); v != codecVersion {
+	switch v := d.byte(); {
+	case v > codecVersion:
+		return Policy{}, 0, fmt.Errorf("%w: %w: version %d, this binary reads up to %d", ErrCorrupt, ErrNewerVersion, v, codecVersion)
+	case v != codecVersion:
 		return Policy{}, 0, fmt.Errorf("%w: unknown version %d", ErrCorrupt, v)
 	}
 	var p Policy
 	p.Name = string(d.bytes())
 	flags := d.byte()
+	if unknown := flags &^ knownFlags; unknown != 0 && d.err == nil {
+		return Policy{}, 0, fmt.Errorf("%w: %w: flags %#x", ErrCorrupt, ErrNewerVersion, unknown)
+	}
 	p.Mode, p.Consistency = Mode(d.byte()), Consistency(d.byte())
 	p.CountDenied = flags&flagCountDenied != 0
 	p.Colocate = flags&flagColocate != 0

@@ -13,6 +13,12 @@ import (
 var (
 	// ErrCorrupt marks an encoded policy that cannot be decoded.
 	ErrCorrupt = errors.New("corrupt policy encoding")
+	// ErrNewerVersion marks, besides ErrCorrupt, an encoding of a newer
+	// format than this binary's (a version above its own, or a flag it
+	// does not know): a newer floodgate wrote it, and the replicas of that
+	// release read it. A state machine stops on it rather than refuse it
+	// (package fsm), so as not to fall silently behind them.
+	ErrNewerVersion = errors.New("encoded by a newer floodgate")
 )
 
 // Bounds on a policy.

@@ -80,7 +80,9 @@ func decodeState(l *Limit, src []byte) (State, int, error) {
 		return State{}, 0, err
 	}
 	d := decoder{src: src}
-	if v := d.byte(); d.err == nil && v != stateVersion {
+	if v := d.byte(); d.err == nil && v > stateVersion {
+		return State{}, 0, fmt.Errorf("%w: %w: state version %d, this binary reads up to %d", ErrCorrupt, ErrNewerVersion, v, stateVersion)
+	} else if d.err == nil && v != stateVersion {
 		return State{}, 0, fmt.Errorf("%w: unknown state version %d", ErrCorrupt, v)
 	}
 	var s State

@@ -15,6 +15,10 @@ var (
 	ErrInvalid = errors.New("invalid limit")
 	// ErrCorrupt marks an encoded State that cannot be decoded.
 	ErrCorrupt = errors.New("corrupt limit state")
+	// ErrNewerVersion marks, besides ErrCorrupt, a State encoded in a
+	// newer version than this binary reads: a newer floodgate wrote it
+	// (package fsm stops on it rather than refuse it).
+	ErrNewerVersion = errors.New("state encoded by a newer floodgate")
 )
 
 // FieldError is a validation error naming the field at fault, so an API
