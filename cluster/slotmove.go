@@ -205,6 +205,13 @@ func (n *Node) importMove(ctx context.Context, r *replica, mv *fsm.SlotMove, v *
 		if err != nil {
 			return fmt.Errorf("export slots: %w", err)
 		}
+		// Decoded whole before any of it is logged: the export comes from
+		// another leader, maybe of a newer release, and an entry this
+		// binary cannot read would stop every replica that runs it. Not
+		// logged, the move waits for this node's upgrade.
+		if _, err := fsm.CountStates(export); err != nil {
+			return fmt.Errorf("export slots: %w", err)
+		}
 		pieces, err := r.fsm.CutImport(slots, export, fsm.PieceBytes)
 		if err != nil {
 			return fmt.Errorf("export slots: %w", err)

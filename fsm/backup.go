@@ -44,7 +44,9 @@ func (s *Shard) applyRestore(body []byte) error {
 			// does: refused like any bad body, by every replica alike,
 			// unless it is a newer one (Shard.apply stops on it). The
 			// leader decodes the states before it proposes the entry
-			// (HeldAfterRestore), so a client's file never gets this far.
+			// (HeldAfterRestore; an import's export, CountStates), so
+			// neither a client's file nor a newer leader's export gets
+			// this far.
 			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
 		return fmt.Errorf("restore: %w", err)

@@ -150,14 +150,14 @@ func walkExport(data []byte) (exportEntries, error) {
 	if len(data) < len(shardMagic)+1+4 || string(data[:len(shardMagic)]) != shardMagic {
 		return w, fmt.Errorf("%w: not a shard snapshot", ErrCorrupt)
 	}
+	body := data[:len(data)-4]
+	if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(data[len(body):]) {
+		return w, fmt.Errorf("%w: shard snapshot checksum mismatch", ErrCorrupt) // first: see decodeShardSnapshot
+	}
 	if v := data[len(shardMagic)]; v > shardVersion {
 		return w, fmt.Errorf("%w: %w: an export of shard snapshot version %d, this binary reads up to %d", ErrSnapshotVersion, errNewer, v, shardVersion)
 	} else if v != shardVersionNoOwn {
 		return w, fmt.Errorf("%w: an export of shard snapshot version %d", ErrSnapshotVersion, v)
-	}
-	body := data[:len(data)-4]
-	if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(data[len(body):]) {
-		return w, fmt.Errorf("%w: shard snapshot checksum mismatch", ErrCorrupt)
 	}
 	r := bytes.NewReader(body[len(shardMagic)+1:])
 	now, err := binary.ReadVarint(r)

@@ -388,7 +388,7 @@ func decodeHits(b []byte) (hitsEntry, error) {
 			h.elastic, b = b&hitElastic != 0, b&^hitElastic
 		}
 		if h.outcome = policy.Outcome(b); h.outcome > policy.DeniedCountedReduced {
-			r.fail("hit outcome")
+			r.newer("hit outcome") // outcomes are only ever added
 		}
 	}
 	if len(e.policies) == 0 && len(e.hits) > 0 {

@@ -77,6 +77,14 @@ func TestNewerPartsOfAnEntryStopTheNode(t *testing.T) {
 		{"a policy of codec version 2", func() raft.FSM { return NewShard() }, bumped(t, allow, pol, 0, 2), true},
 		{"a policy of codec version 0", func() raft.FSM { return NewShard() }, bumped(t, allow, pol, 0, 0), false},
 		{"a policy flag this binary does not know", func() raft.FSM { return NewShard() }, bumped(t, allow, pol, 2, 1<<7), true},
+		// An inline policy's bytes: version, name (empty), flags, mode,
+		// consistency, 3 percentages, key_by count, limit count, then its
+		// limit: name (empty), algorithm, calendar...
+		{"a mode this binary does not know", func() raft.FSM { return NewShard() }, bumped(t, allow, pol, 3, 200), true},
+		{"a consistency this binary does not know", func() raft.FSM { return NewShard() }, bumped(t, allow, pol, 4, 200), true},
+		{"an algorithm this binary does not know", func() raft.FSM { return NewShard() }, bumped(t, allow, pol, 11, 200), true},
+		{"a calendar unit this binary does not know", func() raft.FSM { return NewShard() }, bumped(t, allow, pol, 12, 200), true},
+		{"algorithm 0, never valid", func() raft.FSM { return NewShard() }, bumped(t, allow, pol, 11, 0), false},
 		{"a check flag this binary does not know", func() raft.FSM { return NewShard() }, func() []byte {
 			b := bytes.Clone(allow)
 			b[len(b)-1] |= 1 << 6 // the last check's flags end the body

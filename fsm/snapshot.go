@@ -153,16 +153,18 @@ func decodeShardSnapshot(data []byte) (*table, int64, *ownership, error) {
 	if len(data) < len(shardMagic)+1+4 || string(data[:len(shardMagic)]) != shardMagic {
 		return nil, 0, nil, fmt.Errorf("%w: not a shard snapshot", ErrCorrupt)
 	}
+	// The checksum first: a damaged version byte is damage, not a newer
+	// release's snapshot (which stops the node, inside an entry).
+	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
+	if crc32.Checksum(body, castagnoli) != sum {
+		return nil, 0, nil, fmt.Errorf("%w: shard snapshot checksum mismatch", ErrCorrupt)
+	}
 	version := data[len(shardMagic)]
 	if version > shardVersion {
 		return nil, 0, nil, fmt.Errorf("%w: %w: shard snapshot version %d, this binary reads up to %d", ErrSnapshotVersion, errNewer, version, shardVersion)
 	}
 	if version != shardVersion && version != shardVersionNoOwn {
 		return nil, 0, nil, fmt.Errorf("%w: shard snapshot version %d", ErrSnapshotVersion, version)
-	}
-	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
-	if crc32.Checksum(body, castagnoli) != sum {
-		return nil, 0, nil, fmt.Errorf("%w: shard snapshot checksum mismatch", ErrCorrupt)
 	}
 	r := bytes.NewReader(body[len(shardMagic)+1:])
 	now, err := binary.ReadVarint(r)

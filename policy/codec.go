@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/floodgate/floodgate/window"
 )
@@ -93,6 +94,12 @@ func Decode(src []byte) (Policy, int, error) {
 		return Policy{}, 0, fmt.Errorf("%w: %w: flags %#x", ErrCorrupt, ErrNewerVersion, unknown)
 	}
 	p.Mode, p.Consistency = Mode(d.byte()), Consistency(d.byte())
+	if d.err == nil && (p.Mode > Elastic || p.Consistency > Fast) {
+		// Values are only ever added: one past the last is a newer
+		// release's, never ignored (it would be refused by a check's
+		// validation while the newer replicas apply it).
+		return Policy{}, 0, fmt.Errorf("%w: %w: mode %d, consistency %d", ErrCorrupt, ErrNewerVersion, p.Mode, p.Consistency)
+	}
 	p.CountDenied = flags&flagCountDenied != 0
 	p.Colocate = flags&flagColocate != 0
 	p.SoftPercent = int64(d.uvarint())
@@ -119,6 +126,11 @@ func Decode(src []byte) (Policy, int, error) {
 	}
 	if d.err != nil {
 		return Policy{}, 0, d.err
+	}
+	for _, l := range p.allLimits() {
+		if l.Algorithm > window.GCRA || l.Calendar > window.CalendarYear {
+			return Policy{}, 0, fmt.Errorf("%w: %w: algorithm %d, calendar %d", ErrCorrupt, ErrNewerVersion, l.Algorithm, l.Calendar)
+		}
 	}
 	return p, d.off, nil
 }
@@ -187,4 +199,12 @@ func (d *decoder) fail() {
 	if d.err == nil {
 		d.err = fmt.Errorf("%w: truncated at byte %d", ErrCorrupt, d.off)
 	}
+}
+
+// allLimits returns p's limits and its reduced limit.
+func (p *Policy) allLimits() []Limit {
+	if p.Reduced == nil {
+		return p.Limits
+	}
+	return append(slices.Clip(p.Limits), *p.Reduced)
 }

@@ -41,20 +41,24 @@ func Addr() (string, error) {
 		if cursor++; cursor >= hi {
 			cursor = lowest
 		}
-		if !reserve(cursor) {
+		lock, ok := reserve(cursor)
+		if !ok {
 			continue // another test process handed it out
 		}
 		addr := "127.0.0.1:" + strconv.Itoa(cursor)
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
+			lock.Close() // not handed out: no need to hold it
 			continue
 		}
 		u, err := net.ListenPacket("udp", addr)
 		l.Close()
 		if err == nil {
 			u.Close()
+			held = append(held, lock)
 			return addr, nil
 		}
+		lock.Close()
 	}
 	return "", errors.New("freeport: no free port")
 }
@@ -62,30 +66,30 @@ func Addr() (string, error) {
 // reserveDir holds a lock file per port handed out by a test process.
 var reserveDir = filepath.Join(os.TempDir(), "floodgate-freeport")
 
-// held keeps the reserved ports' lock files open, and so locked, for the
-// life of the process.
+// held keeps the lock files of the ports handed out open, and so locked,
+// for the life of the process.
 var held []*os.File
 
-// reserve locks port for this process, for good: a node stopped and
-// started again on its ports (a restart) leaves them free meanwhile, and
-// another test process, walking its own ports, could otherwise take one
-// (go test runs packages at once), and the restart fail on a taken port.
-// The lock goes with the process, however it ends. Where no lock can be
-// taken at all (no temp dir), the port is only checked free.
-func reserve(port int) bool {
+// reserve locks port's file for this process: a node stopped and started
+// again on its ports (a restart) leaves them free meanwhile, and another
+// test process, walking its own ports, could otherwise take one (go test
+// runs packages at once), and the restart fail on a taken port. The lock
+// goes with the process, however it ends; Addr keeps it while the port is
+// handed out, and closes it otherwise. Where no lock can be taken at all
+// (no temp dir), the port is only checked free (a nil file).
+func reserve(port int) (*os.File, bool) {
 	if err := os.MkdirAll(reserveDir, 0o777); err != nil {
-		return true
+		return nil, true
 	}
 	f, err := os.OpenFile(filepath.Join(reserveDir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
 	if err != nil {
-		return true
+		return nil, true
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
-		return false
+		return nil, false
 	}
-	held = append(held, f)
-	return true
+	return f, true
 }
 
 // ephemeralLow is the first port of the kernel's ephemeral range (Linux),

@@ -47,17 +47,24 @@ func TestAddrSkipsPortsHeldElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	mu.Lock()
-	next := cursor + 1
+	next := cursor
 	mu.Unlock()
-	other, err := os.OpenFile(filepath.Join(reserveDir, strconv.Itoa(next)), os.O_CREATE|os.O_RDWR, 0o666)
-	if err != nil {
-		t.Fatal(err)
+	// The next port no other test process holds, locked through another
+	// open file: flock treats it as another process's lock.
+	var other *os.File
+	for other == nil {
+		next++
+		f, err := os.OpenFile(filepath.Join(reserveDir, strconv.Itoa(next)), os.O_CREATE|os.O_RDWR, 0o666)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			f.Close()
+			continue
+		}
+		other = f
 	}
 	defer other.Close()
-	// A lock of another open file: flock treats it as another process's.
-	if err := syscall.Flock(int(other.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		t.Fatal(err)
-	}
 	addr, err := Addr()
 	if err != nil {
 		t.Fatal(err)
