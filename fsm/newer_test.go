@@ -90,7 +90,9 @@ func TestNewerPartsOfAnEntryStopTheNode(t *testing.T) {
 			b[len(b)-1] |= 1 << 6 // the last check's flags end the body
 			return b
 		}(), true},
-		{"a restore of shard snapshot version 3", func() raft.FSM { return NewShard() }, EncodeRestore(bumped(t, export, []byte(shardMagic), len(shardMagic), 3)), true},
+		{"a restore of shard snapshot version 3", func() raft.FSM { return NewShard() }, EncodeRestore(summed(bumped(t, export, []byte(shardMagic), len(shardMagic), 3))), true},
+		// Its checksum not summed again: damage, not a newer release's.
+		{"a restore whose version byte is damaged", func() raft.FSM { return NewShard() }, EncodeRestore(bumped(t, export, []byte(shardMagic), len(shardMagic), 3)), false},
 		{"a restore of a key state of version 2", func() raft.FSM { return NewShard() }, EncodeRestore(newerState(t, export)), true},
 		{"meta: a stored policy of codec version 2", func() raft.FSM { return NewMeta() }, setPolicies(bumped(t, stored, stored, 0, 2)), true},
 		{"meta: a stored policy of codec version 0", func() raft.FSM { return NewMeta() }, setPolicies(bumped(t, stored, stored, 0, 0)), false},
@@ -146,7 +148,13 @@ func newerState(t *testing.T, data []byte) []byte {
 		t.Fatalf("the first state's version byte is %d, want 1", out[off])
 	}
 	out[off] = 2
-	body := out[:len(out)-4]
-	binary.BigEndian.PutUint32(out[len(body):], crc32.Checksum(body, castagnoli))
-	return out
+	return summed(out)
+}
+
+// summed sums a shard snapshot (or export) again in place, as its writer
+// would have, and returns it.
+func summed(data []byte) []byte {
+	body := data[:len(data)-4]
+	binary.BigEndian.PutUint32(data[len(body):], crc32.Checksum(body, castagnoli))
+	return data
 }
