@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/floodgate/floodgate/window"
 )
@@ -127,11 +126,6 @@ func Decode(src []byte) (Policy, int, error) {
 	if d.err != nil {
 		return Policy{}, 0, d.err
 	}
-	for _, l := range p.allLimits() {
-		if l.Algorithm > window.GCRA || l.Calendar > window.CalendarYear {
-			return Policy{}, 0, fmt.Errorf("%w: %w: algorithm %d, calendar %d", ErrCorrupt, ErrNewerVersion, l.Algorithm, l.Calendar)
-		}
-	}
 	return p, d.off, nil
 }
 
@@ -140,6 +134,10 @@ func (d *decoder) limit() Limit {
 	l.Name = string(d.bytes())
 	l.Algorithm = window.Algorithm(d.byte())
 	l.Calendar = window.Unit(d.byte())
+	if d.err == nil && (l.Algorithm > window.GCRA || l.Calendar > window.CalendarYear) {
+		// Values are only ever added: see the mode's check in Decode.
+		d.err = fmt.Errorf("%w: %w: algorithm %d, calendar %d", ErrCorrupt, ErrNewerVersion, l.Algorithm, l.Calendar)
+	}
 	l.Limit.Limit = int64(d.uvarint())
 	l.Window = int64(d.uvarint())
 	// Buckets is an int32: a larger count would come back negative and
@@ -199,12 +197,4 @@ func (d *decoder) fail() {
 	if d.err == nil {
 		d.err = fmt.Errorf("%w: truncated at byte %d", ErrCorrupt, d.off)
 	}
-}
-
-// allLimits returns p's limits and its reduced limit.
-func (p *Policy) allLimits() []Limit {
-	if p.Reduced == nil {
-		return p.Limits
-	}
-	return append(slices.Clip(p.Limits), *p.Reduced)
 }
