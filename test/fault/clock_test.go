@@ -24,10 +24,7 @@ const skewAhead = "2s"
 // group back, and started once more with its clock in step it must rejoin
 // intact, no count lost or doubled.
 func clockSkew(ctx context.Context, e *env) error {
-	if err := pause(ctx, warmup); err != nil {
-		return err
-	}
-	l, err := e.n.Leader(ctx)
+	l, err := e.warmLeader(ctx)
 	if err != nil {
 		return err
 	}

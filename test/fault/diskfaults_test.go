@@ -20,10 +20,7 @@ import (
 // would go unseen for thousands of entries: checks of long keys through
 // another node use that room up.
 func diskFull(ctx context.Context, e *env) error {
-	if err := pause(ctx, warmup); err != nil {
-		return err
-	}
-	l, err := e.n.Leader(ctx)
+	l, err := e.warmLeader(ctx)
 	if err != nil {
 		return err
 	}
@@ -126,10 +123,7 @@ const stallBound = 2 * time.Second
 // still hangs, for up to 8 s. Once the disk answers again the node starts
 // on its data dir and must rejoin intact.
 func diskStall(ctx context.Context, e *env) error {
-	if err := pause(ctx, warmup); err != nil {
-		return err
-	}
-	l, err := e.n.Leader(ctx)
+	l, err := e.warmLeader(ctx)
 	if err != nil {
 		return err
 	}
@@ -178,10 +172,7 @@ func diskStall(ctx context.Context, e *env) error {
 // answering wrongly (the checkers judge its answers). Then it starts again
 // on a writable dir and must rejoin intact.
 func readOnlyStart(ctx context.Context, e *env) error {
-	if err := pause(ctx, warmup); err != nil {
-		return err
-	}
-	l, err := e.n.Leader(ctx)
+	l, err := e.warmLeader(ctx)
 	if err != nil {
 		return err
 	}

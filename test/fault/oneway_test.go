@@ -25,10 +25,7 @@ const healBound = 2 * time.Second
 // it before it serves again.
 func oneWay(ctx context.Context, e *env) error {
 	for _, out := range []bool{true, false} {
-		if err := pause(ctx, warmup); err != nil {
-			return err
-		}
-		l, err := e.n.Leader(ctx)
+		l, err := e.warmLeader(ctx)
 		if err != nil {
 			return err
 		}

@@ -53,10 +53,7 @@ const failoverBound = 1500 * time.Millisecond
 func killLeader(rounds int) func(context.Context, *env) error {
 	return func(ctx context.Context, e *env) error {
 		for range rounds {
-			if err := pause(ctx, warmup); err != nil {
-				return err
-			}
-			l, err := e.n.Leader(ctx)
+			l, err := e.warmLeader(ctx)
 			if err != nil {
 				return err
 			}
@@ -82,10 +79,7 @@ func pauseLeader(rounds int) func(context.Context, *env) error {
 			if r == rounds-1 {
 				d = 3 * time.Second
 			}
-			if err := pause(ctx, warmup); err != nil {
-				return err
-			}
-			l, err := e.n.Leader(ctx)
+			l, err := e.warmLeader(ctx)
 			if err != nil {
 				return err
 			}

@@ -109,6 +109,15 @@ type env struct {
 	found []string
 }
 
+// warmLeader lets the load run on a healthy cluster (warmup), then returns
+// the hot shard's leader, the target of most faults.
+func (e *env) warmLeader(ctx context.Context) (*e2e.Node, error) {
+	if err := pause(ctx, warmup); err != nil {
+		return nil, err
+	}
+	return e.n.Leader(ctx)
+}
+
 // recoveryBound is how soon the hot shard must answer a load call again
 // after any fault with no bound of its own: the slowest, a restart of
 // every node, takes about 3.7 s here.

@@ -16,10 +16,7 @@ import (
 // dead member, and the node started again on the same dir, which joins as
 // a new member; no count lost or doubled.
 func lostVolume(ctx context.Context, e *env) error {
-	if err := pause(ctx, warmup); err != nil {
-		return err
-	}
-	l, err := e.n.Leader(ctx)
+	l, err := e.warmLeader(ctx)
 	if err != nil {
 		return err
 	}
