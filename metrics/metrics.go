@@ -33,6 +33,18 @@ var (
 		Help: "Checks that failed (no decision), by gRPC status code.",
 	}, []string{"code"})
 
+	// ChecksWaiting is how many checks this node's entry points took and
+	// have not answered yet; ChecksShed counts those refused because
+	// ChecksWaiting was at --max-checks-waiting.
+	ChecksWaiting = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "floodgate_checks_waiting",
+		Help: "Checks this node's entry points (gRPC, Envoy RLS, HTTP) took and have not answered yet: what --max-checks-waiting bounds.",
+	})
+	ChecksShed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "floodgate_checks_shed_total",
+		Help: "Checks this node refused uncounted (Unavailable, HTTP 503) because --max-checks-waiting checks were waiting already.",
+	})
+
 	// ForwardedChecks counts checks this node sent to another node's
 	// leader; ForwardBatchSize is how many went in each call.
 	ForwardedChecks = prometheus.NewCounter(prometheus.CounterOpts{
@@ -109,7 +121,7 @@ var latencyBuckets = []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.
 // ours is every collector this package defines.
 func ours() []prometheus.Collector {
 	return []prometheus.Collector{
-		Decisions, CheckErrors, ForwardedChecks, ForwardBatchSize, GroupCommitSize, GroupCommitSeconds,
+		Decisions, CheckErrors, ChecksWaiting, ChecksShed, ForwardedChecks, ForwardBatchSize, GroupCommitSize, GroupCommitSeconds,
 		FsyncSeconds, StoresPerFlush, LeaderChanges, OtherClusterRefusals, GRPCServer, HTTPRequests, HTTPSeconds,
 		nodeCollector{}, certCollector{},
 	}

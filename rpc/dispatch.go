@@ -44,6 +44,7 @@ type dispatcher struct {
 	node    groupNode
 	forward forwardFunc
 	wait    time.Duration // how long a dispatch may route and retry (LeaderWait)
+	limit   *admission    // the checks a node may wait on (nil: no bound)
 }
 
 // dispatch answers checks, each on the leader of its key's group (this
@@ -58,6 +59,16 @@ func (d *dispatcher) dispatch(ctx context.Context, checks []fsm.Check) ([]policy
 	defer span.End()
 	res := make([]policy.Result, len(checks))
 	errs := make([]error, len(checks))
+	if d.limit != nil {
+		if !d.limit.take(len(checks)) {
+			err := d.limit.overloaded()
+			for i := range errs {
+				errs[i] = err
+			}
+			return res, errs
+		}
+		defer d.limit.release(len(checks))
+	}
 	deadline := time.Now().Add(d.wait)
 	pending := make([]int, len(checks))
 	for i := range pending {

@@ -20,6 +20,10 @@ var (
 	// ErrInvalid marks a request that can never succeed; the message names
 	// the field. It maps to InvalidArgument (it is validate.ErrInvalid).
 	ErrInvalid = validate.ErrInvalid
+	// ErrOverloaded marks checks a node refused, uncounted, because it
+	// waits on --max-checks-waiting checks already (admission). It maps
+	// to Unavailable: the cluster could not answer them.
+	ErrOverloaded = errors.New("node overloaded")
 )
 
 // codeOf maps an error to the gRPC code a client should see.
@@ -37,7 +41,8 @@ func codeOf(err error) codes.Code {
 		return codes.FailedPrecondition
 	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader),
 		errors.Is(err, cluster.ErrUnavailable), errors.Is(err, cluster.ErrClosed), errors.Is(err, cluster.ErrNotReady),
-		errors.Is(err, cluster.ErrMoved), errors.Is(err, fsm.ErrNotOwned), errors.Is(err, cluster.ErrMemberAlive):
+		errors.Is(err, cluster.ErrMoved), errors.Is(err, fsm.ErrNotOwned), errors.Is(err, cluster.ErrMemberAlive),
+		errors.Is(err, ErrOverloaded):
 		return codes.Unavailable
 	case errors.Is(err, cluster.ErrFull), errors.Is(err, fsm.ErrExportTooLarge):
 		return codes.ResourceExhausted

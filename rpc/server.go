@@ -20,6 +20,11 @@ type Config struct {
 	// LeaderWait bounds how long a check waits for its shard to have a
 	// reachable leader (an election) before answering Unavailable.
 	LeaderWait time.Duration
+	// MaxChecksWaiting bounds the checks the node's entry points took and
+	// have not answered: more are refused at once (ErrOverloaded, see
+	// admission). 0: no bound; the flag's default is
+	// DefaultMaxChecksWaiting.
+	MaxChecksWaiting int64
 }
 
 // Server implements the RateLimiter service on a node.
@@ -38,7 +43,8 @@ func NewServer(node *cluster.Node, peers *Peers, cfg Config) *Server {
 	if cfg.LeaderWait == 0 {
 		cfg.LeaderWait = 2 * time.Second
 	}
-	disp := dispatcher{node: node, forward: newForwarder(peers, node).forwardTo, wait: cfg.LeaderWait}
+	disp := dispatcher{node: node, forward: newForwarder(peers, node).forwardTo, wait: cfg.LeaderWait,
+		limit: &admission{max: cfg.MaxChecksWaiting}}
 	return &Server{node: node, disp: disp, cfg: cfg}
 }
 

@@ -94,6 +94,7 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 		lease       = durationFlag(fs, "raft-lease-timeout", 500*time.Millisecond, "Raft leader lease timeout")
 		maxLog      = fs.Int64("max-log-length", 10_000, "largest limit a sliding log may have")
 		leaderWait  = durationFlag(fs, "leader-wait", 2*time.Second, "how long a check waits for its shard to elect a leader")
+		maxWaiting  = fs.Int64("max-checks-waiting", rpc.DefaultMaxChecksWaiting, "the most checks this node's entry points (gRPC, Envoy RLS, HTTP) may wait on for their groups' answers: more are refused at once, uncounted (Unavailable; HTTP 503 with Retry-After), so callers arriving faster than the groups commit cannot run the node out of memory (floodgate_checks_waiting, floodgate_checks_shed_total); 0: no bound")
 		startWait   = durationFlag(fs, "start-timeout", 2*time.Minute, "how long a start may take to join or form the cluster and open its groups before the node exits with the reason; under an orchestrator's startup probe, a little less than its budget")
 		fastFlush   = durationFlag(fs, "fast-flush-interval", 500*time.Millisecond, "the longest the count of a fast-consistency check waits on its shard leader before it is replicated")
 		maxOffset   = durationFlag(fs, "max-clock-offset", cluster.DefaultMaxClockOffset, "the largest offset allowed between this node's clock and most of the others' before it stops (leaders stamp checks with their clocks); 0: not checked")
@@ -195,6 +196,9 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 		// answered "outcome unknown", counted all the same.
 		return nil, fmt.Errorf("leader-wait: must be between %s and %s, got %s", minLeaderWait, maxLeaderWait, *leaderWait)
 	}
+	if *maxWaiting < 0 {
+		return nil, fmt.Errorf("max-checks-waiting: must be 0 (no bound) or more, got %d", *maxWaiting)
+	}
 	headers, err := httpapi.ParseHeaders(*rlHeaders)
 	if err != nil {
 		return nil, fmt.Errorf("http-ratelimit-headers: %w", err)
@@ -281,7 +285,7 @@ func parseOptions(args []string, lookupEnv func(string) (string, bool), stderr i
 			LeaderLeaseTimeout: *lease, FastFlushInterval: *fastFlush, FastMaxPending: *fastMax, MaxClockOffset: *maxOffset, MaxKeyStates: *maxStates,
 			MaxStateBytes: int64(*maxStateMiB) << 20, RaftLogBytes: int64(*raftLogMiB) << 20, MaxSyncDuration: *maxSync, MaxLogLength: *maxLog,
 		},
-		rpc:        rpc.Config{MaxLogLength: *maxLog, LeaderWait: *leaderWait},
+		rpc:        rpc.Config{MaxLogLength: *maxLog, LeaderWait: *leaderWait, MaxChecksWaiting: *maxWaiting},
 		httpAddr:   *httpAddr,
 		startWait:  *startWait,
 		healthAddr: *healthAddr,

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/floodgate/floodgate/rpc"
 )
 
 // noEnv is an environment with no variables set.
@@ -44,6 +46,12 @@ func TestOptionsPrecedence(t *testing.T) {
 	}
 	if o, err := parseOptions([]string{"--start-timeout", "280s", "--data-dir", t.TempDir()}, noEnv, io.Discard); err != nil || o.startWait != 280*time.Second {
 		t.Errorf("--start-timeout 280s: %v, %v", o, err)
+	}
+	if o.rpc.MaxChecksWaiting != rpc.DefaultMaxChecksWaiting {
+		t.Errorf("max-checks-waiting by default %d, want %d", o.rpc.MaxChecksWaiting, rpc.DefaultMaxChecksWaiting)
+	}
+	if o, err := parseOptions([]string{"--max-checks-waiting", "0", "--data-dir", t.TempDir()}, noEnv, io.Discard); err != nil || o.rpc.MaxChecksWaiting != 0 {
+		t.Errorf("--max-checks-waiting 0 (no bound): %v, %v", o, err)
 	}
 }
 
@@ -103,6 +111,8 @@ func TestOptionsErrorsNameTheSetting(t *testing.T) {
 		{[]string{"--leader-wait", "0s"}, nil, "leader-wait: must be between 100ms and 1m0s, got 0s"},
 		{[]string{"--leader-wait", "1ns"}, nil, "leader-wait: must be between 100ms and 1m0s, got 1ns"},
 		{[]string{"--leader-wait", "2h"}, nil, "leader-wait: must be between 100ms and 1m0s, got 2h0m0s"},
+		{[]string{"--max-checks-waiting", "-1"}, nil, "max-checks-waiting: must be 0 (no bound) or more, got -1"},
+		{nil, map[string]string{"FLOODGATE_MAX_CHECKS_WAITING": "many"}, `FLOODGATE_MAX_CHECKS_WAITING: invalid value "many"`},
 		{[]string{"--start-timeout", "0s"}, nil, "start-timeout: must be between 10s and 1h0m0s, got 0s"},
 		{[]string{"--start-timeout", "2h"}, nil, "start-timeout: must be between 10s and 1h0m0s, got 2h0m0s"},
 		{[]string{"--shards", "5", "--slots", "10"}, nil, "slots: a cluster of --shards (fixed shards) has no slots nor groups per node: give --shards or --slots, not both"},

@@ -128,6 +128,11 @@ func TestAlertsFire(t *testing.T) {
 			fault: map[string]func(float64) float64{`floodgate_key_states_refused_total{instance="n2"}`: func(m float64) float64 {
 				return 60 * 200 * max(0, m-from)
 			}}},
+		{name: "a node shedding checks", fires: "FloodgateOverloaded", by: 20 * time.Minute,
+			labels: map[string]string{"instance": "n3"}, says: "n3 is overloaded: it refuses 500 checks a second",
+			fault: map[string]func(float64) float64{`floodgate_checks_shed_total{instance="n3"}`: func(m float64) float64 {
+				return 60 * 500 * max(0, m-from)
+			}}},
 		{name: "leaders churning", fires: "FloodgateLeaderChurn", by: 25 * time.Minute, says: "changed",
 			fault: map[string]func(float64) float64{`floodgate_leader_changes_total{group="shard",instance="n1"}`: func(m float64) float64 {
 				return 2 + 5*max(0, m-from) // five a minute
@@ -375,6 +380,7 @@ func healthy(minutes int) *memStorage {
 		q.add(`floodgate_check_errors_total{`+inst+`,code="ResourceExhausted"}`, func(float64) float64 { return 0 })
 		q.add(`floodgate_key_states_refused_total{`+inst+`}`, func(float64) float64 { return 0 })
 		q.add(`floodgate_other_cluster_refusals_total{`+inst+`}`, func(float64) float64 { return 0 })
+		q.add(`floodgate_checks_shed_total{`+inst+`}`, func(float64) float64 { return 0 })
 		q.add(`floodgate_leader_changes_total{`+inst+`,group="shard"}`, func(float64) float64 { return 2 })
 		q.add(`floodgate_group_ids_left{`+inst+`}`, func(float64) float64 { return 65530 })
 		for _, cert := range []string{"tls-cert", "peer-tls-cert"} {
