@@ -145,7 +145,7 @@ func (b *batcher) loop() {
 			if inflight == 0 {
 				queue = linger.Gather(&lg, queue, requestChecks, b.in, b.stop) // the stop case below refuses them
 			}
-			if queue = dropGone(queue); len(queue) == 0 {
+			if queue = dropGone(b.group, queue, time.Now(), lg.Took()); len(queue) == 0 {
 				continue
 			}
 			n, size, queued := 0, 0, linger.Total(queue, requestChecks)
@@ -179,16 +179,26 @@ func (b *batcher) loop() {
 	}
 }
 
-// dropGone answers the queued requests whose callers gave up, as not
-// written (they never reached Raft), and returns the others. Past its
-// capacity a leader would otherwise write a backlog nobody waits for (each
-// caller gives up at --leader-wait), counting checks nobody was told of
-// against their limits, while every caller still there timed out behind
-// it: with them dropped, the log carries only checks someone waits for.
-func dropGone(queue []*request) []*request {
+// dropGone answers the queued requests whose callers gave up, or will
+// before a batch sent now is answered (their deadline is nearer than the
+// last batch took), as not written (they never reached Raft), and returns
+// the others. Past its capacity a leader would otherwise write a backlog
+// nobody waits for, counting checks nobody was told of against their
+// limits, while every caller still there timed out behind it. Dropping
+// only those already gone was not enough: under a steady overload the
+// queue grew until its oldest requests, sent first, had no time left, and
+// every entry carried checks counted for callers gone by its commit
+// (1,000 checks a second against a leader that writes 500: every caller
+// after the first seconds told "outcome unknown", all of it counted). With
+// them dropped, the log carries only checks someone waits for.
+func dropGone(group string, queue []*request, now time.Time, took time.Duration) []*request {
 	keep := queue[:0]
 	for _, req := range queue {
-		if err := req.ctx.Err(); err != nil {
+		err := req.ctx.Err()
+		if d, ok := req.ctx.Deadline(); ok && err == nil && d.Sub(now) < took {
+			err = fmt.Errorf("%s: its caller's deadline is %v away, nearer than a commit (the last took %v)", group, d.Sub(now), took)
+		}
+		if err != nil {
 			req.err = fmt.Errorf("%w: %w", ErrNoLeader, err)
 			close(req.done)
 			continue

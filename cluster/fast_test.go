@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -471,6 +472,43 @@ func TestFastCheckEnteringAfterHandOverIsRefused(t *testing.T) {
 		}
 		if got := committedCount(t, g, "k"); got != 1 {
 			t.Errorf("committed %d, want the 1 answered before the hand-over", got)
+		}
+	})
+}
+
+// A check delayed between leading and entering (a starved goroutine) while
+// its replica lost the leadership and won it back finds the lane's term
+// still its own, the new term's barrier not passed: it is refused, not
+// decided on a state that may lack what the leader between committed.
+func TestFastCheckOfAnEarlierTermIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newMemGroup(t, 3)
+		defer g.close()
+		li := g.leader()
+		lane := leaderLane(g, li, testFastConfig())
+		defer lane.close()
+		ctx := context.Background()
+		term, err := lane.leading(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.rafts[li].LeadershipTransfer().Error(); err != nil {
+			t.Fatalf("transfer away: %v", err)
+		}
+		other := g.waitLeader(t)
+		self := raft.ServerID(fmt.Sprintf("r%d", li))
+		if err := g.rafts[other].LeadershipTransferToServer(self, raft.ServerAddress(self)).Error(); err != nil {
+			t.Fatalf("transfer back: %v", err)
+		}
+		for g.rafts[li].State() != raft.Leader {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if now := g.rafts[li].CurrentTerm(); now <= term+1 {
+			t.Fatalf("term %d after two transfers from %d", now, term)
+		}
+		if err := lane.enter(ctx, term, []string{"k"}); err == nil {
+			lane.mu.Unlock()
+			t.Fatal("a fast check of an earlier term was let in")
 		}
 	})
 }

@@ -104,3 +104,69 @@ func TestReservationOfAGivenUpCallHeldUntilDecided(t *testing.T) {
 }
 
 var errVetRefused = errors.New("refused by vet")
+
+// A steady overload, twice what the leader writes, each caller waiting
+// 2 s: once the queue is seconds long, its oldest requests have no time
+// left for a commit. They are answered not written rather than written
+// for callers gone by the commit, so the callers still there go on being
+// answered and little is counted for nobody. (Dropping only the callers
+// already gone, from the third second on every caller was told "outcome
+// unknown" while all of it was counted.)
+func TestBatcherOverloadAnswersTheCallersStillThere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rig := newBatcherRig(t, 10, true)   // 10 checks an entry
+		rig.g.delay = 20 * time.Millisecond // each takes 20 ms: 500 checks a second
+		close(rig.g.gate)
+		p := &policy.Policy{Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 1_000_000_000, Window: int64(time.Hour)}}}}
+		type outcome struct {
+			at  time.Duration
+			err error
+		}
+		const offered = 10 * time.Second
+		out := make(chan outcome, 20_000)
+		start := time.Now()
+		n := 0
+		for time.Since(start) < offered { // 1,000 a second
+			n++
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				at := time.Since(start)
+				_, err := rig.b.submit(ctx, []fsm.Check{{Key: "k", Policy: p, Cost: 1}})
+				out <- outcome{at, err}
+			}()
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		answered, unknown, notWritten := 0, 0, 0
+		for range n {
+			o := <-out
+			if o.at < 3*time.Second { // the queue is seconds long from here on
+				continue
+			}
+			switch {
+			case o.err == nil:
+				answered++
+			case errors.Is(o.err, ErrUnavailable):
+				unknown++ // written, its caller gone by the commit
+			case errors.Is(o.err, ErrNoLeader):
+				notWritten++
+			default:
+				t.Fatalf("a check failed otherwise: %v", o.err)
+			}
+		}
+		written := 0
+		for _, s := range rig.g.entrySizes() {
+			written += s
+		}
+		t.Logf("offered %d in %v, %d written; from the third second: %d answered, %d unknown, %d not written",
+			n, offered, written, answered, unknown, notWritten)
+		// The leader writes about 500 a second, 7 s of them after the
+		// third second: most must reach a caller still there.
+		if answered < 2500 || unknown > answered/10 {
+			t.Errorf("from the third second %d answered and %d written for callers gone: want most of the leader's 3,500 answered", answered, unknown)
+		}
+		rig.stop(t)
+	})
+}

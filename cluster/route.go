@@ -375,13 +375,21 @@ func (n *Node) submit(ctx context.Context, shard int, r *replica, checks []fsm.C
 			err = takeStrict(ctx, r, checks[i:j], out[i:j], late)
 		}
 		if err != nil {
-			if decided {
-				// Some of these checks counted already: a retry elsewhere
-				// would count them twice. %v, not %w: the cause (not the
-				// leader) must not look retryable to callers.
-				return nil, fmt.Errorf("%s: %w: %v", shardName(shard), ErrUnavailable, err)
+			if !decided {
+				return nil, err // nothing counted: the call may go again whole
 			}
-			return nil, err
+			// Checks before this set counted: the call must not go again
+			// whole, so each check gets its own answer, and this set its
+			// own error, retryable when it was written nowhere (a leader
+			// handing over refuses it): a forward carries many callers'
+			// checks, which would otherwise all fail although uncounted.
+			if errs == nil {
+				errs = make([]error, len(checks))
+			}
+			for k := i; k < j; k++ {
+				errs[k] = err
+			}
+			continue
 		}
 		decided = true
 		for k := i; k < j; k++ {

@@ -23,9 +23,10 @@ func loopback(t *testing.T) string {
 }
 
 // When the strict checks of a call committed and a fast check of the same
-// call is then refused, the call must fail as "outcome unknown", never as
-// "not the leader": a caller retries not-leader elsewhere, and would count
-// the strict checks twice.
+// call is then refused, the call must not fail as "not the leader": a
+// caller retries not-leader elsewhere, and would count the strict checks
+// twice. Each check gets its own answer: the strict one its decision, the
+// fast one the refusal, retryable alone (it counted nowhere).
 func TestPartlyCountedCallIsNotRetryable(t *testing.T) {
 	n := startOne(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -41,9 +42,16 @@ func TestPartlyCountedCallIsNotRetryable(t *testing.T) {
 	}
 	r.fast.refuse()
 	_, err := n.Submit(ctx, 0, []fsm.Check{{Key: "k", Policy: strict, Cost: 1}, {Key: "k", Policy: fast, Cost: 1}})
+	var pe *PartialError
+	if !errors.As(err, &pe) || Retryable(err) {
+		t.Fatalf("got %v: want each check's own answer, the call not retryable", err)
+	}
+	if pe.Errs[0] != nil || !pe.Results[0].Allowed || pe.Results[0].Remaining != 4 {
+		t.Errorf("the strict check: %+v, %v, want its decision", pe.Results[0], pe.Errs[0])
+	}
 	var nl *NotLeaderError
-	if !errors.Is(err, ErrUnavailable) || errors.As(err, &nl) || errors.Is(err, ErrNotLeader) {
-		t.Fatalf("got %v: want ErrUnavailable with no retryable cause", err)
+	if !errors.As(pe.Errs[1], &nl) || !Retryable(pe.Errs[1]) {
+		t.Errorf("the fast check: %v, want not-leader, retryable alone", pe.Errs[1])
 	}
 	// The strict check did count.
 	res, err := n.Submit(ctx, 0, []fsm.Check{{Key: "k", Policy: strict, Cost: 0}})

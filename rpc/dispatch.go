@@ -77,7 +77,7 @@ func (d *dispatcher) dispatch(ctx context.Context, checks []fsm.Check) ([]policy
 	var changed <-chan struct{}
 	for round := 0; len(pending) > 0; round++ {
 		if round > 0 && !d.awaitRouting(ctx, changed, deadline, round) {
-			break // errs of pending checks hold ErrMoved: nothing counted
+			break // errs of pending checks say they were written nowhere
 		}
 		// Taken before routing, so a change during the calls is not missed.
 		changed = d.node.MetaChanged()
@@ -136,8 +136,9 @@ func (d *dispatcher) groupByShard(checks []fsm.Check, pending []int, errs []erro
 
 // evaluateInto answers the checks of group g, writing res[i] and errs[i]
 // for its indices (groups answered at once write apart). It returns the
-// indices whose group turned out not to own their key (cluster.ErrMoved:
-// nothing counted), to route again.
+// indices of the checks written nowhere while others were answered
+// (cluster.Retryable: their slot moved, or the leader handed over), to
+// route again; a call refused whole was retried by evaluate already.
 func (d *dispatcher) evaluateInto(ctx context.Context, deadline time.Time, g shardChecks, checks []fsm.Check,
 	res []policy.Result, errs []error) (moved []int) {
 	// A copy even of all checks: the group's leader may mark them
@@ -159,7 +160,7 @@ func (d *dispatcher) evaluateInto(ctx context.Context, deadline time.Time, g sha
 		switch {
 		case e == nil:
 			res[i], errs[i] = r[j], nil
-		case errors.Is(e, cluster.ErrMoved):
+		case cluster.Retryable(e):
 			errs[i] = e
 			moved = append(moved, i)
 		default:

@@ -415,3 +415,33 @@ func TestDispatchGroupsByKey(t *testing.T) {
 		}
 	})
 }
+
+// A leader that hands over between two checks of one call answers the
+// first and refuses the second as written nowhere: the second goes to the
+// new leader, the first is not sent again.
+func TestDispatchRoutesChecksRefusedByAHandOverAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScripted()
+		s.answer = func(_ context.Context, at string, shard int, checks []fsm.Check) ([]policy.Result, error) {
+			if at != "n2:1" {
+				return answered(shard, len(checks)), nil
+			}
+			s.mu.Lock()
+			s.leaders[1] = cluster.Route{NodeID: "n3", Addr: "n3:1"} // n2 handed group 1 over
+			s.mu.Unlock()
+			if len(checks) == 1 {
+				return nil, &cluster.NotLeaderError{Group: "shard-1", LeaderID: "n3", LeaderAddr: "n3:1"}
+			}
+			return nil, cluster.NewPartialError(answered(1, 2), []error{nil, &cluster.NotLeaderError{Group: "shard-1", LeaderID: "n3", LeaderAddr: "n3:1"}})
+		}
+		res, errs := s.dispatcher().dispatch(context.Background(), checksOf("g1/a", "g1/b"))
+		for i, want := range []int64{1, 1} {
+			if errs[i] != nil || res[i].Remaining != want {
+				t.Errorf("check %d answered %+v, %v", i, res[i], errs[i])
+			}
+		}
+		if got, want := s.sentTo(), []string{"n2:1:g1/a,g1/b", "n3:1:g1/b"}; !slices.Equal(got, want) {
+			t.Errorf("sent %q, want %q: only the refused check goes again", got, want)
+		}
+	})
+}

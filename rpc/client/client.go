@@ -213,6 +213,7 @@ func (c *Client) allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 		resp, err = c.allowOn(ctx, c.route(key), req)
 	}
 	if err != nil {
+		c.refusedByNode(req, err)
 		open := c.failOpen(caller, err)
 		if open && doubt != nil {
 			// Not admitted unasked: the local copy refused it. But the
@@ -346,6 +347,7 @@ func (c *Client) AllowBatch(ctx context.Context, reqs []*pb.AllowRequest) (*pb.A
 			continue
 		}
 		if _, err := itemOf(it); err != nil { // an error, OK code or not
+			c.refusedByNode(reqs[i], err)
 			out.Results[i] = failedItem(err, c.failOpen(caller, err))
 		}
 	}
@@ -433,6 +435,18 @@ func (c *Client) check(req *pb.AllowRequest, field string) (key string, known bo
 		return "", false, nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	return chk.Key, known, nil, nil
+}
+
+// refusedByNode starts a refresh of the routes and policies when a node
+// refused, as invalid, a check of a stored policy: the client's copy may
+// be stale (the policy changed since the last refresh: its key_by, its
+// descriptors), and until the next refresh (RefreshInterval, 5 s by
+// default) every such check would fail on it. Refreshes are at least
+// minRefreshGap apart, whatever refuses.
+func (c *Client) refusedByNode(req *pb.AllowRequest, err error) {
+	if req.GetPolicy() != "" && status.Code(err) == codes.InvalidArgument {
+		c.kick()
+	}
 }
 
 // failOpen reports err and whether FailOpen admits the request: the
