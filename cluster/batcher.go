@@ -139,13 +139,14 @@ func (b *batcher) loop() {
 	var queue []*request
 	var lg linger.Policy
 	inflight := 0
-	committed := make(chan time.Time, b.maxInFlight) // when each batch was sent
+	committed := make(chan commitDone, b.maxInFlight)
+	var took time.Duration // how long the last batch that was written took (dropGone)
 	for {
 		if len(queue) > 0 && inflight < b.maxInFlight {
 			if inflight == 0 {
 				queue = linger.Gather(&lg, queue, requestChecks, b.in, b.stop) // the stop case below refuses them
 			}
-			if queue = dropGone(b.group, queue, time.Now(), lg.Took()); len(queue) == 0 {
+			if queue = dropGone(b.group, queue, time.Now(), took, b.maxBatch); len(queue) == 0 {
 				continue
 			}
 			n, size, queued := 0, 0, linger.Total(queue, requestChecks)
@@ -163,9 +164,13 @@ func (b *batcher) loop() {
 		select {
 		case req := <-b.in:
 			queue = append(queue, req)
-		case sent := <-committed:
+		case c := <-committed:
 			inflight--
-			lg.Answered(sent, time.Now())
+			now := time.Now()
+			lg.Answered(c.sent, now)
+			if c.ok {
+				took = now.Sub(c.sent)
+			}
 		case <-b.stop:
 			for _, req := range queue {
 				req.err = b.notLeader()
@@ -179,27 +184,45 @@ func (b *batcher) loop() {
 	}
 }
 
-// dropGone answers the queued requests whose callers gave up, or will
-// before a batch sent now is answered (their deadline is nearer than the
-// last batch took), as not written (they never reached Raft), and returns
-// the others. Past its capacity a leader would otherwise write a backlog
-// nobody waits for, counting checks nobody was told of against their
-// limits, while every caller still there timed out behind it. Dropping
-// only those already gone was not enough: under a steady overload the
-// queue grew until its oldest requests, sent first, had no time left, and
-// every entry carried checks counted for callers gone by its commit
+// dropGone answers the queued requests whose callers gave up as not
+// written (they never reached Raft), and returns the others. Past its
+// capacity a leader would otherwise write a backlog nobody waits for,
+// counting checks nobody was told of against their limits, while every
+// caller still there timed out behind it.
+//
+// Behind a backlog (more checks queued than one entry takes), it also
+// refuses, unwritten (ErrBacklog), those whose deadline is nearer than a
+// commit takes (took: the last that succeeded): under a steady overload
+// the queue grew until its oldest requests, sent first, had no time left,
+// and every entry carried checks counted for callers gone by its commit
 // (1,000 checks a second against a leader that writes 500: every caller
-// after the first seconds told "outcome unknown", all of it counted). With
-// them dropped, the log carries only checks someone waits for.
-func dropGone(group string, queue []*request, now time.Time, took time.Duration) []*request {
+// after the first seconds told "outcome unknown", all of it counted).
+// Without a backlog every live request goes, whatever the estimate, and
+// so does the backlog when none would be left: an estimate that one slow
+// commit made too long is then replaced by the next commit's.
+func dropGone(group string, queue []*request, now time.Time, took time.Duration, maxBatch int) []*request {
+	backlog := linger.Total(queue, requestChecks) > maxBatch
 	keep := queue[:0]
+	late := 0 // requests kept, then refused for their deadline
 	for _, req := range queue {
-		err := req.ctx.Err()
-		if d, ok := req.ctx.Deadline(); ok && err == nil && d.Sub(now) < took {
-			err = fmt.Errorf("%s: its caller's deadline is %v away, nearer than a commit (the last took %v)", group, d.Sub(now), took)
-		}
-		if err != nil {
+		if err := req.ctx.Err(); err != nil {
 			req.err = fmt.Errorf("%w: %w", ErrNoLeader, err)
+			close(req.done)
+			continue
+		}
+		keep = append(keep, req)
+		if d, ok := req.ctx.Deadline(); ok && backlog && d.Sub(now) < took {
+			late++
+		}
+	}
+	clear(queue[len(keep):])
+	if late == 0 || late == len(keep) {
+		return keep
+	}
+	queue, keep = keep, keep[:0]
+	for _, req := range queue {
+		if d, ok := req.ctx.Deadline(); ok && d.Sub(now) < took {
+			req.err = fmt.Errorf("%s: %w: its deadline is %v away, a commit takes %v", group, ErrBacklog, d.Sub(now).Round(time.Millisecond), took.Round(time.Millisecond))
 			close(req.done)
 			continue
 		}
@@ -209,13 +232,20 @@ func dropGone(group string, queue []*request, now time.Time, took time.Duration)
 	return keep
 }
 
+// commitDone is a batch answered: when it was sent, and whether it was
+// written (a failed one says nothing of how long a commit takes).
+type commitDone struct {
+	sent time.Time
+	ok   bool
+}
+
 // requestChecks is a request's size for linger.
 func requestChecks(r *request) int { return len(r.checks) }
 
 // apply stamps the batch with the leader's clock, hands it to Raft and
 // answers its requests from another goroutine once it commits. Stamping and
 // enqueueing happen here, in order, so log order and time order agree.
-func (b *batcher) apply(batch []*request, committed chan<- time.Time) {
+func (b *batcher) apply(batch []*request, committed chan<- commitDone) {
 	sent := time.Now()                  // times the commit, as its answer is timed
 	ts := b.clock.From(sent).UnixNano() // stamps the entry
 	if ts <= b.lastTS {
@@ -238,8 +268,11 @@ func (b *batcher) apply(batch []*request, committed chan<- time.Time) {
 	metrics.GroupCommitSize.Observe(float64(len(checks)))
 	f := b.r.Apply(fsm.EncodeAllow(nil, ts, checks), b.timeout)
 	go func() {
-		defer func() { committed <- sent }()
-		results, notOwned, err := b.wait(f)
+		var err error
+		defer func() { committed <- commitDone{sent: sent, ok: err == nil} }()
+		var results []policy.Result
+		var notOwned []bool
+		results, notOwned, err = b.wait(f)
 		metrics.GroupCommitSeconds.Observe(time.Since(sent).Seconds())
 		for _, req := range batch {
 			n := len(req.checks)

@@ -19,6 +19,11 @@ var (
 	// ErrNoLeader means the group has no reachable leader now (no quorum,
 	// or an election under way). Nothing was written.
 	ErrNoLeader = errors.New("no leader")
+	// ErrBacklog refuses, unwritten, a check queued behind more than one
+	// log entry of a group's checks whose deadline is nearer than a commit:
+	// written, it would count for a caller gone by its answer. Not
+	// retryable: sent again it would queue behind the same backlog.
+	ErrBacklog = errors.New("not written: the group's queue is longer than the check's deadline")
 	// ErrUnavailable means the write was handed to Raft but its outcome is
 	// unknown (leadership lost, commit timed out): it may or may not have
 	// been applied, so it must not be retried.

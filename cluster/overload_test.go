@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -107,8 +108,8 @@ var errVetRefused = errors.New("refused by vet")
 
 // A steady overload, twice what the leader writes, each caller waiting
 // 2 s: once the queue is seconds long, its oldest requests have no time
-// left for a commit. They are answered not written rather than written
-// for callers gone by the commit, so the callers still there go on being
+// left for a commit. They are refused unwritten (ErrBacklog) rather than
+// written for callers gone by the commit, so the callers still there go on being
 // answered and little is counted for nobody. (Dropping only the callers
 // already gone, from the third second on every caller was told "outcome
 // unknown" while all of it was counted.)
@@ -150,8 +151,8 @@ func TestBatcherOverloadAnswersTheCallersStillThere(t *testing.T) {
 				answered++
 			case errors.Is(o.err, ErrUnavailable):
 				unknown++ // written, its caller gone by the commit
-			case errors.Is(o.err, ErrNoLeader):
-				notWritten++
+			case errors.Is(o.err, ErrBacklog), errors.Is(o.err, ErrNoLeader):
+				notWritten++ // refused behind the backlog, or its caller gone
 			default:
 				t.Fatalf("a check failed otherwise: %v", o.err)
 			}
@@ -168,5 +169,95 @@ func TestBatcherOverloadAnswersTheCallersStillThere(t *testing.T) {
 			t.Errorf("from the third second %d answered and %d written for callers gone: want most of the leader's 3,500 answered", answered, unknown)
 		}
 		rig.stop(t)
+	})
+}
+
+// Without a backlog every check is written, however long the last commit
+// took: one slow commit (a disk hiccup) refused no check after it. (A
+// deadline drop judged by the last commit alone refused every later check
+// with less time left than it took, for good: nothing was sent, so the
+// estimate never changed.)
+func TestBatcherWritesEveryCheckAfterASlowCommit(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		slow, deadline time.Duration
+	}{
+		{"a 3 s commit, callers of --leader-wait", 3 * time.Second, 2 * time.Second},
+		{"a 30 ms commit, Envoy's 20 ms timeout", 30 * time.Millisecond, 20 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rig := newBatcherRig(t, 10, true)
+				defer rig.stop(t)
+				rig.g.delay = tc.slow
+				close(rig.g.gate)
+				p := &policy.Policy{Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 1_000_000, Window: int64(time.Hour)}}}}
+				if _, err := rig.b.submit(context.Background(), []fsm.Check{{Key: "k", Policy: p, Cost: 1}}); err != nil {
+					t.Fatal(err)
+				}
+				rig.g.delay = time.Millisecond // the disk is fast again
+				for i := range 100 {
+					ctx, cancel := context.WithTimeout(context.Background(), tc.deadline)
+					_, err := rig.b.submit(ctx, []fsm.Check{{Key: "k", Policy: p, Cost: 1}})
+					cancel()
+					if err != nil {
+						t.Fatalf("check %d after the slow commit: %v", i, err)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			})
+		})
+	}
+}
+
+// dropGone refuses for its deadline only a request behind a backlog, and
+// never every one of them (see dropGone); one whose caller is gone always.
+func TestDropGone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const took = 20 * time.Millisecond
+		req := func(left time.Duration, checks int) *request {
+			ctx, cancel := context.WithTimeout(context.Background(), left)
+			t.Cleanup(cancel)
+			return &request{ctx: ctx, checks: make([]fsm.Check, checks), done: make(chan struct{})}
+		}
+		gone := func() *request {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			return &request{ctx: ctx, checks: make([]fsm.Check, 1), done: make(chan struct{})}
+		}
+		for _, tc := range []struct {
+			name  string
+			queue []*request
+			kept  []int // indices of queue kept
+		}{
+			{"one entry's worth, some late", []*request{req(time.Millisecond, 5), req(time.Second, 5)}, []int{0, 1}},
+			{"a backlog, some late", []*request{req(time.Millisecond, 6), req(time.Second, 5)}, []int{1}},
+			{"a backlog, all late", []*request{req(time.Millisecond, 6), req(10*time.Millisecond, 5)}, []int{0, 1}},
+			{"callers gone", []*request{gone(), req(time.Second, 1), gone()}, []int{1}},
+		} {
+			queue := slices.Clone(tc.queue)
+			kept := dropGone("shard-0", queue, time.Now(), took, 10)
+			var got []int
+			for _, k := range kept {
+				got = append(got, slices.Index(tc.queue, k))
+			}
+			if !slices.Equal(got, tc.kept) {
+				t.Errorf("%s: kept %v, want %v", tc.name, got, tc.kept)
+			}
+			for i, r := range tc.queue {
+				select {
+				case <-r.done:
+					if slices.Contains(tc.kept, i) {
+						t.Errorf("%s: request %d kept and answered", tc.name, i)
+					} else if r.ctx.Err() == nil && !errors.Is(r.err, ErrBacklog) {
+						t.Errorf("%s: request %d refused with %v, want ErrBacklog", tc.name, i, r.err)
+					}
+				default:
+					if !slices.Contains(tc.kept, i) {
+						t.Errorf("%s: request %d dropped unanswered", tc.name, i)
+					}
+				}
+			}
+		}
 	})
 }

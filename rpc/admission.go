@@ -27,12 +27,13 @@ type admission struct {
 }
 
 // take reserves room for n checks, reporting false (nothing reserved) when
-// the node waits on its bound already. A dispatch that finds nothing
-// waiting is taken whatever its size, so a batch larger than the bound is
-// not refused on an idle node.
+// the node waits on its bound already. A dispatch that finds room is taken
+// whole, whatever its size, so the bound may be passed by one dispatch (a
+// batch of up to 1,000): judged by whether it fits, a large batch would
+// be refused for as long as small checks kept the node near its bound.
 func (a *admission) take(n int) bool {
 	w := a.waiting.Add(int64(n))
-	if a.max > 0 && w > a.max && w != int64(n) {
+	if a.max > 0 && w-int64(n) >= a.max {
 		a.waiting.Add(-int64(n))
 		metrics.ChecksShed.Add(float64(n))
 		return false

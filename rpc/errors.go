@@ -42,7 +42,7 @@ func codeOf(err error) codes.Code {
 	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader),
 		errors.Is(err, cluster.ErrUnavailable), errors.Is(err, cluster.ErrClosed), errors.Is(err, cluster.ErrNotReady),
 		errors.Is(err, cluster.ErrMoved), errors.Is(err, fsm.ErrNotOwned), errors.Is(err, cluster.ErrMemberAlive),
-		errors.Is(err, ErrOverloaded):
+		errors.Is(err, ErrOverloaded), errors.Is(err, cluster.ErrBacklog):
 		return codes.Unavailable
 	case errors.Is(err, cluster.ErrFull), errors.Is(err, fsm.ErrExportTooLarge):
 		return codes.ResourceExhausted

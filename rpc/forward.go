@@ -426,9 +426,9 @@ func callDeadline(batch []*fwdReq) time.Time {
 }
 
 // decodeResults turns one shard's forward results into results or the
-// shard's error. Checks the peer refused as invalid, whose slot moved, or
-// that its full group refused, fail alone: the error is then a *cluster.PartialError carrying each
-// check's answer.
+// shard's error. Checks the peer refused as invalid, whose slot moved,
+// that its full group refused, or whose outcome is unknown fail alone: the
+// error is then a *cluster.PartialError carrying each check's answer.
 func decodeResults(shard int, rs []*peerv1.ForwardResult) ([]policy.Result, error) {
 	out := make([]policy.Result, len(rs))
 	var errs []error
@@ -465,7 +465,14 @@ func decodeResults(shard int, rs []*peerv1.ForwardResult) ([]policy.Result, erro
 			}
 			return nil, &cluster.NotLeaderError{Group: fmt.Sprintf("shard-%d", shard), LeaderID: r.LeaderId, LeaderAddr: r.LeaderAddr}
 		default:
-			return nil, fmt.Errorf("%w: %s", cluster.ErrUnavailable, r.Message)
+			// Written, its outcome unknown: that check's answer alone, so
+			// that the others keep theirs (a leader handing over between
+			// two checks answers those it decided, and refuses the rest
+			// unwritten, to be routed again).
+			if errs == nil {
+				errs = make([]error, len(rs))
+			}
+			errs[i] = fmt.Errorf("%w: %s", cluster.ErrUnavailable, r.Message)
 		}
 	}
 	if errs == nil {

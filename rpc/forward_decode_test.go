@@ -149,3 +149,29 @@ func TestForwardResultUnknownOutcomeIsNotRetried(t *testing.T) {
 		t.Errorf("not leader: encoded as %v", r)
 	}
 }
+
+// A leader that decided a check of a forwarded call, lost the outcome of
+// another and refused a third unwritten (a hand-over between them)
+// answers each: the decided one keeps its answer, the unknown one is
+// unknown alone, and the unwritten one may go again alone, not the call.
+func TestDecodeUnknownOutcomeFailsAlone(t *testing.T) {
+	rs := []*peerv1.ForwardResult{
+		forwardResult([]policy.Result{{Allowed: true, Remaining: 4}}, 0, nil),
+		forwardResult(nil, 0, fmt.Errorf("shard-1: %w: timed out", cluster.ErrUnavailable)),
+		forwardResult(nil, 0, &cluster.NotLeaderError{Group: "shard-1"}),
+	}
+	res, err := decodeResults(1, rs)
+	var pe *cluster.PartialError
+	if !errors.As(err, &pe) || cluster.Retryable(err) {
+		t.Fatalf("decoded as %v, %v: want each check's own answer, the call not retryable", res, err)
+	}
+	if pe.Errs[0] != nil || pe.Results[0].Remaining != 4 {
+		t.Errorf("the decided check: %+v, %v", pe.Results[0], pe.Errs[0])
+	}
+	if !errors.Is(pe.Errs[1], cluster.ErrUnavailable) {
+		t.Errorf("the unknown check: %v, want an unknown outcome", pe.Errs[1])
+	}
+	if !cluster.Retryable(pe.Errs[2]) {
+		t.Errorf("the unwritten check: %v, want retryable alone", pe.Errs[2])
+	}
+}

@@ -53,10 +53,6 @@ func (p *Policy) Sent(n, queued int, now time.Time) {
 	p.last = n
 }
 
-// Took is how long the last answered batch took, from sent to answered (0
-// before any was).
-func (p *Policy) Took() time.Duration { return p.took }
-
 // Answered records that the batch sent at sent was answered at now.
 func (p *Policy) Answered(sent, now time.Time) {
 	p.took, p.answered = now.Sub(sent), now
