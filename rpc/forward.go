@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -473,6 +474,12 @@ func decodeResults(shard int, rs []*peerv1.ForwardResult) ([]policy.Result, erro
 				errs = make([]error, len(rs))
 			}
 			errs[i] = fmt.Errorf("%w: %s", cluster.ErrUnavailable, r.Message)
+			if strings.Contains(r.Message, cluster.ErrBacklog.Error()) {
+				// Refused unwritten behind the leader's backlog: sent as
+				// UNAVAILABLE, which has no code of its own on the wire
+				// (and older nodes read as unknown, which is safe).
+				errs[i] = backlogged(r.Message)
+			}
 		}
 	}
 	if errs == nil {
@@ -480,6 +487,15 @@ func decodeResults(shard int, rs []*peerv1.ForwardResult) ([]policy.Result, erro
 	}
 	return nil, cluster.NewPartialError(out, errs)
 }
+
+// backlogged is a forwarded check the leader's group refused, unwritten,
+// behind its backlog (cluster.ErrBacklog), with the leader's message.
+type backlogged string
+
+func (e backlogged) Error() string { return string(e) }
+
+// Is makes a backlogged check errors.Is cluster.ErrBacklog.
+func (e backlogged) Is(target error) bool { return target == cluster.ErrBacklog }
 
 // mayHaveCounted reports whether a forwarded check's answer leaves open
 // that it counted: answered, or failed after it reached the log (every

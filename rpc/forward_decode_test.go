@@ -175,3 +175,17 @@ func TestDecodeUnknownOutcomeFailsAlone(t *testing.T) {
 		t.Errorf("the unwritten check: %v, want retryable alone", pe.Errs[2])
 	}
 }
+
+// A forwarded check the leader refused behind its backlog comes back as
+// that refusal (Unavailable, uncounted, said so), not as an unknown
+// outcome; the leader's own message is kept.
+func TestDecodeBacklogIsNotAnUnknownOutcome(t *testing.T) {
+	r := forwardResult(nil, 0, fmt.Errorf("shard-2: %w: its deadline is 3ms away, a commit takes 20ms", cluster.ErrBacklog))
+	_, err := decodeResults(2, []*peerv1.ForwardResult{r})
+	if !errors.Is(err, cluster.ErrBacklog) || errors.Is(err, cluster.ErrUnavailable) || cluster.Retryable(err) || codeOf(err) != codes.Unavailable {
+		t.Fatalf("decoded as %v (%v)", err, codeOf(err))
+	}
+	if want := "shard-2: " + cluster.ErrBacklog.Error() + ": its deadline is 3ms away, a commit takes 20ms"; err.Error() != want {
+		t.Errorf("message %q, want the leader's %q", err, want)
+	}
+}
