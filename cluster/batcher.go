@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -140,13 +141,13 @@ func (b *batcher) loop() {
 	var lg linger.Policy
 	inflight := 0
 	committed := make(chan commitDone, b.maxInFlight)
-	var took time.Duration // how long the last batch that was written took (dropGone)
+	var commits commitTime // of the entries written (dropGone)
 	for {
 		if len(queue) > 0 && inflight < b.maxInFlight {
 			if inflight == 0 {
 				queue = linger.Gather(&lg, queue, requestChecks, b.in, b.stop) // the stop case below refuses them
 			}
-			if queue = dropGone(b.group, queue, time.Now(), took, b.maxBatch); len(queue) == 0 {
+			if queue = dropGone(b.group, queue, time.Now(), commits.took(), b.maxBatch); len(queue) == 0 {
 				continue
 			}
 			n, size, queued := 0, 0, linger.Total(queue, requestChecks)
@@ -169,7 +170,7 @@ func (b *batcher) loop() {
 			now := time.Now()
 			lg.Answered(c.sent, now)
 			if c.ok {
-				took = now.Sub(c.sent)
+				commits.add(now.Sub(c.sent))
 			}
 		case <-b.stop:
 			for _, req := range queue {
@@ -190,20 +191,19 @@ func (b *batcher) loop() {
 // counting checks nobody was told of against their limits, while every
 // caller still there timed out behind it.
 //
-// Behind a backlog (more checks queued than one entry takes), it also
-// refuses, unwritten (ErrBacklog), those whose deadline is nearer than a
-// commit takes (took: the last that succeeded): under a steady overload
-// the queue grew until its oldest requests, sent first, had no time left,
-// and every entry carried checks counted for callers gone by its commit
+// Behind a backlog (more live checks queued than one entry takes), it
+// also refuses, unwritten (ErrBacklog), those whose deadline is nearer
+// than a commit takes (took, see commitTime): under a steady overload the
+// queue grew until its oldest requests, sent first, had no time left, and
+// every entry carried checks counted for callers gone by its commit
 // (1,000 checks a second against a leader that writes 500: every caller
 // after the first seconds told "outcome unknown", all of it counted).
-// Without a backlog every live request goes, whatever the estimate, and
-// so does the backlog when none would be left: an estimate that one slow
-// commit made too long is then replaced by the next commit's.
+// When every one is late, the one with the most time left is kept: it
+// goes alone, and its commit tells how long a commit takes now (a disk
+// fast again), so nothing is refused for good. Without a backlog every
+// live request goes, whatever the estimate.
 func dropGone(group string, queue []*request, now time.Time, took time.Duration, maxBatch int) []*request {
-	backlog := linger.Total(queue, requestChecks) > maxBatch
 	keep := queue[:0]
-	late := 0 // requests kept, then refused for their deadline
 	for _, req := range queue {
 		if err := req.ctx.Err(); err != nil {
 			req.err = fmt.Errorf("%w: %w", ErrNoLeader, err)
@@ -211,18 +211,23 @@ func dropGone(group string, queue []*request, now time.Time, took time.Duration,
 			continue
 		}
 		keep = append(keep, req)
-		if d, ok := req.ctx.Deadline(); ok && backlog && d.Sub(now) < took {
-			late++
-		}
 	}
 	clear(queue[len(keep):])
-	if late == 0 || late == len(keep) {
+	if linger.Total(keep, requestChecks) <= maxBatch {
 		return keep
 	}
+	left := func(req *request) time.Duration {
+		if d, ok := req.ctx.Deadline(); ok {
+			return d.Sub(now)
+		}
+		return took // no deadline: never late
+	}
+	probe := slices.MaxFunc(keep, func(a, b *request) int { return cmp.Compare(left(a), left(b)) })
 	queue, keep = keep, keep[:0]
 	for _, req := range queue {
-		if d, ok := req.ctx.Deadline(); ok && d.Sub(now) < took {
-			req.err = fmt.Errorf("%s: %w: its deadline is %v away, a commit takes %v", group, ErrBacklog, d.Sub(now).Round(time.Millisecond), took.Round(time.Millisecond))
+		if l := left(req); l < took && req != probe {
+			req.err = fmt.Errorf("%s: %w: its deadline is %v away, a commit takes %v", group, ErrBacklog, l.Round(time.Millisecond), took.Round(time.Millisecond))
+			metrics.ChecksShed.WithLabelValues(metrics.ShedBacklog).Add(float64(len(req.checks)))
 			close(req.done)
 			continue
 		}
@@ -231,6 +236,17 @@ func dropGone(group string, queue []*request, now time.Time, took time.Duration,
 	clear(queue[len(keep):])
 	return keep
 }
+
+// commitTime is how long a commit takes, for dropGone: the shorter of the
+// last two entries written, so that one slow commit (a disk stall) does
+// not refuse the callers that waited through it, with the disk fast again.
+type commitTime struct{ last, prev time.Duration }
+
+// add records a written entry's commit.
+func (c *commitTime) add(d time.Duration) { c.prev, c.last = c.last, d }
+
+// took is the estimate: 0 until two entries were written.
+func (c *commitTime) took() time.Duration { return min(c.last, c.prev) }
 
 // commitDone is a batch answered: when it was sent, and whether it was
 // written (a failed one says nothing of how long a commit takes).

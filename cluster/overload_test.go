@@ -211,7 +211,8 @@ func TestBatcherWritesEveryCheckAfterASlowCommit(t *testing.T) {
 }
 
 // dropGone refuses for its deadline only a request behind a backlog, and
-// never every one of them (see dropGone); one whose caller is gone always.
+// never every one of them: the one with the most time left goes (see
+// dropGone); one whose caller is gone is dropped always.
 func TestDropGone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const took = 20 * time.Millisecond
@@ -232,7 +233,7 @@ func TestDropGone(t *testing.T) {
 		}{
 			{"one entry's worth, some late", []*request{req(time.Millisecond, 5), req(time.Second, 5)}, []int{0, 1}},
 			{"a backlog, some late", []*request{req(time.Millisecond, 6), req(time.Second, 5)}, []int{1}},
-			{"a backlog, all late", []*request{req(time.Millisecond, 6), req(10*time.Millisecond, 5)}, []int{0, 1}},
+			{"a backlog, all late: the one with the most time left", []*request{req(10*time.Millisecond, 6), req(time.Millisecond, 5)}, []int{0}},
 			{"callers gone", []*request{gone(), req(time.Second, 1), gone()}, []int{1}},
 		} {
 			queue := slices.Clone(tc.queue)
@@ -259,5 +260,124 @@ func TestDropGone(t *testing.T) {
 				}
 			}
 		}
+	})
+}
+
+// Callers that gave up while a slow commit ran are no backlog: the live
+// checks after them, which fit one entry, are all written (counted dead,
+// they made a backlog of a queue of three, and two checks with time left
+// for the fast disk were refused on the slow commit's estimate).
+func TestBatcherBacklogCountsLiveChecksOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rig := newBatcherRig(t, 10, true)
+		defer rig.stop(t)
+		close(rig.g.gate)
+		p := &policy.Policy{Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 1_000_000, Window: int64(time.Hour)}}}}
+		for _, d := range []time.Duration{100 * time.Millisecond, 100 * time.Millisecond} { // two slow commits: the estimate is 100 ms
+			rig.g.delay = d
+			if s := <-rig.submit(context.Background(), p, "k", 1); s.err != nil {
+				t.Fatal(s.err)
+			}
+		}
+		first := rig.submit(context.Background(), p, "k", 1) // a third, in flight
+		rig.g.delay = time.Millisecond                       // the disk fast again for the next entries
+		for range 12 {
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			rig.submit(ctx, p, "k", 1) // gone by the commit
+		}
+		time.Sleep(60 * time.Millisecond)
+		var live []chan submitted
+		for range 2 {
+			ctx, cancel := context.WithTimeout(context.Background(), 80*time.Millisecond) // 40 ms left at the commit
+			defer cancel()
+			live = append(live, rig.submit(ctx, p, "k", 1))
+		}
+		if s := <-first; s.err != nil {
+			t.Fatal(s.err)
+		}
+		for i, ch := range live {
+			if s := <-ch; s.err != nil {
+				t.Errorf("live check %d of 2, no backlog: %v", i, s.err)
+			}
+		}
+	})
+}
+
+// One disk stall under a light load: the callers that waited through it,
+// a backlog when it ends, are written, the disk fast again (judged by the
+// stalled commit alone, 200 of 280 were refused).
+func TestBatcherOneStallRefusesNoneBehindIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rig := newBatcherRig(t, 10, true)
+		defer rig.stop(t)
+		close(rig.g.gate)
+		p := &policy.Policy{Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 1_000_000_000, Window: int64(time.Hour)}}}}
+		rig.g.delay = time.Millisecond
+		for range 3 {
+			if s := <-rig.submit(context.Background(), p, "k", 1); s.err != nil {
+				t.Fatal(s.err)
+			}
+		}
+		rig.g.delay = 1500 * time.Millisecond
+		stalled := rig.submit(context.Background(), p, "k", 1)
+		time.Sleep(time.Millisecond)
+		rig.g.delay = time.Millisecond
+		var behind []chan submitted
+		for start := time.Now(); time.Since(start) < 1400*time.Millisecond; time.Sleep(5 * time.Millisecond) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			behind = append(behind, rig.submit(ctx, p, "k", 1))
+		}
+		if s := <-stalled; s.err != nil {
+			t.Fatal(s.err)
+		}
+		for i, ch := range behind {
+			if s := <-ch; s.err != nil {
+				t.Fatalf("check %d of the %d behind the stall: %v", i, len(behind), s.err)
+			}
+		}
+	})
+}
+
+// Every caller's deadline shorter than a commit (Envoy's 15 ms against
+// entries of 20 ms), behind a backlog: one check an entry, the one with
+// the most time left, goes to tell how long a commit takes; the others are
+// refused unwritten. Kept all, each entry was written for callers gone by
+// its commit, every caller told "outcome unknown", all of it counted.
+func TestBatcherAllLateWritesOneAnEntry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rig := newBatcherRig(t, 10, true)
+		rig.g.delay = 20 * time.Millisecond
+		close(rig.g.gate)
+		p := &policy.Policy{Limits: []policy.Limit{{Limit: window.Limit{Algorithm: window.FixedWindow, Limit: 1_000_000_000, Window: int64(time.Hour)}}}}
+		out := make(chan error, 5000)
+		n := 0
+		for start := time.Now(); time.Since(start) < 3*time.Second; time.Sleep(time.Millisecond) {
+			n++
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Millisecond)
+				defer cancel()
+				_, err := rig.b.submit(ctx, []fsm.Check{{Key: "k", Policy: p, Cost: 1}})
+				out <- err
+			}()
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		backlog := 0
+		for range n {
+			if err := <-out; errors.Is(err, ErrBacklog) {
+				backlog++
+			}
+		}
+		written := 0
+		for _, s := range rig.g.entrySizes() {
+			written += s
+		}
+		t.Logf("%d callers: %d checks written (for callers gone by the commit), %d refused unwritten", n, written, backlog)
+		if written > n/10 || backlog < n/2 {
+			t.Errorf("of %d callers, %d checks written for nobody and %d refused unwritten: want most refused", n, written, backlog)
+		}
+		rig.stop(t)
 	})
 }

@@ -10,6 +10,12 @@ import (
 // Registry is what /metrics serves.
 var Registry = prometheus.NewRegistry()
 
+// Reasons a check was shed (the reason label of ChecksShed).
+const (
+	ShedMaxWaiting = "max_waiting"
+	ShedBacklog    = "backlog"
+)
+
 // Outcomes of a decision (the outcome label of Decisions).
 const (
 	Allowed      = "allowed"
@@ -34,16 +40,18 @@ var (
 	}, []string{"code"})
 
 	// ChecksWaiting is how many checks this node's entry points took and
-	// have not answered yet; ChecksShed counts those refused because
-	// ChecksWaiting was at --max-checks-waiting.
+	// have not answered yet; ChecksShed counts checks refused uncounted
+	// for overload, by reason: ShedMaxWaiting (ChecksWaiting was at
+	// --max-checks-waiting) or ShedBacklog (a group's leader behind a
+	// backlog longer than the check's deadline).
 	ChecksWaiting = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "floodgate_checks_waiting",
 		Help: "Checks this node's entry points (gRPC, Envoy RLS, HTTP) took and have not answered yet: what --max-checks-waiting bounds.",
 	})
-	ChecksShed = prometheus.NewCounter(prometheus.CounterOpts{
+	ChecksShed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "floodgate_checks_shed_total",
-		Help: "Checks this node refused uncounted (Unavailable, HTTP 503) because --max-checks-waiting checks were waiting already.",
-	})
+		Help: "Checks refused uncounted for overload (Unavailable, HTTP 503), by reason: max_waiting (this node's entry points waited on --max-checks-waiting checks), backlog (a group led here had more queued than the check's deadline let it wait for).",
+	}, []string{"reason"})
 
 	// ForwardedChecks counts checks this node sent to another node's
 	// leader; ForwardBatchSize is how many went in each call.
@@ -140,6 +148,9 @@ func init() {
 	// that rate() and the dashboard's panel see the series from the start.
 	for _, c := range []codes.Code{codes.Unavailable, codes.DeadlineExceeded} {
 		CheckErrors.WithLabelValues(c.String())
+	}
+	for _, r := range []string{ShedMaxWaiting, ShedBacklog} {
+		ChecksShed.WithLabelValues(r)
 	}
 }
 

@@ -35,7 +35,7 @@ func (a *admission) take(n int) bool {
 	w := a.waiting.Add(int64(n))
 	if a.max > 0 && w-int64(n) >= a.max {
 		a.waiting.Add(-int64(n))
-		metrics.ChecksShed.Add(float64(n))
+		metrics.ChecksShed.WithLabelValues(metrics.ShedMaxWaiting).Add(float64(n))
 		return false
 	}
 	metrics.ChecksWaiting.Add(float64(n))

@@ -67,7 +67,8 @@ func TestMaxChecksWaitingShedsUncounted(t *testing.T) {
 		t.Errorf("remaining %d after %d allowed and %d shed, want %d: shed checks were counted", r.Remaining, allowed, shed, want)
 	}
 	after := scrape(t, n)
-	if got := value(after, "floodgate_checks_shed_total", nil) - value(before, "floodgate_checks_shed_total", nil); got != float64(shed) {
+	reason := map[string]string{"reason": "max_waiting"}
+	if got := value(after, "floodgate_checks_shed_total", reason) - value(before, "floodgate_checks_shed_total", reason); got != float64(shed) {
 		t.Errorf("floodgate_checks_shed_total moved by %v, want the %d shed", got, shed)
 	}
 	if got := value(after, "floodgate_checks_waiting", nil); got != 0 {
