@@ -213,7 +213,7 @@ func dropGone(group string, queue []*request, now time.Time, took time.Duration,
 		keep = append(keep, req)
 	}
 	clear(queue[len(keep):])
-	if linger.Total(keep, requestChecks) <= maxBatch {
+	if took == 0 || linger.Total(keep, requestChecks) <= maxBatch {
 		return keep
 	}
 	left := func(req *request) time.Duration {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -338,14 +337,16 @@ func (q *peerQueue) send(batch []*fwdReq) {
 		metrics.ForwardBatchSize.Observe(float64(len(freq.Checks)))
 	}()
 	encoded := map[*policy.Policy][]byte{} // checks of a batch mostly share policies
+	now := time.Now()
 	for _, r := range batch {
+		wait := waitMs(r.ctx, now)
 		for _, c := range r.checks {
 			b, ok := encoded[c.Policy]
 			if !ok {
 				b = c.Policy.AppendBinary(nil)
 				encoded[c.Policy] = b
 			}
-			freq.Checks = append(freq.Checks, &peerv1.ForwardCheck{Shard: uint32(r.shard), Key: c.Key, Policy: b, Cost: c.Cost, Joined: c.Joined})
+			freq.Checks = append(freq.Checks, &peerv1.ForwardCheck{Shard: uint32(r.shard), Key: c.Key, Policy: b, Cost: c.Cost, Joined: c.Joined, WaitMs: wait})
 		}
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), callDeadline(batch))
@@ -428,8 +429,9 @@ func callDeadline(batch []*fwdReq) time.Time {
 
 // decodeResults turns one shard's forward results into results or the
 // shard's error. Checks the peer refused as invalid, whose slot moved,
-// that its full group refused, or whose outcome is unknown fail alone: the
-// error is then a *cluster.PartialError carrying each check's answer.
+// that its full or backlogged group refused, or whose outcome is unknown
+// fail alone: the error is then a *cluster.PartialError carrying each
+// check's answer.
 func decodeResults(shard int, rs []*peerv1.ForwardResult) ([]policy.Result, error) {
 	out := make([]policy.Result, len(rs))
 	var errs []error
@@ -452,6 +454,11 @@ func decodeResults(shard int, rs []*peerv1.ForwardResult) ([]policy.Result, erro
 				errs = make([]error, len(rs))
 			}
 			errs[i] = fmt.Errorf("%w: refused by the shard leader: %s", cluster.ErrFull, r.Message)
+		case peerv1.ForwardResult_BACKLOG:
+			if errs == nil {
+				errs = make([]error, len(rs))
+			}
+			errs[i] = backlogged(r.Message)
 		case peerv1.ForwardResult_NOT_LEADER:
 			// A check the peer refused alone (checkItem) while others of
 			// the request counted, or may have (written, then the
@@ -474,12 +481,6 @@ func decodeResults(shard int, rs []*peerv1.ForwardResult) ([]policy.Result, erro
 				errs = make([]error, len(rs))
 			}
 			errs[i] = fmt.Errorf("%w: %s", cluster.ErrUnavailable, r.Message)
-			if strings.Contains(r.Message, cluster.ErrBacklog.Error()) {
-				// Refused unwritten behind the leader's backlog: sent as
-				// UNAVAILABLE, which has no code of its own on the wire
-				// (and older nodes read as unknown, which is safe).
-				errs[i] = backlogged(r.Message)
-			}
 		}
 	}
 	if errs == nil {
@@ -489,7 +490,8 @@ func decodeResults(shard int, rs []*peerv1.ForwardResult) ([]policy.Result, erro
 }
 
 // backlogged is a forwarded check the leader's group refused, unwritten,
-// behind its backlog (cluster.ErrBacklog), with the leader's message.
+// behind its backlog (BACKLOG: cluster.ErrBacklog), with the leader's
+// message, which names the group and the times.
 type backlogged string
 
 func (e backlogged) Error() string { return string(e) }
@@ -502,7 +504,8 @@ func (e backlogged) Is(target error) bool { return target == cluster.ErrBacklog 
 // code but those of a check refused before it was written).
 func mayHaveCounted(r *peerv1.ForwardResult) bool {
 	switch r.Code {
-	case peerv1.ForwardResult_NOT_LEADER, peerv1.ForwardResult_INVALID, peerv1.ForwardResult_MOVED, peerv1.ForwardResult_FULL:
+	case peerv1.ForwardResult_NOT_LEADER, peerv1.ForwardResult_INVALID, peerv1.ForwardResult_MOVED, peerv1.ForwardResult_FULL,
+		peerv1.ForwardResult_BACKLOG:
 		return false
 	}
 	return true

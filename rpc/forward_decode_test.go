@@ -181,6 +181,9 @@ func TestDecodeUnknownOutcomeFailsAlone(t *testing.T) {
 // outcome; the leader's own message is kept.
 func TestDecodeBacklogIsNotAnUnknownOutcome(t *testing.T) {
 	r := forwardResult(nil, 0, fmt.Errorf("shard-2: %w: its deadline is 3ms away, a commit takes 20ms", cluster.ErrBacklog))
+	if r.Code != peerv1.ForwardResult_BACKLOG || mayHaveCounted(r) {
+		t.Fatalf("a leader encodes the refusal as %v", r.Code)
+	}
 	_, err := decodeResults(2, []*peerv1.ForwardResult{r})
 	if !errors.Is(err, cluster.ErrBacklog) || errors.Is(err, cluster.ErrUnavailable) || cluster.Retryable(err) || codeOf(err) != codes.Unavailable {
 		t.Fatalf("decoded as %v (%v)", err, codeOf(err))

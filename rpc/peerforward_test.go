@@ -163,3 +163,39 @@ func TestPeerResetKeyValidates(t *testing.T) {
 		}
 	}
 }
+
+// A forward's checks of one shard whose callers wait differently go to the
+// group in groups of about the same wait, each bounded by its own: all are
+// answered and counted as one group of them was, an atomic set whole
+// whatever waits its checks carry.
+func TestForwardChecksOfDifferentWaits(t *testing.T) {
+	n, peer := forwardFixture(t)
+	shards := n.Node.Shards()
+	shard := hashing.ShardOf("\x00shop\x00", shards)
+	p := logPolicy(100, policy.Strict)
+	set := colocated("shop", policy.Strict)
+	var plain []string // keys of the set's shard
+	for i := 0; len(plain) < 2; i++ {
+		if k := fmt.Sprintf("wait:%d", i); hashing.ShardOf(k, shards) == shard {
+			plain = append(plain, k)
+		}
+	}
+	req := &peerv1.ForwardRequest{Checks: []*peerv1.ForwardCheck{
+		{Shard: uint32(shard), Key: "\x00shop\x00a", Policy: set, Cost: 1, WaitMs: 2000},
+		{Shard: uint32(shard), Key: "\x00shop\x00b", Policy: set, Cost: 1, WaitMs: 20, Joined: true},
+		{Shard: uint32(shard), Key: plain[0], Policy: p, Cost: 2, WaitMs: 1000},
+		{Shard: uint32(shard), Key: plain[1], Policy: p, Cost: 3},
+	}}
+	resp, err := peer.Forward(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range resp.Results {
+		if r.Code != peerv1.ForwardResult_OK || !r.Decision.GetAllowed() {
+			t.Errorf("check %d: %v %q, want admitted", i, r.Code, r.Message)
+		}
+	}
+	if got := remaining(t, n, plain[0], 100); got != 98 {
+		t.Errorf("%s: remaining %d, want 98", plain[0], got)
+	}
+}

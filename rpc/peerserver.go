@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -36,8 +37,11 @@ func NewPeerServer(node *cluster.Node, cfg Config) *PeerServer {
 // here and never forwards again, so a check makes at most one hop. A peer
 // is validated like a client: an invalid check (its policy, cost, key, or a
 // shard that does not own its key) is answered INVALID, naming the field,
-// and counted nowhere, while the other checks of the request go ahead.
+// and counted nowhere, while the other checks of the request go ahead. A
+// shard's checks go to its group together, split only by how long their
+// callers wait (byWait).
 func (p *PeerServer) Forward(ctx context.Context, req *peerv1.ForwardRequest) (*peerv1.ForwardResponse, error) {
+	received := time.Now() // each check's wait_ms counts from here
 	if len(req.Checks) > forwardMaxChecks {
 		return nil, toStatus(fmt.Errorf("%w: checks: %d checks is more than %d", ErrInvalid, len(req.Checks), forwardMaxChecks))
 	}
@@ -67,18 +71,21 @@ func (p *PeerServer) Forward(ctx context.Context, req *peerv1.ForwardRequest) (*
 	}
 	var wg sync.WaitGroup
 	for shard, idx := range byShard {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sub := make([]fsm.Check, len(idx))
-			for j, i := range idx {
-				sub[j] = checks[i]
-			}
-			res, err := p.node.Submit(ctx, shard, sub)
-			for j, i := range idx {
-				out.Results[i] = forwardResult(res, j, err)
-			}
-		}()
+		groups := byWait(req.Checks, idx)
+		for _, g := range groups {
+			wg.Go(func() {
+				gctx, cancel := waitContext(ctx, received, g, len(groups) == 1)
+				defer cancel()
+				sub := make([]fsm.Check, len(g.idx))
+				for j, i := range g.idx {
+					sub[j] = checks[i]
+				}
+				res, err := p.node.Submit(gctx, shard, sub)
+				for j, i := range g.idx {
+					out.Results[i] = forwardResult(res, j, err)
+				}
+			})
+		}
 	}
 	wg.Wait()
 	return out, nil
@@ -203,9 +210,10 @@ func relayedField(msg string) string {
 
 // forwardResult encodes the j-th result of a shard, or its error: the
 // shard's, or the check's own in a partial answer. NOT_LEADER when nothing
-// was written, MOVED when the group does not own the key's slot and FULL
-// when it holds --max-key-states (nothing written either), UNAVAILABLE when
-// the outcome is unknown.
+// was written, MOVED when the group does not own the key's slot, FULL
+// when it holds --max-key-states and BACKLOG when its queue is longer than
+// the check's deadline (nothing written either), UNAVAILABLE when the
+// outcome is unknown.
 func forwardResult(res []policy.Result, j int, err error) *peerv1.ForwardResult {
 	var nl *cluster.NotLeaderError
 	var pe *cluster.PartialError
@@ -219,6 +227,8 @@ func forwardResult(res []policy.Result, j int, err error) *peerv1.ForwardResult 
 		return &peerv1.ForwardResult{Code: peerv1.ForwardResult_MOVED, Message: err.Error()}
 	case errors.Is(err, cluster.ErrFull):
 		return &peerv1.ForwardResult{Code: peerv1.ForwardResult_FULL, Message: err.Error()}
+	case errors.Is(err, cluster.ErrBacklog):
+		return &peerv1.ForwardResult{Code: peerv1.ForwardResult_BACKLOG, Message: err.Error()}
 	case codeOf(err) == codes.InvalidArgument:
 		return &peerv1.ForwardResult{Code: peerv1.ForwardResult_INVALID, Message: err.Error()}
 	case cluster.Retryable(err):

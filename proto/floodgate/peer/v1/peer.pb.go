@@ -48,6 +48,11 @@ const (
 	// would add more: it was not counted, and a retry fails alike until
 	// old states expire. Senders of older releases take it as UNAVAILABLE.
 	ForwardResult_FULL ForwardResult_Code = 5
+	// The receiver's group queued more checks than the check's deadline
+	// let it wait for, and refused it unwritten: it was not counted, and
+	// is not to be retried (it would queue behind the same backlog).
+	// Senders of older releases take it as UNAVAILABLE.
+	ForwardResult_BACKLOG ForwardResult_Code = 6
 )
 
 // Enum value maps for ForwardResult_Code.
@@ -59,6 +64,7 @@ var (
 		3: "INVALID",
 		4: "MOVED",
 		5: "FULL",
+		6: "BACKLOG",
 	}
 	ForwardResult_Code_value = map[string]int32{
 		"OK":          0,
@@ -67,6 +73,7 @@ var (
 		"INVALID":     3,
 		"MOVED":       4,
 		"FULL":        5,
+		"BACKLOG":     6,
 	}
 )
 
@@ -320,7 +327,14 @@ type ForwardCheck struct {
 	// Joins the atomic set of the check before it (same shard, same policy
 	// encoding): the set is admitted and counted all or nothing, and a set
 	// with an invalid check is refused whole (INVALID, nothing counted).
-	Joined        bool `protobuf:"varint,5,opt,name=joined,proto3" json:"joined,omitempty"`
+	Joined bool `protobuf:"varint,5,opt,name=joined,proto3" json:"joined,omitempty"`
+	// How long the check's caller waits for it, in milliseconds from when
+	// the call was sent (at least 1; 0: as long as the call). A call carries
+	// many callers' checks with the deadline of the last of them: the
+	// leader judges each check by its own wait (a group behind a backlog
+	// refuses, unwritten, those that would outlast their callers, BACKLOG).
+	// Receivers of older releases ignore it.
+	WaitMs        uint32 `protobuf:"varint,6,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -388,6 +402,13 @@ func (x *ForwardCheck) GetJoined() bool {
 		return x.Joined
 	}
 	return false
+}
+
+func (x *ForwardCheck) GetWaitMs() uint32 {
+	if x != nil {
+		return x.WaitMs
+	}
+	return 0
 }
 
 type ForwardRequest struct {
@@ -1507,22 +1528,23 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n" +
 	"\x06policy\x18\x03 \x01(\fR\x06policy\"+\n" +
 	"\x11PeerResetResponse\x12\x16\n" +
-	"\x06states\x18\x01 \x01(\x05R\x06states\"z\n" +
+	"\x06states\x18\x01 \x01(\x05R\x06states\"\x93\x01\n" +
 	"\fForwardCheck\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n" +
 	"\x06policy\x18\x03 \x01(\fR\x06policy\x12\x12\n" +
 	"\x04cost\x18\x04 \x01(\x03R\x04cost\x12\x16\n" +
-	"\x06joined\x18\x05 \x01(\bR\x06joined\"I\n" +
+	"\x06joined\x18\x05 \x01(\bR\x06joined\x12\x17\n" +
+	"\await_ms\x18\x06 \x01(\rR\x06waitMs\"I\n" +
 	"\x0eForwardRequest\x127\n" +
-	"\x06checks\x18\x01 \x03(\v2\x1f.floodgate.peer.v1.ForwardCheckR\x06checks\"\xae\x02\n" +
+	"\x06checks\x18\x01 \x03(\v2\x1f.floodgate.peer.v1.ForwardCheckR\x06checks\"\xbb\x02\n" +
 	"\rForwardResult\x129\n" +
 	"\x04code\x18\x01 \x01(\x0e2%.floodgate.peer.v1.ForwardResult.CodeR\x04code\x127\n" +
 	"\bdecision\x18\x02 \x01(\v2\x1b.floodgate.peer.v1.DecisionR\bdecision\x12\x1b\n" +
 	"\tleader_id\x18\x03 \x01(\tR\bleaderId\x12\x1f\n" +
 	"\vleader_addr\x18\x05 \x01(\tR\n" +
 	"leaderAddr\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"Q\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"^\n" +
 	"\x04Code\x12\x06\n" +
 	"\x02OK\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -1530,7 +1552,8 @@ const file_floodgate_peer_v1_peer_proto_rawDesc = "" +
 	"\vUNAVAILABLE\x10\x02\x12\v\n" +
 	"\aINVALID\x10\x03\x12\t\n" +
 	"\x05MOVED\x10\x04\x12\b\n" +
-	"\x04FULL\x10\x05\"\x88\x02\n" +
+	"\x04FULL\x10\x05\x12\v\n" +
+	"\aBACKLOG\x10\x06\"\x88\x02\n" +
 	"\bDecision\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x18\n" +
 	"\adecider\x18\x02 \x01(\x05R\adecider\x12\x14\n" +
