@@ -86,6 +86,13 @@ type lane struct {
 	// want last is woken, the other waits out its linger.)
 	want int
 	wake chan struct{}
+	// out holds when each call in flight was sent, and rtt how long the
+	// last one that came back took (see take).
+	out []time.Time
+	rtt time.Duration
+	// rescue, while set, is to send the checks a call left queued when it
+	// freed its slot (rescueLater).
+	rescue *time.Timer
 	// The stall watch (stall.go): busySince is when the lane last went
 	// from idle to busy, backAt when a call last came back; stalled says
 	// nothing came back for stallAfter while calls were out, until one
@@ -143,6 +150,7 @@ func (co *coalescer) allow(ctx context.Context, addr string, req *pb.AllowReques
 	if l.room() {
 		l.busy++
 		now := time.Now()
+		l.out = append(l.out, now)
 		co.watchStall(l, now)
 		l.lg.Sent(1, 1, now)
 		l.lastN = 1
@@ -191,24 +199,56 @@ func (co *coalescer) keepOnly(conns map[string]bool) {
 func (co *coalescer) next(l *lane, sent time.Time, heard bool) {
 	co.mu.Lock()
 	co.answered(l, sent, heard)
-	batch := l.take()
+	batch, at := l.take()
+	if batch == nil && len(l.queue) > 0 {
+		co.rescueLater(l)
+	}
 	co.mu.Unlock()
 	if batch != nil {
-		go co.drain(l, batch)
+		go co.drain(l, batch, at)
 	}
 }
 
 // drain sends batch, then whatever queued meanwhile, until nothing is
 // queued.
-func (co *coalescer) drain(l *lane, batch []*waiter) {
+func (co *coalescer) drain(l *lane, batch []*waiter, sent time.Time) {
 	for batch != nil {
-		now := time.Now()
 		heard := co.send(l.addr, batch)
-		co.gather(l, now, heard)
+		co.gather(l, sent, heard)
 		co.mu.Lock()
-		batch = l.take()
+		if batch, sent = l.take(); batch == nil && len(l.queue) > 0 {
+			co.rescueLater(l)
+		}
 		co.mu.Unlock()
 	}
+}
+
+// rescueLater sends the checks queued in l once a round trip has passed,
+// unless a call took them meanwhile: take freed a slot with checks queued
+// on the word of a call in flight, which may be one the node holds (a
+// group electing its leader), and they waited for it, up to the stall
+// watch's 500 ms. The caller holds co.mu.
+func (co *coalescer) rescueLater(l *lane) {
+	if l.rescue != nil {
+		return // one is set
+	}
+	l.rescue = time.AfterFunc(2*l.rtt+linger.MaxWait, func() {
+		co.mu.Lock()
+		l.rescue = nil
+		if len(l.queue) == 0 || l.stalled || co.closed {
+			co.mu.Unlock()
+			return
+		}
+		l.busy++ // a call of its own, beyond what the load allows
+		batch, at := l.take()
+		if batch == nil && len(l.queue) > 0 {
+			co.rescueLater(l) // a call was sent meanwhile: its turn
+		}
+		co.mu.Unlock()
+		if batch != nil {
+			co.drain(l, batch, at)
+		}
+	})
 }
 
 // gather waits, as linger says, for the callers of the batch sent at sent
@@ -244,6 +284,10 @@ func (co *coalescer) gather(l *lane, sent time.Time, heard bool) {
 func (co *coalescer) answered(l *lane, sent time.Time, heard bool) {
 	now := time.Now()
 	l.lg.Answered(sent, now)
+	l.rtt = now.Sub(sent)
+	if i := slices.Index(l.out, sent); i >= 0 {
+		l.out = slices.Delete(l.out, i, i+1)
+	}
 	l.queuedThen = len(l.queue)
 	if heard {
 		l.backAt = now
@@ -252,15 +296,19 @@ func (co *coalescer) answered(l *lane, sent time.Time, heard bool) {
 }
 
 // take takes the next batch queued in l, keeping the call slot of the
-// call that came back; with nothing queued it frees the slot and
-// returns nil. The caller holds co.mu.
-func (l *lane) take() []*waiter {
+// call that came back, and returns it with when it is sent (now); with
+// nothing queued it frees the slot and returns nil. The caller holds
+// co.mu.
+func (l *lane) take() ([]*waiter, time.Time) {
 	// A call beyond what the load allows now (the load grew while it was
-	// in flight) frees its slot even with checks queued: another call is
-	// in flight and will send them.
-	if len(l.queue) == 0 || l.busy > l.most() {
+	// in flight) frees its slot even with checks queued when another call
+	// in flight will be back soon to send them: one sent within about a
+	// round trip. Freed behind a call the node holds (a group electing
+	// its leader), the checks waited for it, up to the stall watch.
+	now := time.Now()
+	if len(l.queue) == 0 || l.busy > l.most() && l.backSoon(now) {
 		l.busy--
-		return nil
+		return nil, time.Time{}
 	}
 	n := min(len(l.queue), validate.MaxBatch)
 	// linger counts the callers of the call that came back as on their
@@ -269,14 +317,22 @@ func (l *lane) take() []*waiter {
 	// and are counted once. (Group commit on the nodes counts them twice
 	// on purpose: waiting longer there makes larger log entries, which
 	// cost less CPU a check; a client's wait buys nothing of the kind.)
-	l.lg.Sent(n, max(l.queuedThen, len(l.queue)-l.lastN), time.Now())
+	l.lg.Sent(n, max(l.queuedThen, len(l.queue)-l.lastN), now)
 	l.lastN, l.batchN = n, n
 	batch := l.queue[:n:n]
 	l.queue = l.queue[n:]
 	if len(l.queue) == 0 {
 		l.queue = nil // let the old array go
 	}
-	return batch
+	l.out = append(l.out, now)
+	return batch, now
+}
+
+// backSoon reports whether a call in flight was sent within about a round
+// trip (twice the last, and linger's longest wait) before now.
+func (l *lane) backSoon(now time.Time) bool {
+	soon := 2*l.rtt + linger.MaxWait
+	return slices.ContainsFunc(l.out, func(sent time.Time) bool { return now.Sub(sent) < soon })
 }
 
 // send makes one call for batch and answers each waiter. It reports
