@@ -77,11 +77,21 @@ func splitByWait(checks []*peerv1.ForwardCheck, idx []int) []waitGroup {
 }
 
 // waitContext bounds ctx, the Forward call's, by a group's wait from when
-// the call was received; wait 0, or a group alone in its shard (its wait
-// is the call's, give or take), leaves ctx as it is.
-func waitContext(ctx context.Context, received time.Time, g waitGroup, alone bool) (context.Context, context.CancelFunc) {
-	if g.wait == 0 || alone {
+// the call was received. A call's deadline is its last caller's, of any
+// shard: a group whose waits are of the call's longest (most, within a
+// factor of two) keeps ctx, as do checks that give no wait.
+func waitContext(ctx context.Context, received time.Time, g waitGroup, most uint32) (context.Context, context.CancelFunc) {
+	if g.wait == 0 || bits.Len32(g.wait) == bits.Len32(most) {
 		return ctx, func() {}
 	}
 	return context.WithDeadline(ctx, received.Add(time.Duration(g.wait)*time.Millisecond))
+}
+
+// longestWait is the longest wait of a Forward's checks.
+func longestWait(checks []*peerv1.ForwardCheck) uint32 {
+	var most uint32
+	for _, c := range checks {
+		most = max(most, c.WaitMs)
+	}
+	return most
 }

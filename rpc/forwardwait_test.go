@@ -72,26 +72,27 @@ func TestByWait(t *testing.T) {
 }
 
 // A group is bounded by its own wait from when the call came, unless its
-// wait is the call's (0, or the only group of its shard).
+// waits are of the call's longest (the call's deadline is its last
+// caller's, whatever the shard) or it gives none.
 func TestWaitContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		call, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		received := time.Now()
 		for _, tc := range []struct {
-			g     waitGroup
-			alone bool
-			want  time.Duration
+			g    waitGroup
+			most uint32
+			want time.Duration
 		}{
-			{waitGroup{wait: 20}, false, 20 * time.Millisecond},
-			{waitGroup{wait: 20}, true, 2 * time.Second},
-			{waitGroup{wait: 0}, false, 2 * time.Second},
-			{waitGroup{wait: 5000}, false, 2 * time.Second}, // never past the call's
+			{waitGroup{wait: 20}, 2000, 20 * time.Millisecond}, // alone in its shard, beside another shard's 2 s
+			{waitGroup{wait: 1990}, 2000, 2 * time.Second},
+			{waitGroup{wait: 0}, 2000, 2 * time.Second},
+			{waitGroup{wait: 5000}, 8000, 2 * time.Second}, // never past the call's
 		} {
-			ctx, cancel := waitContext(call, received, tc.g, tc.alone)
+			ctx, cancel := waitContext(call, received, tc.g, tc.most)
 			d, _ := ctx.Deadline()
 			if got := d.Sub(received); got != tc.want {
-				t.Errorf("wait %d, alone %v: deadline in %v, want %v", tc.g.wait, tc.alone, got, tc.want)
+				t.Errorf("wait %d of a call's longest %d: deadline in %v, want %v", tc.g.wait, tc.most, got, tc.want)
 			}
 			cancel()
 		}

@@ -70,11 +70,11 @@ func (p *PeerServer) Forward(ctx context.Context, req *peerv1.ForwardRequest) (*
 		byShard[int(c.Shard)] = append(byShard[int(c.Shard)], i)
 	}
 	var wg sync.WaitGroup
+	most := longestWait(req.Checks)
 	for shard, idx := range byShard {
-		groups := byWait(req.Checks, idx)
-		for _, g := range groups {
+		for _, g := range byWait(req.Checks, idx) {
 			wg.Go(func() {
-				gctx, cancel := waitContext(ctx, received, g, len(groups) == 1)
+				gctx, cancel := waitContext(ctx, received, g, most)
 				defer cancel()
 				sub := make([]fsm.Check, len(g.idx))
 				for j, i := range g.idx {

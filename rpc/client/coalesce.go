@@ -232,8 +232,13 @@ func (co *coalescer) rescueLater(l *lane) {
 	if l.rescue != nil {
 		return // one is set
 	}
-	l.rescue = time.AfterFunc(2*l.rtt+linger.MaxWait, func() {
+	var self *time.Timer
+	self = time.AfterFunc(2*l.rtt+linger.MaxWait, func() {
 		co.mu.Lock()
+		if l.rescue != self {
+			co.mu.Unlock()
+			return // a call took the queue since: its turn (take)
+		}
 		l.rescue = nil
 		if len(l.queue) == 0 || l.stalled || co.closed {
 			co.mu.Unlock()
@@ -249,6 +254,7 @@ func (co *coalescer) rescueLater(l *lane) {
 			co.drain(l, batch, at)
 		}
 	})
+	l.rescue = self
 }
 
 // gather waits, as linger says, for the callers of the batch sent at sent
@@ -284,7 +290,9 @@ func (co *coalescer) gather(l *lane, sent time.Time, heard bool) {
 func (co *coalescer) answered(l *lane, sent time.Time, heard bool) {
 	now := time.Now()
 	l.lg.Answered(sent, now)
-	l.rtt = now.Sub(sent)
+	if heard {
+		l.rtt = now.Sub(sent) // not of a call its callers ended, or that sent nothing
+	}
 	if i := slices.Index(l.out, sent); i >= 0 {
 		l.out = slices.Delete(l.out, i, i+1)
 	}
@@ -325,6 +333,13 @@ func (l *lane) take() ([]*waiter, time.Time) {
 		l.queue = nil // let the old array go
 	}
 	l.out = append(l.out, now)
+	if l.rescue != nil {
+		// A call takes the queue: the rescue is not needed (under a
+		// steady load it would otherwise send a second call beside each
+		// slow one, re-armed for as long as the queue never empties).
+		l.rescue.Stop()
+		l.rescue = nil
+	}
 	return batch, now
 }
 

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -60,6 +61,48 @@ func TestQueuedChecksAreNotLeftBehindAHeldCall(t *testing.T) {
 			t.Errorf("checks queued behind a 1 ms batch answered after %v: they waited for the held call", slowest)
 		}
 		time.Sleep(3 * time.Second)
+		settle(t, co)
+	})
+}
+
+// Under a steady load whose batches now and then take longer (every fifth
+// 40 ms against 3 ms: a GC pause, an fsync), the lane keeps one batch in
+// flight: a call that takes the queue cancels the rescue a freed slot
+// left. (Left armed, it re-armed for as long as the queue never emptied,
+// and sent a second batch beside each slow one: 95 in 3 s.)
+func TestASteadyLoadKeepsOneBatchInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		one := func(ctx context.Context, addr string, req *pb.AllowRequest) (*pb.AllowResponse, error) {
+			time.Sleep(3 * time.Millisecond)
+			return &pb.AllowResponse{Allowed: true, Key: req.Key}, nil
+		}
+		var batches, inFlight, beside atomic.Int64
+		warm := time.Now().Add(500 * time.Millisecond)
+		many := func(ctx context.Context, addr string, reqs []*pb.AllowRequest) (*pb.AllowBatchResponse, error) {
+			if inFlight.Add(1) > 1 && time.Now().After(warm) {
+				beside.Add(1)
+			}
+			defer inFlight.Add(-1)
+			d := 3 * time.Millisecond
+			if batches.Add(1)%5 == 0 {
+				d = 40 * time.Millisecond
+			}
+			time.Sleep(d)
+			resp := &pb.AllowBatchResponse{}
+			for _, r := range reqs {
+				resp.Results = append(resp.Results, &pb.AllowBatchItem{Response: &pb.AllowResponse{Allowed: true, Key: r.Key}})
+			}
+			return resp, nil
+		}
+		co := newCoalescer(one, many)
+		var wg sync.WaitGroup
+		for stop := time.Now().Add(3 * time.Second); time.Now().Before(stop); time.Sleep(100 * time.Microsecond) {
+			wg.Go(func() { check(co, "n1", "k") })
+		}
+		wg.Wait()
+		if n := beside.Load(); n > 0 {
+			t.Errorf("%d batches sent beside another after the warm-up (of %d)", n, batches.Load())
+		}
 		settle(t, co)
 	})
 }
